@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# install-deps.sh: install everything cryo's build, tests and demo need on
+# Debian bookworm. Idempotent: a second run checks each part and does nothing.
+#
+#   CRIU 4.1.1     built from Debian trixie's source (bookworm's 3.17 fails on
+#                  kernels >= 6.13 with "Unexpected rt vDSO area bounds")
+#   runc, iptables, Podman 4.3, docker-registry   from bookworm
+#   containerd 1.7 (trixie) and 2.x (sid)         unpacked side by side under
+#                  $CRYO_DEPS (they share one package name, so apt cannot hold both)
+#
+# Environment: CRYO_DEPS (default /opt/cryo-deps) is where the unpacked parts go.
+set -euo pipefail
+
+CRYO_DEPS=${CRYO_DEPS:-/opt/cryo-deps}
+CRIU_VERSION=4.1.1
+
+say() { printf 'install-deps: %s\n' "$*"; }
+die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (it installs Debian packages); try: sudo $0"
+command -v apt-get >/dev/null || die "this script needs a Debian system with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+
+APT_UPDATED=0
+apt_update() {
+	[ "$APT_UPDATED" = 1 ] && return 0
+	say "updating the package lists"
+	apt-get update -qq || die "apt-get update failed; check the network and /etc/apt/sources.list.d"
+	APT_UPDATED=1
+}
+
+# add_suites makes trixie and sid known to apt, pinned low (priority 50) so that
+# nothing upgrades from them by accident; packages come from them only on request.
+add_suites() {
+	local src=/etc/apt/sources.list.d/cryo-extra-suites.sources
+	[ -f "$src" ] && return 0
+	local base
+	base=$(grep -l '^Suites:.*bookworm' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 || true)
+	[ -n "$base" ] || die "no deb822 bookworm source under /etc/apt/sources.list.d to derive trixie/sid from"
+	say "adding Debian trixie and sid (pinned low) from the mirror in $base"
+	# Reuse the first stanza (the main archive) and its mirror, with deb-src for CRIU's source.
+	awk 'BEGIN{RS="";ORS="\n\n"} NR==1' "$base" |
+		sed -e 's/^Suites:.*/Suites: trixie sid/' -e 's/^Types:.*/Types: deb deb-src/' >"$src"
+	cat >/etc/apt/preferences.d/cryo-extra-suites <<'PIN'
+Package: *
+Pin: release n=trixie
+Pin-Priority: 50
+
+Package: *
+Pin: release n=sid
+Pin-Priority: 40
+PIN
+	APT_UPDATED=0
+}
+
+apt_install() {
+	local missing=()
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} = 0 ] && return 0
+	apt_update
+	say "installing ${missing[*]}"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+		die "apt-get install ${missing[*]} failed"
+}
+
+CRIU_BUILD_DEPS=(build-essential pkgconf libbsd-dev libcap-dev libgnutls28-dev libnet1-dev
+	libnftables-dev libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
+	protobuf-compiler uuid-dev python3-protobuf libaio-dev dpkg-dev xz-utils)
+
+install_criu() {
+	if [ -x /usr/local/sbin/criu ] && /usr/local/sbin/criu --version 2>/dev/null | grep -q "Version: $CRIU_VERSION"; then
+		say "CRIU $CRIU_VERSION present"
+		return 0
+	fi
+	apt_install "${CRIU_BUILD_DEPS[@]}"
+	apt_update
+	local work
+	work=$(mktemp -d)
+	say "building CRIU $CRIU_VERSION from Debian trixie's source in $work"
+	(cd "$work" && apt-get source -qq --download-only -t trixie criu >/dev/null 2>&1) || true
+	local tarball
+	tarball=$(ls "$work"/criu_"$CRIU_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)
+	[ -n "$tarball" ] || die "could not fetch criu $CRIU_VERSION source from trixie (is deb-src enabled in /etc/apt/sources.list.d/cryo-extra-suites.sources?)"
+	tar -C "$work" -xf "$tarball"
+	(cd "$work"/criu-"$CRIU_VERSION" && make -j"$(nproc)" criu >"$work/build.log" 2>&1) ||
+		{ tail -30 "$work/build.log" >&2; die "CRIU build failed; full log in $work/build.log"; }
+	install -D -m 0755 "$work"/criu-"$CRIU_VERSION"/criu/criu /usr/local/sbin/criu
+	rm -rf "$work"
+	say "CRIU $CRIU_VERSION installed as /usr/local/sbin/criu"
+}
+
+# install_containerd VERSION_PREFIX SUITE DIR unpacks the containerd .deb of a
+# suite into DIR (bin/containerd, bin/ctr, bin/containerd-shim-runc-v2).
+install_containerd() {
+	local want=$1 suite=$2 dir=$3
+	if [ -x "$dir/usr/bin/containerd" ] && "$dir/usr/bin/containerd" --version | grep -q " $want"; then
+		say "containerd $want present in $dir"
+		return 0
+	fi
+	apt_update
+	local work
+	work=$(mktemp -d)
+	say "unpacking containerd $want from $suite into $dir"
+	(cd "$work" && apt-get download -qq "containerd/$suite" >/dev/null) || die "could not download containerd from $suite"
+	rm -rf "$dir" && mkdir -p "$dir"
+	dpkg -x "$work"/containerd_*.deb "$dir"
+	rm -rf "$work"
+	"$dir/usr/bin/containerd" --version | grep -q " $want" || die "containerd in $dir is not version $want"
+}
+
+main() {
+	add_suites
+	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
+		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq
+	install_criu
+	mkdir -p "$CRYO_DEPS"
+	install_containerd 1.7 trixie "$CRYO_DEPS/containerd-1.7"
+	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
+	# The registry package starts a system service on port 5000; the tests run
+	# their own on loopback, so keep the system one out of their way.
+	if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl disable --now docker-registry || true; fi
+	say "all dependencies present (criu $(/usr/local/sbin/criu --version | sed -n 's/Version: //p'), runc $(runc --version | sed -n '1s/runc version //p'), podman $(podman --version | awk '{print $3}'))"
+}
+
+main "$@"
