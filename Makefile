@@ -1,0 +1,66 @@
+SHELL := /bin/bash
+# cryo: checkpoint and restore GPU containers.
+# `make demo` and `make test` install what is missing (contrib/install-deps.sh) first.
+
+GO       ?= go
+BIN      := $(CURDIR)/bin
+FAKE     := $(BIN)/fake
+DIST     := $(CURDIR)/dist
+CRYO_DEPS ?= /opt/cryo-deps
+export CRYO_DEPS
+# The names one multi-call binary answers to.
+LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w"
+
+.PHONY: all build fake deps test test-unit test-integration demo dist gpu-test bench clean help
+
+all: build
+
+help:
+	@echo "make demo        install what is missing, then checkpoint and restore a container through containerd"
+	@echo "make test        install what is missing, then run all tests (unit and integration, as root)"
+	@echo "make build       build bin/cryo and its names ($(LINKS))"
+	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
+	@echo "make deps        install CRIU 4.1.1, runc, containerd 1.7 and 2.x, Podman, a registry"
+	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.zst"
+	@echo "make gpu-test    run the GPU acceptance tests (on a GPU host, from the bundle)"
+	@echo "make clean       remove bin/ and dist/"
+
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/cryo ./cmd/cryo
+	@for l in $(LINKS); do ln -sf cryo $(BIN)/$$l; done
+
+fake:
+	@mkdir -p $(FAKE)
+	gcc -O2 -Wall -shared -fPIC -o $(FAKE)/libcuda.so.1 cudacr/fakecuda/fakecuda.c
+	gcc -O2 -Wall -shared -fPIC -o $(FAKE)/libnvidia-ml.so.1 cudacr/fakecuda/fakenvml.c
+	gcc -O2 -Wall -o $(FAKE)/fakecuda-app cudacr/fakecuda/fakeapp.c -ldl
+
+deps:
+	@bash contrib/install-deps.sh
+
+test: deps build fake
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; exit $${PIPESTATUS[0]}
+
+test-unit: build fake
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
+
+test-integration: deps build fake
+	$(GO) test -count=1 -v -timeout 40m ./integration/...
+
+demo: deps build
+	@bash contrib/demo.sh
+
+dist: build fake
+	@bash contrib/make-dist.sh $(DIST)
+
+gpu-test:
+	@bash integration/gpu/run.sh
+
+bench:
+	@bash integration/gpu/bench.sh
+
+clean:
+	rm -rf $(BIN) $(DIST)
