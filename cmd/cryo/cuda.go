@@ -1,6 +1,184 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
 
-func cudaCommand() *cli.Command   { return &cli.Command{Name: "cuda", Usage: "not yet"} }
-func doctorCommand() *cli.Command { return &cli.Command{Name: "doctor", Usage: "not yet"} }
+	"github.com/urfave/cli/v2"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// cudaCommand is cuda-checkpoint's job without that binary: query, suspend
+// and resume the CUDA state of running processes in place.
+func cudaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cuda",
+		Usage: "show, suspend or resume the CUDA state of running processes",
+		Description: `A suspended process keeps running on the CPU, but its GPU memory has been
+copied into its host memory and it holds no GPU: another job can use the GPU,
+or CRIU can checkpoint the process. "resume" copies the memory back.
+
+Every driver call runs in a short-lived helper process with a deadline, so a
+hung driver call becomes an error instead of a hung cryo.`,
+		Subcommands: []*cli.Command{
+			{
+				Name:      "state",
+				Usage:     "print the CUDA checkpoint state of each PID",
+				ArgsUsage: "PID...",
+				Flags:     driverFlags(),
+				Action:    cudaState,
+			},
+			{
+				Name:      "suspend",
+				Usage:     "lock and checkpoint CUDA in each PID (rolls all back if one fails)",
+				ArgsUsage: "PID...",
+				Flags: append(driverFlags(),
+					&cli.DurationFlag{Name: "lock-timeout", Value: 10 * time.Second, Usage: "how long the driver may wait for in-flight GPU work before locking"},
+				),
+				Action: cudaSuspend,
+			},
+			{
+				Name:      "resume",
+				Usage:     "restore and unlock CUDA in each PID (works from locked or checkpointed)",
+				ArgsUsage: "PID...",
+				Flags: append(driverFlags(),
+					&cli.StringSliceFlag{Name: "gpu-map", Usage: "remap a GPU: OLD-UUID=NEW-UUID (repeatable)"},
+				),
+				Action: cudaResume,
+			},
+		},
+	}
+}
+
+// driverFlags are the options every command that calls the driver takes.
+func driverFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "libcuda", EnvVars: []string{"CRYO_LIBCUDA"}, Usage: "path of the CUDA driver library", DefaultText: "libcuda.so.1"},
+		&cli.DurationFlag{Name: "call-timeout", Value: 30 * time.Second, Usage: "deadline of a driver call that copies no memory"},
+		&cli.DurationFlag{Name: "copy-timeout", Value: 10 * time.Minute, Usage: "deadline of a checkpoint or restore call, which copies GPU memory"},
+	}
+}
+
+func newDriver(c *cli.Context) *cudacr.Driver {
+	return cudacr.New(cudacr.Options{
+		LibPath:     c.String("libcuda"),
+		CallTimeout: c.Duration("call-timeout"),
+		CopyTimeout: c.Duration("copy-timeout"),
+	})
+}
+
+// pidArgs parses the PID arguments.
+func pidArgs(c *cli.Context) ([]int, error) {
+	if c.NArg() == 0 {
+		return nil, fmt.Errorf("no PID given: usage: cryo cuda %s PID...", c.Command.Name)
+	}
+	pids := make([]int, 0, c.NArg())
+	for _, a := range c.Args().Slice() {
+		pid, err := strconv.Atoi(a)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("%q is not a process id", a)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// signalContext is cancelled on SIGINT/SIGTERM, so that an interrupted
+// suspend still rolls back instead of leaving processes locked.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func cudaState(c *cli.Context) error {
+	pids, err := pidArgs(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	d := newDriver(c)
+	failed := 0
+	for _, pid := range pids {
+		st, err := d.State(ctx, pid)
+		if err != nil {
+			fmt.Printf("%d\t-\t%v\n", pid, err)
+			failed++
+			continue
+		}
+		fmt.Printf("%d\t%s\n", pid, st)
+	}
+	if failed > 0 {
+		return cli.Exit("", 1)
+	}
+	return nil
+}
+
+// cudaTargets keeps the CUDA processes among pids and says which it skips.
+func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, error) {
+	procs, skipped, err := d.Find(ctx, pids)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(os.Stderr, "skipping pid %d: %s\n", s.PID, s.Reason)
+	}
+	out := make([]int, 0, len(procs))
+	for _, p := range procs {
+		out = append(out, p.PID)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("none of the given processes uses CUDA; nothing to do")
+	}
+	return out, nil
+}
+
+func cudaSuspend(c *cli.Context) error {
+	pids, err := pidArgs(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	d := newDriver(c)
+	targets, err := cudaTargets(ctx, d, pids)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = d.Suspend(ctx, targets, cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter()})
+	if err != nil {
+		return fmt.Errorf("suspend: %w (every process was returned to running)", err)
+	}
+	fmt.Fprintf(os.Stderr, "suspended %d process(es) in %s\n", len(targets), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func cudaResume(c *cli.Context) error {
+	pids, err := pidArgs(c)
+	if err != nil {
+		return err
+	}
+	pairs, err := parseGPUMap(c.StringSlice("gpu-map"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	d := newDriver(c)
+	targets, err := cudaTargets(ctx, d, pids)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := d.Resume(ctx, targets, cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter()}); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "resumed %d process(es) in %s\n", len(targets), time.Since(start).Round(time.Millisecond))
+	return nil
+}

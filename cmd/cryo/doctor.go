@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// check is one line of the doctor's report.
+type check struct {
+	name, status, detail, fix string // status: ok, warn, FAIL, info
+}
+
+func doctorCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "check that this host can checkpoint and restore GPU containers",
+		Description: `Checks CRIU (version and "criu check"), runc, the kernel and cgroups, the
+NVIDIA driver and its checkpoint API, and lists the GPUs. Every problem comes
+with its fix. Exits 1 if something required is missing.`,
+		Flags:  driverFlags(),
+		Action: doctor,
+	}
+}
+
+func doctor(c *cli.Context) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	checks := []check{checkKernel(), checkCgroups()}
+	checks = append(checks, checkCRIU(ctx)...)
+	checks = append(checks, checkRunc(ctx))
+	checks = append(checks, checkDriver(ctx, newDriver(c))...)
+	failed := 0
+	for _, ch := range checks {
+		fmt.Printf("%-5s %-12s %s\n", ch.status, ch.name, ch.detail)
+		if ch.fix != "" {
+			fmt.Printf("      %-12s fix: %s\n", "", ch.fix)
+		}
+		if ch.status == "FAIL" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		fmt.Printf("%d problem(s) found\n", failed)
+		return cli.Exit("", 1)
+	}
+	return nil
+}
+
+func checkKernel() check {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return check{"kernel", "warn", err.Error(), ""}
+	}
+	return check{"kernel", "ok", unix.ByteSliceToString(u.Release[:]), ""}
+}
+
+func checkCgroups() check {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return check{"cgroups", "ok", "v2 (unified)", ""}
+	}
+	return check{"cgroups", "ok", "v1 or hybrid", ""}
+}
+
+var criuVersionRe = regexp.MustCompile(`Version: (\d+)\.(\d+)(?:\.(\d+))?`)
+
+func checkCRIU(ctx context.Context) []check {
+	path, err := exec.LookPath("criu")
+	if err != nil {
+		return []check{{"criu", "FAIL", "not found on PATH", "install CRIU ≥ 4.1: `make deps` (contrib/install-deps.sh) builds 4.1.1"}}
+	}
+	out, _ := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	m := criuVersionRe.FindStringSubmatch(string(out))
+	if m == nil {
+		return []check{{"criu", "FAIL", path + ": cannot read its version", "reinstall CRIU ≥ 4.1 (`make deps`)"}}
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	version := strings.TrimPrefix(m[0], "Version: ")
+	res := []check{{"criu", "ok", version + " (" + path + ")", ""}}
+	if major < 4 || (major == 4 && minor < 1) {
+		res[0] = check{"criu", "FAIL", version + " (" + path + ") is too old", "CRIU < 4.1 fails on kernels ≥ 6.13 (vDSO); install 4.1.1 with `make deps`"}
+	}
+	out, err = exec.CommandContext(ctx, path, "check").CombinedOutput()
+	if err != nil {
+		res = append(res, check{"criu check", "FAIL", lastLine(string(out)), "run `criu check` as root and fix what it reports"})
+	} else {
+		res = append(res, check{"criu check", "ok", lastLine(string(out)), ""})
+	}
+	return res
+}
+
+func checkRunc(ctx context.Context) check {
+	path, err := exec.LookPath("runc")
+	if err != nil {
+		return check{"runc", "FAIL", "not found on PATH", "install runc (Debian: apt-get install runc)"}
+	}
+	out, _ := exec.CommandContext(ctx, path, "--version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	return check{"runc", "ok", strings.TrimSpace(first) + " (" + path + ")", ""}
+}
+
+// minDriverMajor is the first driver branch with the checkpoint API that cryo
+// needs; r580 adds GPU remapping on restore.
+const minDriverMajor = 570
+
+func checkDriver(ctx context.Context, d *cudacr.Driver) []check {
+	info, err := d.Probe(ctx)
+	switch {
+	case errors.Is(err, cudacr.ErrLibraryNotFound):
+		return []check{{"driver", "FAIL", "libcuda.so.1 not found: " + err.Error(),
+			"install the NVIDIA driver ≥ 570, or point --libcuda / CRYO_LIBCUDA at libcuda.so.1; CPU-only containers still work"}}
+	case errors.Is(err, cudacr.ErrNoCheckpointAPI):
+		return []check{{"driver", "FAIL", err.Error(), "upgrade the NVIDIA driver to ≥ 570 (580 recommended)"}}
+	case err != nil:
+		return []check{{"driver", "FAIL", err.Error(), "check the NVIDIA driver installation (nvidia-smi)"}}
+	}
+	res := []check{{"driver", "ok", fmt.Sprintf("%s, CUDA %d.%d, checkpoint API present", info.LibPath, info.DriverVersion/1000, info.DriverVersion%1000/10), ""}}
+	return append(res, checkGPUs(ctx, d)...)
+}
+
+func checkGPUs(ctx context.Context, d *cudacr.Driver) []check {
+	inv, err := d.Inventory(ctx)
+	if err != nil {
+		return []check{{"gpus", "warn", "NVML: " + err.Error(), "install libnvidia-ml.so.1 (part of the driver) or set CRYO_LIBNVML; restores cannot check GPU fit without it"}}
+	}
+	res := []check{driverBranch(inv.DriverVersion)}
+	if len(inv.GPUs) == 0 {
+		return append(res, check{"gpus", "warn", "no GPU visible", "check nvidia-smi and the device nodes /dev/nvidia*"})
+	}
+	for _, g := range inv.GPUs {
+		res = append(res, check{fmt.Sprintf("gpu %d", g.Index), "info",
+			fmt.Sprintf("%s (sm_%s) %s, %.1f/%.1f GiB free", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", ""), g.UUID, gib(g.MemoryFree), gib(g.MemoryTotal)), ""})
+	}
+	return res
+}
+
+func driverBranch(version string) check {
+	major, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	switch {
+	case major == 0:
+		return check{"driver ver", "warn", "unknown driver version " + strconv.Quote(version), ""}
+	case major < minDriverMajor:
+		return check{"driver ver", "FAIL", version, "upgrade the NVIDIA driver to ≥ 570 (580 recommended)"}
+	case major < 580:
+		return check{"driver ver", "warn", version + ": restore onto a different GPU (UUID remap) needs ≥ 580", "upgrade to the r580 driver branch to restore onto other GPUs of the same model"}
+	}
+	return check{"driver ver", "ok", version + " (r580 features: GPU remap on restore)", ""}
+}
+
+func gib(b uint64) float64 { return float64(b) / (1 << 30) }
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// progressPrinter reports each driver step on stderr. Checkpoint and restore
+// copy GPU memory and can take many seconds, so while one runs it prints the
+// elapsed time every second: a user sees work, not a hang.
+func progressPrinter() func(cudacr.Progress) {
+	var mu sync.Mutex
+	var stop chan struct{}
+	return func(p cudacr.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !p.Done {
+			fmt.Fprintf(os.Stderr, "pid %d: %s…\n", p.PID, p.Step)
+			if p.Step == "checkpoint" || p.Step == "restore" {
+				stop = make(chan struct{})
+				go tick(p, stop)
+			}
+			return
+		}
+		if stop != nil {
+			close(stop)
+			stop = nil
+		}
+		if p.Err != nil {
+			fmt.Fprintf(os.Stderr, "pid %d: %s failed after %s: %v\n", p.PID, p.Step, p.Elapsed.Round(time.Millisecond), p.Err)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "pid %d: %s done in %s\n", p.PID, p.Step, p.Elapsed.Round(time.Millisecond))
+	}
+}
+
+func tick(p cudacr.Progress, stop chan struct{}) {
+	start := time.Now()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			fmt.Fprintf(os.Stderr, "pid %d: %s… %s\n", p.PID, p.Step, time.Since(start).Round(time.Second))
+		}
+	}
+}
+
+// parseGPUMap parses OLD-UUID=NEW-UUID pairs.
+func parseGPUMap(specs []string) ([]cudacr.GPUPair, error) {
+	var pairs []cudacr.GPUPair
+	for _, s := range specs {
+		old, nw, ok := strings.Cut(s, "=")
+		if !ok || !strings.HasPrefix(old, "GPU-") || !strings.HasPrefix(nw, "GPU-") {
+			return nil, fmt.Errorf("--gpu-map %q: want OLD-UUID=NEW-UUID, e.g. GPU-0b1c…=GPU-7f2e… (see nvidia-smi -L)", s)
+		}
+		pairs = append(pairs, cudacr.GPUPair{Old: old, New: nw})
+	}
+	return pairs, nil
+}
