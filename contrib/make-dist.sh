@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make-dist.sh OUTDIR: build a self-contained bundle for a GPU host that has no
+# package registry: cryo (all its names), the GPU acceptance test binary,
+# CRIU 4.1.1 with the shared libraries it needs, runc, containerd 2.x with ctr
+# and its runc shim, and a static busybox for test root filesystems.
+#
+# The result, OUTDIR/cryo-bundle.tar.xz, unpacks into cryo-bundle/ with an
+# env.sh to source. Only glibc is taken from the host (the bundle's binaries
+# need glibc >= 2.34).
+set -euo pipefail
+
+out=${1:?usage: make-dist.sh OUTDIR}
+here=$(cd "$(dirname "$0")/.." && pwd)
+deps=${CRYO_DEPS:-/opt/cryo-deps}
+b="$out/cryo-bundle"
+
+say() { printf 'make-dist: %s\n' "$*"; }
+need() { [ -e "$1" ] || { echo "make-dist: ERROR: $1 missing; run \`make deps build\` first" >&2; exit 1; }; }
+
+criu=$(command -v criu || true)
+[ -x /usr/local/sbin/criu ] && criu=/usr/local/sbin/criu
+need "$here/bin/cryo"; need "$criu"; need /usr/sbin/runc; need "$deps/containerd-2/usr/bin/containerd"; need /bin/busybox
+
+rm -rf "$b" && mkdir -p "$b"/{bin,sbin,lib,libexec} "$b/deps/containerd-2/usr/bin"
+
+say "cryo and its names"
+cp -a "$here"/bin/cryo "$b/bin/"
+for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/bin/$l"; done
+
+say "GPU acceptance tests (integration.test)"
+(cd "$here" && CGO_ENABLED=1 go test -c -trimpath -o "$b/bin/integration.test" ./integration)
+
+say "CRIU $("$criu" --version | sed -n 's/Version: //p') and its libraries"
+cp "$criu" "$b/libexec/criu"
+# Copy every library CRIU loads except glibc's own, which the host provides.
+ldd "$criu" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+	while read -r lib; do cp -L "$lib" "$b/lib/"; done
+cat >"$b/sbin/criu" <<'WRAP'
+#!/bin/sh
+# CRIU with the libraries it was built against (from the bundle), so that the
+# host's own libraries are not disturbed.
+here=$(cd "$(dirname "$0")/.." && pwd)
+LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/libexec/criu" "$@"
+WRAP
+chmod +x "$b/sbin/criu"
+
+say "runc $(/usr/sbin/runc --version | sed -n '1s/runc version //p') (+ libseccomp)"
+cp /usr/sbin/runc "$b/sbin/runc"
+cp -L "$(ldd /usr/sbin/runc | awk '/libseccomp/{print $3}')" "$b/lib/"
+
+say "containerd $("$deps/containerd-2/usr/bin/containerd" --version | awk '{print $3}')"
+for f in containerd ctr containerd-shim-runc-v2; do cp "$deps/containerd-2/usr/bin/$f" "$b/deps/containerd-2/usr/bin/"; done
+cp /bin/busybox "$b/bin/busybox"
+
+cat >"$b/env.sh" <<'ENV'
+# Source this file to use the bundle: . cryo-bundle/env.sh
+CRYO_BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
+export CRYO_BUNDLE
+export PATH="$CRYO_BUNDLE/bin:$CRYO_BUNDLE/sbin:$CRYO_BUNDLE/deps/containerd-2/usr/bin:$PATH"
+export CRYO_BIN="$CRYO_BUNDLE/bin" CRYO_DEPS="$CRYO_BUNDLE/deps" CRYO_RUNC="$CRYO_BUNDLE/sbin/runc"
+ENV
+
+say "compressing"
+tar -C "$out" -cf - cryo-bundle | xz -T0 -6 >"$out/cryo-bundle.tar.xz"
+rm -rf "$b"
+say "wrote $out/cryo-bundle.tar.xz ($(du -h "$out/cryo-bundle.tar.xz" | cut -f1))"
