@@ -6,7 +6,6 @@
 package cudacr
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -70,9 +69,24 @@ func (e *DriverError) Error() string {
 	return fmt.Sprintf("cuda %s pid %d: %s (%d): %s", e.Op, e.PID, e.Name, e.Code, e.Message)
 }
 
-// Unwrap makes errors.Is(err, ErrDriver) true, and ErrNotCUDA/ErrNoProcess when
+// Unwrap makes errors.Is(err, ErrDriver) true, and ErrNotCUDA/ErrBadState when
 // the code says so.
-func (e *DriverError) Unwrap() []error { return []error{ErrDriver} }
+func (e *DriverError) Unwrap() []error {
+	switch e.Code {
+	case cudaErrorNotInitialized:
+		// What the driver answers for a process without CUDA state.
+		return []error{ErrDriver, ErrNotCUDA}
+	case cudaErrorIllegalState:
+		return []error{ErrDriver, ErrBadState}
+	}
+	return []error{ErrDriver}
+}
+
+// CUresult codes the package interprets.
+const (
+	cudaErrorNotInitialized = 3
+	cudaErrorIllegalState   = 401
+)
 
 // GPUPair maps a GPU of the checkpointing host to one of the restoring host,
 // by UUID ("GPU-xxxxxxxx-…"), for CUcheckpointRestoreArgs.gpuPairs.
@@ -149,5 +163,3 @@ type SetOptions struct {
 	// OnProgress, if set, is called at the start and end of every step.
 	OnProgress func(Progress)
 }
-
-var _ = context.Background

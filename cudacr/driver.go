@@ -1,0 +1,66 @@
+package cudacr
+
+import (
+	"os"
+	"time"
+)
+
+// Environment variables that override the library paths.
+const (
+	EnvLibCUDA = "CRYO_LIBCUDA"
+	EnvLibNVML = "CRYO_LIBNVML"
+)
+
+const (
+	defaultLibCUDA     = "libcuda.so.1"
+	defaultLibNVML     = "libnvidia-ml.so.1"
+	defaultCallTimeout = 30 * time.Second
+	defaultCopyTimeout = 10 * time.Minute
+	defaultLockTimeout = 10 * time.Second
+)
+
+// Driver runs every call of the CUDA checkpoint API in a helper child
+// process that is killed at a deadline: the real driver has hung past its
+// own timeout (on a frozen process, and with parallel callers), and a
+// caller such as the shim must never hang with it. A Driver holds no
+// library handle and is safe for concurrent use, but callers should keep
+// driver calls sequential (see Suspend).
+type Driver struct{ opts Options }
+
+// New returns a Driver; it loads nothing until a call is made.
+func New(opts Options) *Driver { return &Driver{opts: opts} }
+
+// libPath is Options.LibPath, else $CRYO_LIBCUDA, else libcuda.so.1.
+func (d *Driver) libPath() string {
+	return firstSet(d.opts.LibPath, os.Getenv(EnvLibCUDA), defaultLibCUDA)
+}
+
+// nvmlPath is Options.NVMLPath, else $CRYO_LIBNVML, else empty (go-nvml's
+// default, libnvidia-ml.so.1).
+func (d *Driver) nvmlPath() string {
+	return firstSet(d.opts.NVMLPath, os.Getenv(EnvLibNVML))
+}
+
+func (d *Driver) callTimeout() time.Duration {
+	return positive(d.opts.CallTimeout, defaultCallTimeout)
+}
+
+func (d *Driver) copyTimeout() time.Duration {
+	return positive(d.opts.CopyTimeout, defaultCopyTimeout)
+}
+
+func firstSet(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func positive(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

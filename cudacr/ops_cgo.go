@@ -1,0 +1,90 @@
+//go:build cgo
+
+package cudacr
+
+import (
+	"fmt"
+	"strings"
+)
+
+// symbolOf names the driver entry point behind each helper op.
+var symbolOf = map[string]string{
+	opLock:    "cuCheckpointProcessLock",
+	opCkpt:    "cuCheckpointProcessCheckpoint",
+	opRestore: "cuCheckpointProcessRestore",
+	opUnlock:  "cuCheckpointProcessUnlock",
+	opState:   "cuCheckpointProcessGetState",
+	opTID:     "cuCheckpointProcessGetRestoreThreadId",
+}
+
+// checkpointSymbols are the entry points cryo needs, in a stable order.
+var checkpointSymbols = []string{
+	"cuCheckpointProcessLock", "cuCheckpointProcessCheckpoint",
+	"cuCheckpointProcessRestore", "cuCheckpointProcessUnlock",
+	"cuCheckpointProcessGetState", "cuCheckpointProcessGetRestoreThreadId",
+}
+
+// probe loads the library and lists what it offers.
+func probe(path string) reply {
+	lib, werr := openCUDA(path)
+	if werr != nil {
+		return reply{Err: werr}
+	}
+	info := DriverInfo{LibPath: path, DriverVersion: lib.version()}
+	for _, s := range checkpointSymbols {
+		if lib.sym(s) == nil {
+			info.Missing = append(info.Missing, s)
+		}
+	}
+	info.CheckpointAPI = len(info.Missing) == 0
+	rep := reply{Info: &info}
+	if !info.CheckpointAPI {
+		rep.Err = noAPI(lib, info.Missing)
+	}
+	return rep
+}
+
+// noAPI explains a driver without the checkpoint API.
+func noAPI(lib *cudaLib, missing []string) *wireError {
+	return &wireError{Kind: kindNoAPI, Message: fmt.Sprintf(
+		"%s (CUDA driver API %s) lacks %s; cryo needs NVIDIA driver 570 or newer (CUDA 12.8 or newer): upgrade the driver",
+		lib.path, FormatCUDAVersion(lib.version()), strings.Join(missing, ", "))}
+}
+
+// checkpointCall performs one cuCheckpointProcess* call.
+func checkpointCall(req request) reply {
+	lib, werr := openCUDA(req.Lib)
+	if werr != nil {
+		return reply{Err: werr}
+	}
+	f := lib.sym(symbolOf[req.Op])
+	if f == nil {
+		return reply{Err: noAPI(lib, []string{symbolOf[req.Op]})}
+	}
+	raw, err := pairBytes(req.Pairs)
+	if err != nil {
+		return reply{Err: &wireError{Kind: kindInvalid, Message: err.Error()}}
+	}
+	var rep reply
+	if code := lib.invoke(f, req, raw, &rep); code != 0 {
+		return reply{Err: lib.driverError(code)}
+	}
+	return rep
+}
+
+// pairBytes lays the pairs out as CUcheckpointGpuPair: old then new UUID.
+func pairBytes(pairs []GPUPair) ([]byte, error) {
+	raw := make([]byte, 0, 32*len(pairs))
+	for _, p := range pairs {
+		o, err := ParseUUID(p.Old)
+		if err != nil {
+			return nil, err
+		}
+		n, err := ParseUUID(p.New)
+		if err != nil {
+			return nil, err
+		}
+		raw = append(append(raw, o[:]...), n[:]...)
+	}
+	return raw, nil
+}

@@ -1,0 +1,43 @@
+package cudacr
+
+import (
+	"context"
+	"errors"
+)
+
+// Resume restores (remapping o.GPUPairs) and then unlocks every pid. It
+// starts from whatever state the driver reports, so it is idempotent and
+// also repairs a set that a killed caller left locked: checkpointed →
+// restore + unlock, locked → unlock, running → nothing. It tries every pid
+// even when one fails, and returns all the failures joined.
+func (d *Driver) Resume(ctx context.Context, pids []int, o SetOptions) error {
+	return d.bringUp(ctx, members(pids, stateUnknown), o)
+}
+
+// bringUp moves every member to running, in phases (see set.go).
+func (d *Driver) bringUp(ctx context.Context, ms []*member, o SetOptions) error {
+	var errs []error
+	for _, m := range ms {
+		if m.state != stateUnknown {
+			continue
+		}
+		if err := d.learn(ctx, []*member{m}, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, m := range ms {
+		if m.state != StateCheckpointed {
+			continue
+		}
+		err := d.step(m, stepRestore, StateLocked, o, func() error { return d.Restore(ctx, m.pid, o.GPUPairs) })
+		errs = append(errs, err)
+	}
+	for _, m := range ms {
+		if m.state != StateLocked {
+			continue
+		}
+		err := d.step(m, stepUnlock, StateRunning, o, func() error { return d.Unlock(ctx, m.pid) })
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,70 @@
+package cudacr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Suspend locks and then checkpoints every pid, in order (see the table in
+// set.go). A member already locked or checkpointed is taken as it is. If
+// any step fails, every member is returned to running (restore, unlock)
+// and the error names the pid and the step and wraps the cause.
+func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
+	ms := members(pids, stateUnknown)
+	if err := d.learn(ctx, ms, o); err != nil {
+		return d.rollback(ctx, ms, err)
+	}
+	lock := positive(o.LockTimeout, defaultLockTimeout)
+	for _, m := range ms {
+		if m.state != StateRunning {
+			continue
+		}
+		if err := d.step(m, stepLock, StateLocked, o, func() error { return d.Lock(ctx, m.pid, lock) }); err != nil {
+			return d.rollback(ctx, ms, err)
+		}
+	}
+	for _, m := range ms {
+		if m.state != StateLocked {
+			continue
+		}
+		if err := d.step(m, stepCkpt, StateCheckpointed, o, func() error { return d.Checkpoint(ctx, m.pid) }); err != nil {
+			return d.rollback(ctx, ms, err)
+		}
+	}
+	return nil
+}
+
+// learn asks the driver for the state of every unknown member; a failed
+// process cannot be suspended.
+func (d *Driver) learn(ctx context.Context, ms []*member, o SetOptions) error {
+	for _, m := range ms {
+		if m.state != stateUnknown {
+			continue
+		}
+		st, err := d.State(ctx, m.pid)
+		if err != nil {
+			return fmt.Errorf("pid %d: %s: %w", m.pid, stepState, err)
+		}
+		if st == StateFailed {
+			return failedError(m.pid)
+		}
+		m.state = st
+	}
+	return nil
+}
+
+func failedError(pid int) error {
+	return fmt.Errorf("pid %d: %w: the driver reports it failed and its GPU state is lost; restart the process", pid, ErrBadState)
+}
+
+// rollback returns every member to running after cause, on a context that
+// survives the caller's cancellation (each call still has its deadline).
+func (d *Driver) rollback(ctx context.Context, ms []*member, cause error) error {
+	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{})
+	if rb != nil {
+		return errors.Join(fmt.Errorf("suspend: %w", cause),
+			fmt.Errorf("rollback left some processes suspended; run `cryo cuda resume` or restart them: %w", rb))
+	}
+	return fmt.Errorf("suspend: %w; every process was returned to running", cause)
+}
