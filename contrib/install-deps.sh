@@ -102,6 +102,7 @@ install_containerd() {
 	apt_update
 	local work
 	work=$(mktemp -d)
+	chmod 755 "$work" # apt's download user must be able to write there
 	say "unpacking containerd $want from $suite into $dir"
 	(cd "$work" && apt-get download -qq "containerd/$suite" >/dev/null) || die "could not download containerd from $suite"
 	rm -rf "$dir" && mkdir -p "$dir"
@@ -117,7 +118,7 @@ main() {
 	install_criu
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7 trixie "$CRYO_DEPS/containerd-1.7"
-	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
+	install_containerd 2.1 sid "$CRYO_DEPS/containerd-2"
 	# The registry package starts a system service on port 5000; the tests run
 	# their own on loopback, so keep the system one out of their way.
 	if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl disable --now docker-registry || true; fi
