@@ -96,14 +96,14 @@ install_criu() {
 install_containerd() {
 	local want=$1 suite=$2 dir=$3
 	if [ -x "$dir/usr/bin/containerd" ] && "$dir/usr/bin/containerd" --version | grep -q " $want"; then
-		say "containerd $want present in $dir"
+		say "containerd ${want}x present in $dir"
 		return 0
 	fi
 	apt_update
 	local work
 	work=$(mktemp -d)
 	chmod 755 "$work" # apt's download user must be able to write there
-	say "unpacking containerd $want from $suite into $dir"
+	say "unpacking containerd ${want}x from $suite into $dir"
 	(cd "$work" && apt-get download -qq "containerd/$suite" >/dev/null) || die "could not download containerd from $suite"
 	rm -rf "$dir" && mkdir -p "$dir"
 	dpkg -x "$work"/containerd_*.deb "$dir"
@@ -117,8 +117,8 @@ main() {
 		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq
 	install_criu
 	mkdir -p "$CRYO_DEPS"
-	install_containerd 1.7 trixie "$CRYO_DEPS/containerd-1.7"
-	install_containerd 2.1 sid "$CRYO_DEPS/containerd-2"
+	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
+	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
 	# The registry package starts a system service on port 5000; the tests run
 	# their own on loopback, so keep the system one out of their way.
 	if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl disable --now docker-registry || true; fi
