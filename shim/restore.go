@@ -1,0 +1,79 @@
+package shim
+
+import (
+	"context"
+	"time"
+
+	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
+	"github.com/containerd/log"
+	"golang.org/x/sys/unix"
+)
+
+// Create checks a checkpoint against this host before anything else
+// happens: a checkpoint that needs a GPU this host lacks fails here, with
+// the reason, instead of half-way through runc restore. containerd's Create
+// only records the checkpoint; runc restore runs in Start.
+func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
+	if r.Checkpoint == "" {
+		return s.TTRPCTaskService.Create(ctx, r)
+	}
+	started := time.Now()
+	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint)
+	if err != nil {
+		log.G(ctx).WithError(err).Error("cryo: restore refused")
+		return nil, toGRPC(err, true)
+	}
+	resp, err := s.TTRPCTaskService.Create(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	s.setRestore(r.ID, m)
+	log.G(ctx).WithFields(log.Fields{
+		"id": r.ID, "checkpoint": r.Checkpoint, "check_ms": time.Since(started).Milliseconds(),
+	}).Info("cryo: restore checked")
+	return resp, nil
+}
+
+// Start of a restored task: runc restore runs inside the runc service's
+// Start; CUDA is resumed after it. If CUDA cannot be resumed, the task is
+// killed: a process whose GPU state stays checkpointed would hang.
+func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.StartResponse, error) {
+	if r.ExecID != "" {
+		return s.TTRPCTaskService.Start(ctx, r)
+	}
+	m, restoring := s.takeRestore(r.ID)
+	if !restoring {
+		return s.TTRPCTaskService.Start(ctx, r)
+	}
+	done, err := s.begin(r.ID, "restore")
+	if err != nil {
+		return nil, toGRPC(err, false)
+	}
+	defer done()
+	started := time.Now()
+	resp, err := s.TTRPCTaskService.Start(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	criu := time.Since(started)
+	if err := s.orch(ctx).ResumeRestored(ctx, s.target(r.ID, false), m); err != nil {
+		s.killRestored(ctx, r.ID)
+		err = &StepError{Container: r.ID, Step: "resume CUDA after restore", Err: err,
+			Remedy: "the restored task was killed: a task whose CUDA state stays suspended would hang"}
+		log.G(ctx).WithError(err).Error("cryo: restore failed")
+		return nil, toGRPC(err, false)
+	}
+	log.G(ctx).WithFields(log.Fields{
+		"id": r.ID, "pid": resp.Pid, "criu_restore_ms": criu.Milliseconds(),
+		"cuda_resume_ms": (time.Since(started) - criu).Milliseconds(),
+		"total_ms":       time.Since(started).Milliseconds(),
+	}).Info("cryo: restore done")
+	return resp, nil
+}
+
+func (s *service) killRestored(ctx context.Context, id string) {
+	_, err := s.TTRPCTaskService.Kill(ctx, &taskv3.KillRequest{ID: id, Signal: uint32(unix.SIGKILL), All: true})
+	if err != nil {
+		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: could not kill the restored task")
+	}
+}

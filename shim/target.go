@@ -1,0 +1,37 @@
+package shim
+
+import (
+	"context"
+
+	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
+
+	cryort "github.com/cryo-gpu/cryo/runtime"
+)
+
+// target describes a task to the orchestration: its pids come from the runc
+// service (the container's cgroup), and thawing is the runc service's
+// Resume, so that its state machine follows (paused → running).
+func (s *service) target(id string, frozen bool) cryort.Target {
+	t := cryort.Target{ID: id, PIDs: s.pids(id)}
+	if frozen {
+		t.Thaw = func(ctx context.Context) error {
+			_, err := s.TTRPCTaskService.Resume(ctx, &taskv3.ResumeRequest{ID: id})
+			return err
+		}
+	}
+	return t
+}
+
+func (s *service) pids(id string) func(context.Context) ([]int, error) {
+	return func(ctx context.Context) ([]int, error) {
+		resp, err := s.TTRPCTaskService.Pids(ctx, &taskv3.PidsRequest{ID: id})
+		if err != nil {
+			return nil, err
+		}
+		pids := make([]int, 0, len(resp.Processes))
+		for _, p := range resp.Processes {
+			pids = append(pids, int(p.Pid))
+		}
+		return pids, nil
+	}
+}
