@@ -1,9 +1,152 @@
 package main
 
-// TEMPORARY stub: the runtime owner replaces this file with the bare-process
-// `cryo checkpoint --pid` / `cryo restore --dir` commands.
+import (
+	"fmt"
+	"os"
+	"time"
 
-import "github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2"
 
-func checkpointCommand() *cli.Command { return &cli.Command{Name: "checkpoint", Usage: "not yet"} }
-func restoreCommand() *cli.Command    { return &cli.Command{Name: "restore", Usage: "not yet"} }
+	"github.com/cryo-gpu/cryo/runtime"
+)
+
+// checkpointCommand is the bare-process checkpoint: CRIU on a process tree,
+// with CUDA suspended around the dump. The logic lives in runtime.
+func checkpointCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "checkpoint",
+		Usage:     "checkpoint a process tree (and its GPU state) into a directory",
+		UsageText: "cryo checkpoint --pid PID --dir DIR [--leave-running] [--tcp-established] [--shell-job]",
+		Description: `Suspends CUDA in the tree's CUDA processes (their GPU memory moves into host
+memory), dumps the tree with CRIU into DIR, and writes cryo-manifest.json with
+the GPUs, driver, step times and the sha256 of every image file.
+
+Without --leave-running the processes exit once dumped; restore them with
+"cryo restore --dir DIR". If anything fails, CUDA is resumed and the processes
+keep running. CRIU's log is DIR/criu-dump.log.
+
+Stdio: /dev/null, files and sockets inside the tree are fine. A terminal needs
+--shell-job (at restore too). Pipes to a process outside the tree (the shell
+that started it) are restored as pipes nobody reads: redirect to a file
+instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "pid", Required: true, Usage: "root of the process tree to checkpoint"},
+			&cli.StringFlag{Name: "dir", Required: true, Usage: "image directory (created if missing; must not hold a checkpoint)"},
+			&cli.BoolFlag{Name: "leave-running", Usage: "keep the processes running after the dump (CUDA resumed)"},
+			&cli.BoolFlag{Name: "tcp-established", Usage: "checkpoint established TCP connections"},
+			&cli.BoolFlag{Name: "shell-job", Usage: "the tree is attached to a terminal or is not a session leader"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: 10 * time.Second, Usage: "how long the driver may wait for in-flight GPU work before locking"},
+		},
+		Action: checkpointAction,
+	}
+}
+
+func checkpointAction(c *cli.Context) error {
+	ctx, stop := signalContext()
+	defer stop()
+	o := orchestrator(runtime.WithLockTimeout(c.Duration("lock-timeout")))
+	m, err := o.CheckpointProcess(ctx, runtime.ProcessOptions{
+		PID:            c.Int("pid"),
+		Dir:            c.String("dir"),
+		LeaveRunning:   c.Bool("leave-running"),
+		TCPEstablished: c.Bool("tcp-established"),
+		ShellJob:       c.Bool("shell-job"),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "checkpoint of pid %d written to %s (%d CUDA process(es))\n", c.Int("pid"), c.String("dir"), len(m.Processes))
+	return nil
+}
+
+// restoreCommand restores a bare-process checkpoint, detached.
+func restoreCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "restore",
+		Usage:     "restore a process tree checkpointed by `cryo checkpoint`",
+		UsageText: "cryo restore --dir DIR [--shell-job] [--tcp-established]",
+		Description: `Verifies DIR before touching anything: the manifest, the sha256 of every
+image file, and that this host has the GPUs, free GPU memory and driver the
+checkpoint needs. Then restores the tree with CRIU, detached (it is
+re-parented to init when cryo exits), resumes CUDA with the GPUs remapped to
+this host's, and prints the restored root's pid on stdout.
+
+The processes get back their old pids, which must be free. CRIU's log is
+DIR/criu-restore.log.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Required: true, Usage: "image directory written by `cryo checkpoint`"},
+			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
+			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
+		},
+		Action: restoreAction,
+	}
+}
+
+func restoreAction(c *cli.Context) error {
+	ctx, stop := signalContext()
+	defer stop()
+	res, err := orchestrator().RestoreDetached(ctx, runtime.RestoreOptions{
+		Dir:            c.String("dir"),
+		ShellJob:       c.Bool("shell-job"),
+		TCPEstablished: c.Bool("tcp-established"),
+	})
+	if res != nil {
+		fmt.Println(res.PID)
+	}
+	return err
+}
+
+// orchestrator reports progress on stderr and keeps the structured log for
+// failures only: the step lines already say what happened.
+func orchestrator(opts ...runtime.Option) *runtime.Orchestrator {
+	base := []runtime.Option{
+		runtime.WithLogger(runtime.DiscardLogger()),
+		runtime.WithEvents(stepPrinter()),
+		runtime.WithCUDAProgress(progressPrinter()),
+	}
+	return runtime.New(append(base, opts...)...)
+}
+
+// stepPrinter prints the long steps with their elapsed time, ticking every
+// second while one runs so that a user sees work, not a hang.
+func stepPrinter() func(runtime.Event) {
+	long := map[runtime.Step]string{
+		runtime.StepSuspend: "suspending CUDA", runtime.StepDump: "dumping with CRIU",
+		runtime.StepResume: "resuming CUDA", runtime.StepDigests: "hashing image files",
+		runtime.StepRollback: "rolling back: resuming CUDA", runtime.StepVerify: "verifying checkpoint",
+		runtime.StepRestore: "restoring with CRIU",
+	}
+	var stop chan struct{}
+	return func(e runtime.Event) {
+		what, ok := long[e.Step]
+		if !ok {
+			return
+		}
+		if !e.Done {
+			fmt.Fprintf(os.Stderr, "%s: %s…\n", e.ID, what)
+			stop = make(chan struct{})
+			go tickStep(e.ID, what, stop)
+			return
+		}
+		close(stop)
+		if e.Err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %s failed after %s\n", e.ID, what, e.Elapsed.Round(time.Millisecond))
+			return
+		}
+		fmt.Fprintf(os.Stderr, "%s: %s done in %s\n", e.ID, what, e.Elapsed.Round(time.Millisecond))
+	}
+}
+
+func tickStep(id, what string, stop chan struct{}) {
+	start := time.Now()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			fmt.Fprintf(os.Stderr, "%s: %s… %s\n", id, what, time.Since(start).Round(time.Second))
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// ProcessOptions configures a bare-process checkpoint (no container).
+type ProcessOptions struct {
+	PID          int    // root of the process tree
+	Dir          string // image directory; created if missing, must hold no checkpoint
+	LeaveRunning bool   // keep the tree running after the dump
+	// TCPEstablished dumps established TCP connections (CRIU locks the
+	// network meanwhile); without it a tree with one fails to dump.
+	TCPEstablished bool
+	// ShellJob lets CRIU dump a tree that is not a session leader or whose
+	// stdio is a terminal, and restore it into the caller's session and
+	// terminal.
+	ShellJob bool
+}
+
+// RestoreOptions configures a bare-process restore.
+type RestoreOptions struct {
+	Dir            string
+	ShellJob       bool
+	TCPEstablished bool
+}
+
+// RestoreResult is a restored tree.
+type RestoreResult struct {
+	PID      int                // the restored root's pid
+	Manifest *snapshot.Manifest // nil for a checkpoint without a manifest
+}
+
+// CheckpointProcess checkpoints the process tree rooted at po.PID into
+// po.Dir with CRIU, with cryo's CUDA orchestration around the dump.
+//
+// Stdio: a tree whose stdio is /dev/null, files or sockets it owns dumps and
+// restores as is. A terminal needs ShellJob. A pipe to a process outside the
+// tree (the shell that started it, `cmd | tee`) dumps, but the restore
+// creates a fresh pipe whose other end nobody holds: writes to it then fail
+// with EPIPE/SIGPIPE. Redirect such stdio to files first.
+func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions) (*snapshot.Manifest, error) {
+	id := fmt.Sprintf("pid %d", po.PID)
+	if err := checkAlive(po.PID); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepFind, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
+	}
+	if err := prepareDir(po.Dir); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepManifest, Err: err, Outcome: "nothing was checkpointed", Remedy: "choose an empty or new directory"}
+	}
+	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return processTree(po.PID) }}
+	dump := func(ctx context.Context) error {
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
+	}
+	return o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
+}
+
+// prepareDir creates the image directory, refusing one that already holds a
+// checkpoint: CRIU would overwrite some images and leave others.
+func prepareDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, name := range []string{snapshot.ManifestName, "inventory.img"} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if err == nil {
+			return fmt.Errorf("%s: %w", dir, ErrDirInUse)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// RestoreDetached verifies the checkpoint in ro.Dir (manifest, digests, GPU
+// host check), restores it with CRIU as a detached tree, and resumes its
+// CUDA. The restored processes keep the pids they had, so those pids must
+// be free: a tree checkpointed with LeaveRunning cannot be restored while
+// the original still runs. On a CUDA resume failure it returns the result
+// (the tree runs, with CUDA suspended) with the error.
+func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
+	id := "checkpoint " + ro.Dir
+	m, err := o.CheckRestore(ctx, id, ro.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var pid int
+	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
+		var err error
+		pid, err = criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished})
+		return err
+	})
+	if err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: logPathOf(err), Outcome: "nothing was restored",
+			Remedy: "read the CRIU log from its first Error line (pids in use by the original processes, missing files and --shell-job are the usual causes)"}
+	}
+	if m != nil {
+		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepRestore), Seconds: d.Seconds()})
+	}
+	res := &RestoreResult{PID: pid, Manifest: m}
+	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return processTree(pid) }}
+	return res, o.ResumeRestored(ctx, t, m)
+}

@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// DumpFunc is the front end's dump of the (thawed, CUDA-suspended) target
+// into the image directory: runc checkpoint, or CRIU for a bare process. It
+// returns a *CRIUError when it has a log to point at.
+type DumpFunc func(ctx context.Context) error
+
+// checkpoint is one run of the checkpoint state machine. Each step moves it
+// forward; the flags say what a failure has to undo.
+type checkpoint struct {
+	o            *Orchestrator
+	t            Target
+	dir          string
+	leaveRunning bool
+	dump         DumpFunc
+	m            *snapshot.Manifest
+
+	pids      []int // the target's processes
+	toSuspend []int // CUDA processes found running, suspended by us
+	suspended bool  // CUDA is suspended: a failure must resume it
+	dumped    bool  // the dump succeeded: without leaveRunning the processes are gone
+}
+
+// Checkpoint thaws the target, suspends CUDA, writes the manifest into
+// imageDir, calls dump, then resumes CUDA (leaveRunning) or leaves the
+// processes to exit with the dump, and finally records the digests of the
+// image files in the manifest.
+//
+// On any failure before the dump has succeeded it resumes CUDA and returns
+// a *StepError naming the target, the step, the cause, the CRIU log when
+// there is one, and a remedy; the processes keep running. The manifest,
+// with the duration of every step taken, is returned in both cases.
+func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*snapshot.Manifest, error) {
+	c := &checkpoint{o: o, t: t, dir: imageDir, leaveRunning: leaveRunning, dump: dump, m: snapshot.New(t.ID)}
+	for _, s := range c.steps() {
+		if s.skip {
+			continue
+		}
+		d, err := o.step(ctx, t.ID, s.name, s.run)
+		c.m.AddStep(string(s.name), d, err)
+		if err != nil {
+			return c.m, c.fail(ctx, s.name, err)
+		}
+	}
+	if err := snapshot.Write(imageDir, c.m); err != nil {
+		return c.m, c.fail(ctx, StepManifest, err)
+	}
+	return c.m, nil
+}
+
+type stepRun struct {
+	name Step
+	run  func(context.Context) error
+	skip bool
+}
+
+// steps is the checkpoint sequence. The resume comes before the digests so
+// that a leave-running checkpoint gives the GPU back as soon as the images
+// are written; hashing tens of GB must not extend the application's pause.
+func (c *checkpoint) steps() []stepRun {
+	return []stepRun{
+		{StepThaw, c.thaw, c.t.Thaw == nil},
+		{StepFind, c.find, false},
+		{StepInventory, c.inventory, false},
+		{StepSuspend, c.suspend, false},
+		{StepManifest, c.writeManifest, false},
+		{StepDump, c.runDump, false},
+		{StepResume, c.resume, !c.leaveRunning},
+		{StepDigests, c.digests, false},
+	}
+}
+
+func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
+
+// find lists the target's processes and the CUDA ones among them.
+func (c *checkpoint) find(ctx context.Context) error {
+	pids, err := c.t.PIDs(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pids) == 0 {
+		return ErrNoProcess
+	}
+	c.pids = pids
+	// Find asks the driver only about processes that map libcuda or hold
+	// /dev/nvidia*, so a CPU-only target works on a host without a driver.
+	procs, skipped, err := c.o.driver().Find(ctx, pids)
+	if err != nil {
+		return err
+	}
+	for _, s := range skipped {
+		c.o.log().Debug("not a CUDA process", "id", c.t.ID, "pid", s.PID, "reason", s.Reason)
+	}
+	return c.classify(procs)
+}
+
+// classify records every CUDA process in the manifest and picks the running
+// ones to suspend. One already checkpointed (by `cryo cuda suspend`) is
+// dumped as it is; a locked or failed one cannot be dumped safely.
+func (c *checkpoint) classify(procs []cudacr.Process) error {
+	for _, p := range procs {
+		switch p.State {
+		case cudacr.StateRunning:
+			c.toSuspend = append(c.toSuspend, p.PID)
+		case cudacr.StateCheckpointed:
+		default:
+			return fmt.Errorf("CUDA process %d is %s: %w", p.PID, p.State, cudacr.ErrBadState)
+		}
+		c.m.Processes = append(c.m.Processes, snapshot.Process{PID: p.PID, State: p.State.String()})
+	}
+	return nil
+}
+
+// inventory records the GPUs while the processes still hold their memory:
+// that memory is what a restore will need free.
+func (c *checkpoint) inventory(ctx context.Context) error {
+	if !c.m.HasCUDA() {
+		return nil
+	}
+	inv, err := c.o.driver().Inventory(ctx)
+	if err != nil {
+		// The checkpoint is still good; only the restore's host check loses
+		// its data, so warn instead of failing.
+		c.o.log().Warn("GPU inventory unavailable: the restore cannot check the target host", "id", c.t.ID, "error", err)
+		return nil
+	}
+	c.m.Inventory = inv
+	c.m.Needs = snapshot.NeedsFromInventory(inv)
+	return nil
+}
+
+func (c *checkpoint) suspend(ctx context.Context) error {
+	if len(c.toSuspend) == 0 {
+		return nil
+	}
+	// cudacr rolls back the processes it already suspended when one fails,
+	// so a failure here leaves nothing suspended.
+	if err := c.o.driver().Suspend(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
+		return err
+	}
+	c.suspended = true
+	return nil
+}
+
+// writeManifest writes the manifest before the dump, so that a checkpoint
+// interrupted after the dump still says what it holds (without digests,
+// which makes a restore refuse it).
+func (c *checkpoint) writeManifest(ctx context.Context) error { return snapshot.Write(c.dir, c.m) }
+
+func (c *checkpoint) runDump(ctx context.Context) error {
+	if err := c.dump(ctx); err != nil {
+		return err
+	}
+	c.dumped = true
+	return nil
+}
+
+func (c *checkpoint) resume(ctx context.Context) error {
+	if !c.suspended {
+		return nil
+	}
+	if err := c.o.driver().Resume(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
+		return err
+	}
+	c.suspended = false
+	return nil
+}
+
+func (c *checkpoint) digests(ctx context.Context) error {
+	d, err := snapshot.ComputeDigests(c.dir)
+	if err != nil {
+		return err
+	}
+	c.m.Digests = d
+	return nil
+}

@@ -1,0 +1,127 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	criu "github.com/checkpoint-restore/go-criu/v7"
+	"github.com/checkpoint-restore/go-criu/v7/rpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// Log files CRIU writes into the image directory. They are left out of the
+// digests (snapshot skips *.log).
+const (
+	DumpLog    = "criu-dump.log"
+	RestoreLog = "criu-restore.log"
+)
+
+// criuLogLevel 4 is CRIU's debug level: a failed dump is diagnosed from the
+// log alone, and the log costs little next to the images.
+const criuLogLevel = 4
+
+// CRIUPath finds the CRIU binary: $CRYO_CRIU, then /usr/local/sbin/criu
+// (where a CRIU built from source lands, ahead of an older distribution
+// package that may not work on this kernel), then $PATH.
+func CRIUPath() (string, error) {
+	if p := os.Getenv("CRYO_CRIU"); p != "" {
+		return p, nil
+	}
+	if st, err := os.Stat("/usr/local/sbin/criu"); err == nil && st.Mode()&0o111 != 0 {
+		return "/usr/local/sbin/criu", nil
+	}
+	p, err := exec.LookPath("criu")
+	if err != nil {
+		return "", fmt.Errorf("%w: install CRIU 4.1 or newer (`make deps`), or set CRYO_CRIU", ErrNoCRIU)
+	}
+	return p, nil
+}
+
+// criuOptions are the flags a bare dump or restore passes to CRIU.
+type criuOptions struct {
+	ShellJob       bool
+	TCPEstablished bool
+	LeaveRunning   bool
+}
+
+func newCRIU() (*criu.Criu, error) {
+	path, err := CRIUPath()
+	if err != nil {
+		return nil, err
+	}
+	c := criu.MakeCriu()
+	c.SetCriuPath(path)
+	return c, nil
+}
+
+// baseOpts opens dir and returns the options shared by dump and restore.
+// CRIU's RPC server opens the directory through our fd (/proc/PID/fd/N), so
+// the file must stay open until the call returns: the caller closes it.
+func baseOpts(dir, logFile string, o criuOptions) (*rpc.CriuOpts, *os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &rpc.CriuOpts{
+		ImagesDirFd:    proto.Int32(int32(f.Fd())),
+		LogLevel:       proto.Int32(criuLogLevel),
+		LogFile:        proto.String(logFile),
+		ShellJob:       proto.Bool(o.ShellJob),
+		TcpEstablished: proto.Bool(o.TCPEstablished),
+	}, f, nil
+}
+
+// criuDump dumps the process tree rooted at pid into dir. Without
+// LeaveRunning CRIU kills the tree once the images are written; on a failed
+// dump CRIU lets the tree run on.
+func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
+	c, err := newCRIU()
+	if err != nil {
+		return err
+	}
+	opts, f, err := baseOpts(dir, DumpLog, o)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	opts.Pid = proto.Int32(int32(pid))
+	opts.LeaveRunning = proto.Bool(o.LeaveRunning)
+	if err := c.Dump(opts, criu.NoNotify{}); err != nil {
+		return &CRIUError{Op: "dump", LogPath: filepath.Join(dir, DumpLog), Err: err}
+	}
+	return nil
+}
+
+// pidNotify learns the restored tree's root pid from CRIU's post-restore
+// notification.
+type pidNotify struct {
+	criu.NoNotify
+	pid int
+}
+
+func (n *pidNotify) PostRestore(pid int32) error { n.pid = int(pid); return nil }
+
+// criuRestore restores the tree in dir, detached: with rst_sibling the
+// restored root becomes a child of this process rather than of CRIU, and
+// when this process exits the kernel re-parents it to init (or to the
+// nearest child subreaper). It returns the root's pid.
+func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
+	c, err := newCRIU()
+	if err != nil {
+		return 0, err
+	}
+	opts, f, err := baseOpts(dir, RestoreLog, o)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	opts.RstSibling = proto.Bool(true)
+	n := &pidNotify{}
+	if err := c.Restore(opts, n); err != nil {
+		return 0, &CRIUError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}
+	}
+	return n.pid, nil
+}

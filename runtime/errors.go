@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Step names one step of a checkpoint or restore.
+type Step string
+
+// The steps, in the order a checkpoint or restore takes them.
+const (
+	StepThaw      Step = "thaw"      // unfreeze the cgroup: the driver hangs on frozen threads
+	StepFind      Step = "find"      // find the CUDA processes of the target
+	StepInventory Step = "inventory" // the GPUs and driver, before the suspend
+	StepSuspend   Step = "suspend"   // lock and checkpoint CUDA
+	StepManifest  Step = "manifest"  // write the GPU manifest into the image directory
+	StepDump      Step = "dump"      // the front end's dump: runc checkpoint or CRIU
+	StepResume    Step = "resume"    // restore and unlock CUDA
+	StepDigests   Step = "digests"   // sha256 of every image file
+	StepRollback  Step = "rollback"  // resume CUDA after a failed checkpoint
+	StepVerify    Step = "verify"    // restore: manifest, digests and host check
+	StepRestore   Step = "restore"   // restore: the front end's restore (CRIU)
+)
+
+// Sentinel errors of the orchestration; test with errors.Is.
+var (
+	// ErrNoProcess: the target has no process (a dead pid, an empty container).
+	ErrNoProcess = errors.New("no process to checkpoint")
+	// ErrRollback: a checkpoint failed and CUDA could not be resumed either.
+	ErrRollback = errors.New("CUDA could not be resumed after a failed checkpoint")
+	// ErrDirInUse: the image directory already holds a checkpoint.
+	ErrDirInUse = errors.New("image directory already holds a checkpoint")
+	// ErrNoCRIU: no CRIU binary was found.
+	ErrNoCRIU = errors.New("CRIU not found")
+)
+
+// StepError is a failed checkpoint or restore: which target, which step,
+// why, what became of the processes, and what to do.
+type StepError struct {
+	Op      string // "checkpoint" or "restore"
+	ID      string // container id or "pid N"
+	Step    Step
+	Err     error
+	LogPath string // CRIU's log, when the failing step has one
+	Outcome string // "the process was left running with CUDA resumed", …
+	Remedy  string
+}
+
+func (e *StepError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s of %s failed at step %s: %v", e.Op, e.ID, e.Step, e.Err)
+	if e.LogPath != "" {
+		fmt.Fprintf(&b, " (CRIU log: %s)", e.LogPath)
+	}
+	if e.Outcome != "" {
+		fmt.Fprintf(&b, "; %s", e.Outcome)
+	}
+	if e.Remedy != "" {
+		fmt.Fprintf(&b, "; remedy: %s", e.Remedy)
+	}
+	return b.String()
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// CRIUError is a failed CRIU (or runc) call. Dump and restore callbacks
+// return it so that the orchestration can name the log in its message.
+type CRIUError struct {
+	Op      string // "dump", "restore"
+	LogPath string
+	Err     error
+}
+
+func (e *CRIUError) Error() string {
+	msg := fmt.Sprintf("criu %s: %v", e.Op, e.Err)
+	if line := firstLogError(e.LogPath); line != "" {
+		msg += "; the log says: " + line
+	}
+	return msg
+}
+
+func (e *CRIUError) Unwrap() error { return e.Err }
+
+// firstLogError returns the first "Error" line of a CRIU log: the cause is
+// usually there, and the lines after it are the unwinding.
+func firstLogError(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, "Error (") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// logPathOf returns the CRIU log named by err, if any.
+func logPathOf(err error) string {
+	var ce *CRIUError
+	if errors.As(err, &ce) {
+		return ce.LogPath
+	}
+	return ""
+}

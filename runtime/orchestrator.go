@@ -1,0 +1,128 @@
+// Package runtime is cryo's one checkpoint/restore orchestration. Every front
+// end (the containerd shim, cryo-runc, the cryo CLI) calls it: it thaws the
+// process set, suspends CUDA, writes the GPU manifest, calls the front end's
+// dump (runc or CRIU), resumes or rolls back, and after a restore resumes
+// CUDA in the restored processes.
+package runtime
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// Target is the process set a checkpoint or restore acts on.
+type Target struct {
+	ID   string                                   // container id (or "pid N"), used in messages
+	PIDs func(ctx context.Context) ([]int, error) // the processes, host pids
+	Thaw func(ctx context.Context) error          // unfreezes the cgroup; nil if never frozen
+}
+
+// Event reports the start (Done false) and end of one step, for progress
+// lines and logs.
+type Event struct {
+	ID      string
+	Step    Step
+	Done    bool
+	Elapsed time.Duration
+	Err     error
+}
+
+// Orchestrator is cryo's one checkpoint/restore sequence. The zero value
+// works: it uses a driver configured from the environment and slog.Default.
+type Orchestrator struct {
+	Driver *cudacr.Driver
+	// Logger receives one line per step with its duration; nil: slog.Default().
+	Logger *slog.Logger
+	// OnEvent, if set, is called at the start and end of every step.
+	OnEvent func(Event)
+	// OnCUDAProgress, if set, receives the driver's per-process progress.
+	OnCUDAProgress func(cudacr.Progress)
+	// LockTimeout is how long the driver waits for in-flight GPU work before
+	// locking; zero: cudacr's default.
+	LockTimeout time.Duration
+}
+
+// Option configures an Orchestrator made by New.
+type Option func(*Orchestrator)
+
+// New returns an Orchestrator; without options it is the zero value.
+func New(opts ...Option) *Orchestrator {
+	o := &Orchestrator{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// WithDriver uses d for every CUDA call.
+func WithDriver(d *cudacr.Driver) Option { return func(o *Orchestrator) { o.Driver = d } }
+
+// WithDriverOptions uses a driver made from opts. Empty fields are taken
+// from the environment ($CRYO_LIBCUDA, $CRYO_LIBNVML) by cudacr itself, so
+// WithDriverOptions(cudacr.Options{}) is "the driver from the environment".
+func WithDriverOptions(opts cudacr.Options) Option {
+	return func(o *Orchestrator) { o.Driver = cudacr.New(opts) }
+}
+
+// WithLogger routes the orchestration's log lines (the shim passes a
+// handler over containerd's logger).
+func WithLogger(l *slog.Logger) Option { return func(o *Orchestrator) { o.Logger = l } }
+
+// WithEvents calls f at the start and end of every step.
+func WithEvents(f func(Event)) Option { return func(o *Orchestrator) { o.OnEvent = f } }
+
+// WithCUDAProgress calls f for every per-process driver step.
+func WithCUDAProgress(f func(cudacr.Progress)) Option {
+	return func(o *Orchestrator) { o.OnCUDAProgress = f }
+}
+
+// WithLockTimeout sets the driver's lock timeout.
+func WithLockTimeout(d time.Duration) Option { return func(o *Orchestrator) { o.LockTimeout = d } }
+
+func (o *Orchestrator) driver() *cudacr.Driver {
+	if o.Driver == nil {
+		o.Driver = cudacr.New(cudacr.Options{})
+	}
+	return o.Driver
+}
+
+func (o *Orchestrator) log() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+// DiscardLogger is a logger that drops everything, for callers that report
+// through OnEvent only.
+func DiscardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func (o *Orchestrator) setOptions(pairs []cudacr.GPUPair) cudacr.SetOptions {
+	return cudacr.SetOptions{LockTimeout: o.LockTimeout, GPUPairs: pairs, OnProgress: o.OnCUDAProgress}
+}
+
+// step runs fn as one named step: it emits the start and end events, logs
+// the duration, and returns the duration with fn's error.
+func (o *Orchestrator) step(ctx context.Context, id string, s Step, fn func(context.Context) error) (time.Duration, error) {
+	o.emit(Event{ID: id, Step: s})
+	start := time.Now()
+	err := fn(ctx)
+	d := time.Since(start)
+	o.emit(Event{ID: id, Step: s, Done: true, Elapsed: d, Err: err})
+	if err != nil {
+		o.log().Warn("cryo step failed", "id", id, "step", string(s), "elapsed", d, "error", err)
+	} else {
+		o.log().Info("cryo step done", "id", id, "step", string(s), "elapsed", d)
+	}
+	return d, err
+}
+
+func (o *Orchestrator) emit(e Event) {
+	if o.OnEvent != nil {
+		o.OnEvent(e)
+	}
+}

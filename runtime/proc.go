@@ -1,0 +1,65 @@
+package runtime
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// checkAlive returns an error wrapping ErrNoProcess unless pid is a live
+// (not zombie) process.
+func checkAlive(pid int) error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return fmt.Errorf("process %d does not exist (it may have exited): %w", pid, cudacr.ErrNoProcess)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself contain spaces and parentheses.
+	if i := bytes.LastIndexByte(data, ')'); i > 0 && i+2 < len(data) && data[i+2] == 'Z' {
+		return fmt.Errorf("process %d has exited (zombie): %w", pid, cudacr.ErrNoProcess)
+	}
+	return nil
+}
+
+// processTree returns pid and all its descendants, parents first: the set
+// CRIU dumps for a tree rooted at pid.
+func processTree(pid int) ([]int, error) {
+	if err := checkAlive(pid); err != nil {
+		return nil, err
+	}
+	tree := []int{pid}
+	for i := 0; i < len(tree); i++ {
+		kids, err := children(tree[i])
+		if err != nil {
+			return nil, err
+		}
+		tree = append(tree, kids...)
+	}
+	return tree, nil
+}
+
+// children reads /proc/PID/task/*/children (every thread can be a parent).
+func children(pid int) ([]int, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if k, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	return kids, nil
+}

@@ -1,0 +1,152 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// CheckRestore reads the manifest in imageDir, verifies the digests of the
+// image files and checks that this host can take the checkpoint, all before
+// anything is restored. On success the manifest carries the GPU pairs for
+// ResumeRestored.
+//
+// A directory of CRIU images without a manifest was not taken by cryo. It
+// is accepted as a checkpoint without CUDA (nil manifest, a warning logged)
+// unless its images name libcuda.so: then the GPU state was not captured by
+// cryo and a restore would fail in the application, so it is refused with
+// ErrNoManifest. Errors are *StepError wrapping snapshot's sentinels.
+func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string) (*snapshot.Manifest, error) {
+	var m *snapshot.Manifest
+	d, err := o.step(ctx, id, StepVerify, func(ctx context.Context) error {
+		var err error
+		m, err = o.verify(ctx, id, imageDir)
+		return err
+	})
+	if err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, imageDir)}
+	}
+	if m != nil {
+		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepVerify), Seconds: d.Seconds()})
+	}
+	return m, nil
+}
+
+func (o *Orchestrator) verify(ctx context.Context, id, dir string) (*snapshot.Manifest, error) {
+	if ok, err := snapshot.IsImageDir(dir); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("%s holds no CRIU images (no inventory.img): %w", dir, snapshot.ErrNotCheckpoint)
+	}
+	m, err := snapshot.Read(dir)
+	if errors.Is(err, snapshot.ErrNoManifest) {
+		return nil, o.noManifest(id, dir, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := snapshot.VerifyDigests(dir, m); err != nil {
+		return nil, err
+	}
+	if m.HasCUDA() {
+		if m.RestorePairs, err = o.checkHost(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// noManifest accepts a manifest-less CRIU directory as a CPU checkpoint,
+// unless its images show a CUDA library.
+func (o *Orchestrator) noManifest(id, dir string, err error) error {
+	cuda, rerr := snapshot.ReferencesCUDA(dir)
+	if rerr != nil {
+		return rerr
+	}
+	if cuda {
+		return fmt.Errorf("the CRIU images in %s map libcuda.so but %w: the GPU state was not saved by cryo", dir, err)
+	}
+	o.log().Warn("checkpoint has no cryo manifest: restoring it as a checkpoint without CUDA, unverified", "id", id, "dir", dir)
+	return nil
+}
+
+// checkHost compares this host's GPUs with the manifest's needs.
+func (o *Orchestrator) checkHost(ctx context.Context, m *snapshot.Manifest) ([]cudacr.GPUPair, error) {
+	if len(m.Needs) == 0 {
+		return nil, nil // the source had no inventory: nothing to check against
+	}
+	host, err := o.driver().Inventory(ctx)
+	if err != nil {
+		host = cudacr.Inventory{} // no driver, no NVML: the host offers no GPU
+		o.log().Warn("GPU inventory unavailable on this host", "error", err)
+	}
+	return snapshot.CheckHost(m, host)
+}
+
+func restoreRemedy(err error, dir string) string {
+	switch {
+	case errors.Is(err, snapshot.ErrNotCheckpoint):
+		return "pass the directory that `cryo checkpoint --dir` wrote (it holds inventory.img and " + snapshot.ManifestName + ")"
+	case errors.Is(err, snapshot.ErrNoManifest):
+		return "re-take the checkpoint with cryo, which suspends CUDA first"
+	case errors.Is(err, snapshot.ErrIncompatibleHost):
+		return "restore on a host with the GPUs and driver above, or free GPU memory"
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrUnsupportedVersion):
+		return "" // their messages carry the remedy
+	}
+	return "check that " + dir + " is readable"
+}
+
+// ResumeRestored resumes CUDA in the restored processes of t. Their pids
+// are not the manifest's (a container restores in a new pid namespace), so
+// it asks the driver which of t's processes are checkpointed or locked and
+// resumes those, remapping the GPUs by the pairs CheckRestore found. A
+// checkpoint without CUDA (or without a manifest) needs nothing.
+func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot.Manifest) error {
+	if !m.HasCUDA() {
+		return nil
+	}
+	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m) })
+	m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepResume), Seconds: d.Seconds()})
+	if err != nil {
+		return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
+			Outcome: "the restored processes run, with CUDA still suspended",
+			Remedy:  "retry with `cryo cuda resume PID` (see `cryo cuda state PID`), or kill them and restore again"}
+	}
+	return nil
+}
+
+func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot.Manifest) error {
+	pids, err := t.PIDs(ctx)
+	if err != nil {
+		return err
+	}
+	procs, _, err := o.driver().Find(ctx, pids)
+	if err != nil {
+		return err
+	}
+	var suspended []int
+	for _, p := range procs {
+		if p.State == cudacr.StateCheckpointed || p.State == cudacr.StateLocked {
+			suspended = append(suspended, p.PID)
+		}
+	}
+	if len(suspended) == 0 && len(procs) > 0 {
+		// Something else (a CRIU action script) resumed them already.
+		o.log().Info("restored CUDA processes already running", "id", t.ID, "pids", pids)
+		return nil
+	}
+	if len(suspended) == 0 {
+		return fmt.Errorf("none of the restored processes %v is a CUDA process, but the manifest lists %d: %w", pids, len(m.Processes), cudacr.ErrBadState)
+	}
+	pairs := m.RestorePairs
+	if pairs == nil {
+		if pairs, err = o.checkHost(ctx, m); err != nil {
+			return err
+		}
+	}
+	return o.driver().Resume(ctx, suspended, o.setOptions(pairs))
+}

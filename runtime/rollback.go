@@ -1,0 +1,83 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// fail turns a failed step into a *StepError. Before the dump has
+// succeeded, or with leaveRunning, the processes are still there: resume
+// their CUDA so that they carry on as if nothing happened.
+func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
+	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: logPathOf(err), Remedy: checkpointRemedy(step, err, c.dir)}
+	switch {
+	case c.dumped && !c.leaveRunning:
+		e.Outcome = "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete"
+	case c.suspended:
+		e.Outcome = c.rollback(ctx)
+	case c.dumped:
+		e.Outcome = "the processes were left running"
+	default:
+		e.Outcome = "the processes were left running, CUDA untouched"
+	}
+	return e
+}
+
+// rollback resumes CUDA after a failed checkpoint. It uses a fresh context:
+// the caller's may be the one that just expired, and the processes must not
+// be left suspended because of it.
+func (c *checkpoint) rollback(ctx context.Context) string {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	d, err := c.o.step(rctx, c.t.ID, StepRollback, func(ctx context.Context) error {
+		return c.o.driver().Resume(ctx, c.toSuspend, c.o.setOptions(nil))
+	})
+	c.m.AddStep(string(StepRollback), d, err)
+	if err != nil {
+		return fmt.Sprintf("%v: %v; the processes %v stay suspended: run `cryo cuda resume %s`", ErrRollback, err, c.toSuspend, pidList(c.toSuspend))
+	}
+	c.suspended = false
+	return "the processes were left running with CUDA resumed"
+}
+
+// checkpointRemedy says what a user can do about a failed step.
+func checkpointRemedy(step Step, err error, dir string) string {
+	switch {
+	case errors.Is(err, ErrNoProcess) || errors.Is(err, cudacr.ErrNoProcess):
+		return "check that the process or container is running"
+	case errors.Is(err, cudacr.ErrTimeout):
+		return "the GPU work did not drain in time or the driver hung; retry, with a longer lock timeout, and run `cryo doctor`"
+	case errors.Is(err, cudacr.ErrLibraryNotFound):
+		return "a process maps libcuda but cryo cannot load the driver: set CRYO_LIBCUDA to the driver's libcuda.so.1"
+	case errors.Is(err, cudacr.ErrNoCheckpointAPI):
+		return "upgrade the NVIDIA driver to 570 or newer (the checkpoint API)"
+	}
+	switch step {
+	case StepThaw:
+		return "check the container's cgroup (is another tool freezing it?) and retry"
+	case StepFind, StepSuspend:
+		return "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry"
+	case StepManifest, StepDigests:
+		return "check that " + dir + " is writable and has free space, then retry"
+	case StepDump:
+		return "read the CRIU log from its first Error line (open sockets, pipes and terminals to outside processes are the usual cause: see --shell-job and --tcp-established), then retry"
+	case StepResume:
+		return "run `cryo cuda resume PID` for the processes still suspended"
+	}
+	return "retry; if it fails again, run `cryo doctor`"
+}
+
+func pidList(pids []int) string {
+	s := ""
+	for i, p := range pids {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprint(p)
+	}
+	return s
+}

@@ -1,0 +1,189 @@
+package snapshot
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// GPUNeed is one GPU a restore needs: the same model (name and compute
+// capability, since the GPU state is not portable across architectures) with
+// enough free memory to take back what the processes held.
+type GPUNeed struct {
+	UUID              string `json:"uuid"` // the source GPU, for the remap
+	Name              string `json:"name"`
+	ComputeCapability string `json:"compute_capability"`
+	Memory            uint64 `json:"memory"` // bytes that must be free
+}
+
+// NeedsFromInventory derives the restore's needs from the source inventory
+// taken before the suspend: the memory in use on a GPU then is what its
+// processes will allocate again. Without per-process accounting this counts
+// other tenants too, which errs on the side of refusing early.
+func NeedsFromInventory(inv cudacr.Inventory) []GPUNeed {
+	var needs []GPUNeed
+	for _, g := range inv.GPUs {
+		used := uint64(0)
+		if g.MemoryTotal > g.MemoryFree {
+			used = g.MemoryTotal - g.MemoryFree
+		}
+		needs = append(needs, GPUNeed{UUID: g.UUID, Name: g.Name, ComputeCapability: g.ComputeCapability, Memory: used})
+	}
+	return needs
+}
+
+// CheckHost refuses, before anything is restored, a host that cannot take
+// the checkpoint m, saying what is missing; otherwise it returns the GPU
+// UUID pairs (source → this host) for the driver's restore. A checkpoint
+// without CUDA processes fits every host.
+func CheckHost(m *Manifest, host cudacr.Inventory) ([]cudacr.GPUPair, error) {
+	if !m.HasCUDA() || len(m.Needs) == 0 {
+		return nil, nil
+	}
+	if err := checkDriver(m.Inventory, host); err != nil {
+		return nil, err
+	}
+	pairs, short := matchGPUs(m.Needs, host.GPUs)
+	if short == "" {
+		return pairs, nil
+	}
+	return nil, &HostError{Needs: describeNeeds(m.Needs), Offers: describeHost(host.GPUs, short == "memory")}
+}
+
+// checkDriver refuses a host whose driver is older than the source's: the
+// restoring driver must understand the saved state.
+func checkDriver(src, host cudacr.Inventory) error {
+	if src.DriverVersion == "" {
+		return nil
+	}
+	if host.DriverVersion == "" {
+		return &HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s; this host has no NVIDIA driver (NVML found no driver)", src.DriverVersion)}
+	}
+	if compareVersions(host.DriverVersion, src.DriverVersion) < 0 {
+		return &HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s (CUDA %s); this host has driver %s (CUDA %s); remedy: upgrade the driver or restore on another host",
+			src.DriverVersion, cudaVersion(src.CUDAVersion), host.DriverVersion, cudaVersion(host.CUDAVersion))}
+	}
+	return nil
+}
+
+// matchGPUs gives each need a distinct host GPU of its model with enough
+// free memory, preferring the same UUID (a restore on the same host). short
+// is "" on success, "memory" if only free memory was lacking, else "model".
+func matchGPUs(needs []GPUNeed, gpus []cudacr.GPU) (pairs []cudacr.GPUPair, short string) {
+	taken := make([]bool, len(gpus))
+	for _, n := range needs {
+		i, why := pick(n, gpus, taken)
+		if i < 0 {
+			return nil, why
+		}
+		taken[i] = true
+		pairs = append(pairs, cudacr.GPUPair{Old: n.UUID, New: gpus[i].UUID})
+	}
+	return pairs, ""
+}
+
+func pick(n GPUNeed, gpus []cudacr.GPU, taken []bool) (int, string) {
+	best, why := -1, "model"
+	for i, g := range gpus {
+		if taken[i] || g.Name != n.Name || g.ComputeCapability != n.ComputeCapability {
+			continue
+		}
+		if g.MemoryFree < n.Memory {
+			why = "memory"
+			continue
+		}
+		if best < 0 || g.UUID == n.UUID {
+			best = i
+		}
+	}
+	return best, why
+}
+
+// describeNeeds: "1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free".
+func describeNeeds(needs []GPUNeed) string {
+	var groups []string
+	count := map[string]int{}
+	for _, n := range needs {
+		key := fmt.Sprintf("%s (%s)", n.Name, sm(n.ComputeCapability))
+		if n.Memory > 0 {
+			key += " with ≥ " + gib(n.Memory) + " free"
+		}
+		if count[key] == 0 {
+			groups = append(groups, key)
+		}
+		count[key]++
+	}
+	return joinCounted(groups, count)
+}
+
+// describeHost: "1× NVIDIA A100 (sm_80)", with free memory when that is
+// what is short.
+func describeHost(gpus []cudacr.GPU, withFree bool) string {
+	if len(gpus) == 0 {
+		return "no GPU"
+	}
+	var groups []string
+	count := map[string]int{}
+	for _, g := range gpus {
+		key := fmt.Sprintf("%s (%s)", g.Name, sm(g.ComputeCapability))
+		if withFree {
+			key += " with " + gib(g.MemoryFree) + " free"
+		}
+		if count[key] == 0 {
+			groups = append(groups, key)
+		}
+		count[key]++
+	}
+	return joinCounted(groups, count)
+}
+
+func joinCounted(groups []string, count map[string]int) string {
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = fmt.Sprintf("%d× %s", count[g], g)
+	}
+	return strings.Join(parts, " + ")
+}
+
+// sm turns "9.0" into "sm_90".
+func sm(cc string) string {
+	if cc == "" {
+		return "sm_?"
+	}
+	return "sm_" + strings.ReplaceAll(cc, ".", "")
+}
+
+func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// cudaVersion turns 13000 into "13.0".
+func cudaVersion(v int) string {
+	if v == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+}
+
+// compareVersions compares dotted numeric versions ("580.159.04").
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(as), len(bs)); i++ {
+		x, y := part(as, i), part(bs, i)
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func part(p []string, i int) int {
+	if i >= len(p) {
+		return 0
+	}
+	n, _ := strconv.Atoi(p[i])
+	return n
+}

@@ -1,0 +1,158 @@
+// Package snapshot is the checkpoint as data: the GPU manifest that cryo
+// writes into a CRIU image directory, the digests of the image files, and the
+// check that a host can take a checkpoint before anything is restored.
+package snapshot
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// ManifestName is the GPU manifest's file name inside a CRIU image directory.
+// It lives inside that directory so that every front end (containerd's tar,
+// Podman's export, a plain copy) carries it with the images.
+const ManifestName = "cryo-manifest.json"
+
+// FormatVersion is the manifest format this cryo writes. Read accepts it and
+// every older one; a newer one means an older cryo is reading it.
+const FormatVersion = 1
+
+// Manifest is the GPU manifest of one checkpoint.
+type Manifest struct {
+	Version     int       `json:"version"`
+	ContainerID string    `json:"container_id"`
+	Created     time.Time `json:"created"`
+	Hostname    string    `json:"hostname"`
+	// Processes are the CUDA processes that were suspended (or found already
+	// suspended) at checkpoint; empty for a checkpoint without CUDA.
+	Processes []Process `json:"processes"`
+	// Inventory is the source host's GPUs and driver, taken before the
+	// suspend, while the processes still held their GPU memory.
+	Inventory cudacr.Inventory `json:"inventory"`
+	// Needs are the GPUs a restore needs, derived from Inventory.
+	Needs []GPUNeed `json:"needs,omitempty"`
+	// Steps is how long each step of the checkpoint took, in order.
+	Steps []Step `json:"steps"`
+	// Digests maps every file of the image directory (but the manifest and
+	// logs) to its sha256, in hex. Nil until the dump has completed.
+	Digests map[string]string `json:"digests,omitempty"`
+
+	// RestorePairs maps the source GPUs to this host's, found by the host
+	// check of a restore; RestoreSteps times the restore. Neither is saved.
+	RestorePairs []cudacr.GPUPair `json:"-"`
+	RestoreSteps []Step           `json:"-"`
+}
+
+// Process is one CUDA process of the checkpoint.
+type Process struct {
+	PID int `json:"pid"`
+	// State is the driver state when the checkpoint found it.
+	State string `json:"state"`
+	// GPUMemory is the process's GPU memory in bytes, when known.
+	GPUMemory uint64 `json:"gpu_memory,omitempty"`
+}
+
+// Step is the duration of one checkpoint step.
+type Step struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Duration returns the step's duration.
+func (s Step) Duration() time.Duration { return time.Duration(s.Seconds * float64(time.Second)) }
+
+// New returns a manifest for container id, stamped with now and this host.
+func New(id string) *Manifest {
+	host, _ := os.Hostname()
+	return &Manifest{Version: FormatVersion, ContainerID: id, Created: time.Now().UTC(), Hostname: host}
+}
+
+// HasCUDA reports whether the checkpoint holds CUDA processes.
+func (m *Manifest) HasCUDA() bool { return m != nil && len(m.Processes) > 0 }
+
+// AddStep records the duration (and error) of a step.
+func (m *Manifest) AddStep(name string, d time.Duration, err error) {
+	s := Step{Name: name, Seconds: d.Seconds()}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	m.Steps = append(m.Steps, s)
+}
+
+// Write writes the manifest into dir atomically (temp file and rename), so
+// that a reader never sees half a manifest.
+func Write(dir string, m *Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+ManifestName+".*")
+	if err != nil {
+		return fmt.Errorf("write manifest into %s: %w", dir, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write manifest into %s: %w", dir, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write manifest into %s: %w", dir, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, ManifestName))
+}
+
+// Read reads the manifest of dir. Its errors wrap ErrNotCheckpoint (dir
+// missing or not a directory), ErrNoManifest (no manifest) or ErrCorrupt
+// (unreadable or from a newer cryo: ErrUnsupportedVersion).
+func Read(dir string) (*Manifest, error) {
+	if err := requireDir(dir); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, ManifestName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s has no %s: %w", dir, ManifestName, ErrNoManifest)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s is not a valid cryo manifest (%v); remedy: re-take or re-transfer the checkpoint: %w", path, err, ErrCorrupt)
+	}
+	if m.Version < 1 || m.Version > FormatVersion {
+		return nil, fmt.Errorf("%s has format version %d, this cryo reads 1 to %d; remedy: use a cryo at least as new as the one that took the checkpoint: %w", path, m.Version, FormatVersion, ErrUnsupportedVersion)
+	}
+	return &m, nil
+}
+
+// requireDir returns ErrNotCheckpoint unless dir is a directory.
+func requireDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint directory %s: %v: %w", dir, unwrapPath(err), ErrNotCheckpoint)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory: %w", dir, ErrNotCheckpoint)
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
