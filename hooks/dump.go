@@ -1,0 +1,63 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// preDump runs before CRIU freezes the container: it suspends CUDA in the
+// container's processes and writes the manifest, through the one
+// orchestration, whose dump step is CRIU itself, already under way. The
+// processes are left suspended for CRIU; a detached watcher resumes them
+// once CRIU has exited, if they still run (--leave-running, or a failed dump).
+func preDump(ctx context.Context) error {
+	pid, err := initPID()
+	if err != nil {
+		return err
+	}
+	dir, err := imageDir()
+	if err != nil {
+		return err
+	}
+	if frozen(pid) {
+		return fmt.Errorf("the container is paused; the CUDA driver cannot suspend frozen processes: resume it, then checkpoint")
+	}
+	t := cryoruntime.Target{
+		ID:   containerID(),
+		PIDs: func(context.Context) ([]int, error) { return processTree(pid), nil },
+	}
+	criuDone := func(context.Context) error { return nil } // CRIU dumps after this script returns
+	m, err := orchestrator().Checkpoint(ctx, t, dir, false, criuDone)
+	if err != nil {
+		return err // the orchestration has resumed CUDA already
+	}
+	if !m.HasCUDA() {
+		return nil
+	}
+	if err := startWatcher(dir, m); err != nil {
+		// Without a watcher nobody would resume a --leave-running container.
+		resumeNow(ctx, m)
+		return fmt.Errorf("start the resume watcher: %w; CUDA resumed, dump aborted", err)
+	}
+	return nil
+}
+
+// postDump runs once CRIU has written every image: the digests are taken
+// now, since the manifest was written before the dump.
+func postDump() error {
+	dir, err := imageDir()
+	if err != nil {
+		return err
+	}
+	m, err := snapshot.Read(dir)
+	if err != nil {
+		return err
+	}
+	if m.Digests, err = snapshot.ComputeDigests(dir); err != nil {
+		return err
+	}
+	return snapshot.Write(dir, m)
+}

@@ -1,0 +1,35 @@
+// Package hooks holds the entry points that runc and CRIU call back into.
+//
+// cryo-runc (with CRYO_CRIU_HOOKS=1) prepares each container it creates so
+// that a direct `runc checkpoint`/`runc restore`, which bypasses cryo-runc,
+// is CUDA-safe too. Three things are written, all into the bundle directory:
+//
+//   - cryo-criu.conf, a CRIU configuration file holding one line,
+//     `action-script <bundle>/cryo-criu-action.sh`;
+//   - cryo-criu-action.sh, a two-line shell script that sets the container
+//     id and cryo-runc's environment file and execs cryo-criu-action (CRIU
+//     runs an action script without arguments, so this is how it learns them);
+//   - the annotation org.criu.config=<bundle>/cryo-criu.conf in config.json,
+//     which is how runc tells CRIU to read that configuration file.
+//
+// CRIU then runs cryo-criu-action at each step of a dump or restore (see
+// CRIUAction). When cryo-runc runs the checkpoint or restore itself, it sets
+// OrchestratedEnv and the action script does nothing.
+package hooks
+
+const (
+	// OrchestratedEnv, set to 1 in runc's environment, tells the action
+	// script that cryo-runc already runs the orchestration around runc.
+	OrchestratedEnv = "CRYO_ORCHESTRATED"
+	// EnableEnv=1 makes cryo-runc prepare containers at create, run and restore.
+	EnableEnv = "CRYO_CRIU_HOOKS"
+	// CRIUConfigAnnotation is the annotation runc reads CRIU's configuration
+	// file name from.
+	CRIUConfigAnnotation = "org.criu.config"
+	// ContainerEnv and EnvFileEnv are set by the generated script for the action.
+	ContainerEnv = "CRYO_CONTAINER_ID"
+	EnvFileEnv   = "CRYO_RUNC_ENV"
+
+	criuConfName = "cryo-criu.conf"
+	scriptName   = "cryo-criu-action.sh"
+)

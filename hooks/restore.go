@@ -1,0 +1,45 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// preRestore runs before CRIU restores anything: the manifest's digests and
+// GPU needs are checked, and a failure aborts the restore.
+func preRestore(ctx context.Context) error {
+	dir, err := imageDir()
+	if err != nil {
+		return err
+	}
+	_, err = orchestrator().CheckRestore(ctx, containerID(), dir)
+	return err
+}
+
+// postResume runs once the restored processes run again: CUDA is resumed in
+// them. (At post-restore they are still stopped by CRIU.)
+func postResume(ctx context.Context) error {
+	pid, err := initPID()
+	if err != nil {
+		return err
+	}
+	dir, err := imageDir()
+	if err != nil {
+		return err
+	}
+	m, err := snapshot.Read(dir)
+	if errors.Is(err, snapshot.ErrNoManifest) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t := cryoruntime.Target{
+		ID:   containerID(),
+		PIDs: func(context.Context) ([]int, error) { return processTree(pid), nil },
+	}
+	return orchestrator().ResumeRestored(ctx, t, m)
+}

@@ -1,0 +1,69 @@
+package runcwrap
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cryo-gpu/cryo/hooks"
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
+)
+
+// checkpoint wraps `runc checkpoint` in cryo's orchestration. The dump step
+// is the real runc with the caller's exact command line; the manifest lands
+// in the --image-path directory, which is the directory Podman exports.
+func (w *wrapper) checkpoint(ctx context.Context) int {
+	o := parseCROpts(w.cmd.rest)
+	if o.help || o.id == "" || o.preDump {
+		// Help, usage errors and pre-dumps (memory pre-copy, the process keeps
+		// running and keeps its GPU state) are runc's alone.
+		return w.exec()
+	}
+	if err := w.doCheckpoint(ctx, o); err != nil {
+		w.log.error("%v", err)
+		return exitCode(err)
+	}
+	return 0
+}
+
+func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
+	// runc creates the directory itself, but the manifest is written before
+	// runc runs.
+	if err := os.MkdirAll(o.imagePath, 0o700); err != nil {
+		return fmt.Errorf("checkpoint of container %s: create image directory: %w", o.id, err)
+	}
+	t, err := w.cli.target(ctx, o.id)
+	if err != nil {
+		return fmt.Errorf("checkpoint of container %s: %w: %v (is it running under this --root?)", o.id, ErrContainer, err)
+	}
+	dump := func(ctx context.Context) error { return w.runDump(o) }
+	m, err := w.orchestrator().Checkpoint(ctx, t, o.imagePath, o.leaveRunning, dump)
+	if err != nil {
+		return err // a *runtime.StepError: container, step, outcome, remedy
+	}
+	w.log.info("checkpoint of container %s: %d CUDA process(es) in %s", o.id, len(m.Processes), o.imagePath)
+	return nil
+}
+
+// runDump runs the real `runc checkpoint`. hooks.OrchestratedEnv tells the
+// CRIU action script, if the container has one, that cryo-runc is already
+// doing its job.
+func (w *wrapper) runDump(o crOpts) error {
+	code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &cryoruntime.CRIUError{Op: "dump (runc checkpoint)", LogPath: filepath.Join(workDir(o), "dump.log"), Err: &exitError{code}}
+	}
+	return nil
+}
+
+// workDir is where CRIU writes its logs: --work-path, else the image path.
+func workDir(o crOpts) string {
+	if o.workPath != "" {
+		return o.workPath
+	}
+	return o.imagePath
+}

@@ -1,0 +1,78 @@
+// Package runcwrap is cryo-runc, a runc-compatible OCI runtime for Podman,
+// CRI-O, or anything else that calls an OCI runtime binary. It hands every
+// command to the real runc untouched (by exec, so stdio, descriptors and exit
+// status are runc's own) except two:
+//
+//   - checkpoint runs cryo's checkpoint orchestration around `runc checkpoint`:
+//     CUDA is suspended before CRIU dumps the container, the GPU manifest is
+//     written into the image directory, and CUDA is resumed afterwards
+//     (--leave-running) or on any failure;
+//   - restore checks the manifest (digests, GPUs) before `runc restore` is
+//     called at all, and resumes CUDA in the restored processes after it.
+//
+// With CRYO_CRIU_HOOKS=1 it also prepares containers at create/run so that a
+// direct `runc checkpoint`, bypassing cryo-runc, is CUDA-safe (see hooks).
+package runcwrap
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/hooks"
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
+)
+
+// wrapper is one cryo-runc invocation.
+type wrapper struct {
+	cmd  cmdline
+	runc string // the real runc
+	log  *logger
+	cli  runcCLI
+}
+
+// Main runs cryo-runc with the arguments after argv[0] and returns the exit code.
+func Main(args []string) int {
+	c := parseCmdline(args)
+	log := newLogger(c)
+	if err := hooks.LoadEnvFile(c.envFile); err != nil {
+		log.error("%v", err)
+		return 1
+	}
+	runc, err := realRunc()
+	if err != nil {
+		log.error("%v", err)
+		return 1
+	}
+	w := &wrapper{cmd: c, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch c.command {
+	case "checkpoint":
+		return w.checkpoint(ctx)
+	case "restore":
+		w.prepare()
+		return w.restore(ctx)
+	case "create", "run":
+		w.prepare()
+	}
+	return w.exec()
+}
+
+// exec hands the command to the real runc; it returns only on failure.
+func (w *wrapper) exec() int {
+	err := execRunc(w.runc, w.cmd.argv())
+	w.log.error("%v", err)
+	return 1
+}
+
+// orchestrator is cryo's one checkpoint/restore sequence, logging where
+// cryo-runc logs. The driver loads $CRYO_LIBCUDA (else libcuda.so.1) in
+// helper processes, never in cryo-runc.
+func (w *wrapper) orchestrator() *cryoruntime.Orchestrator {
+	return cryoruntime.New(
+		cryoruntime.WithDriverOptions(cudacr.Options{}),
+		cryoruntime.WithLogger(w.log.slog()),
+	)
+}

@@ -1,0 +1,99 @@
+package runcwrap
+
+import (
+	"context"
+	"time"
+
+	"github.com/cryo-gpu/cryo/hooks"
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// startTimeout bounds the wait for a foreground restore to reach "running".
+const startTimeout = 10 * time.Minute
+
+// restore checks the checkpoint before runc sees it, runs `runc restore`,
+// and resumes CUDA in the restored processes.
+func (w *wrapper) restore(ctx context.Context) int {
+	o := parseCROpts(w.cmd.rest)
+	if o.help || o.id == "" {
+		return w.exec()
+	}
+	m, err := w.orchestrator().CheckRestore(ctx, o.id, o.imagePath)
+	if err != nil {
+		// A *runtime.StepError: it says nothing was restored, and why.
+		w.log.error("%v", err)
+		return 1
+	}
+	if o.detach {
+		return w.restoreDetached(ctx, o, m)
+	}
+	return w.restoreForeground(ctx, o, m)
+}
+
+// restoreDetached is Podman's case (conmon runs `restore --detach`): runc
+// returns once the processes run, then CUDA is resumed.
+func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Manifest) int {
+	code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+	if err != nil || code != 0 {
+		w.log.error("restore of container %s: runc restore failed (status %d): %v", o.id, code, err)
+		return max(code, 1)
+	}
+	if err := w.resume(ctx, o, m); err != nil {
+		w.log.error("%v", err)
+		return 1
+	}
+	return 0
+}
+
+// restoreForeground: runc restore without --detach waits for the container
+// to exit, so CUDA is resumed while it runs, once runc reports "running".
+func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest) int {
+	cmd := runcCmd(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+	if err := cmd.Start(); err != nil {
+		w.log.error("restore of container %s: start runc: %v", o.id, err)
+		return 1
+	}
+	exited := make(chan struct{})
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		if w.waitRunning(ctx, o.id, exited) {
+			if err := w.resume(ctx, o, m); err != nil {
+				w.log.error("%v", err)
+			}
+		}
+	}()
+	code := waitExit(cmd)
+	close(exited)
+	<-resumed
+	return code
+}
+
+// waitRunning polls runc until the container runs; false if runc exited first.
+func (w *wrapper) waitRunning(ctx context.Context, id string, exited <-chan struct{}) bool {
+	deadline := time.After(startTimeout)
+	for {
+		if st, err := w.cli.status(ctx, id); err == nil && st == "running" {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-exited:
+			return false
+		case <-deadline:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// resume resumes CUDA in the restored container's processes.
+func (w *wrapper) resume(ctx context.Context, o crOpts, m *snapshot.Manifest) error {
+	t := cryoruntime.Target{
+		ID:   o.id,
+		PIDs: func(ctx context.Context) ([]int, error) { return w.cli.pids(ctx, o.id) },
+	}
+	return w.orchestrator().ResumeRestored(ctx, t, m)
+}
