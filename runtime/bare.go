@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cryo-gpu/cryo/snapshot"
 )
@@ -56,7 +57,11 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	}
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return processTree(po.PID) }}
 	dump := func(ctx context.Context) error {
-		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
+		err := criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
+		if err == nil && !po.LeaveRunning && !waitGone(po.PID, 5*time.Second) {
+			o.log().Warn("dumped process not reaped yet: a restore needs its pid free", "pid", po.PID)
+		}
+		return err
 	}
 	return o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
 }

@@ -41,7 +41,7 @@ type checkpoint struct {
 func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*snapshot.Manifest, error) {
 	c := &checkpoint{o: o, t: t, dir: imageDir, leaveRunning: leaveRunning, dump: dump, m: snapshot.New(t.ID)}
 	for _, s := range c.steps() {
-		if s.skip {
+		if s.skip != nil && s.skip() {
 			continue
 		}
 		d, err := o.step(ctx, t.ID, s.name, s.run)
@@ -59,22 +59,23 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 type stepRun struct {
 	name Step
 	run  func(context.Context) error
-	skip bool
+	skip func() bool // asked when the step's turn comes
 }
 
 // steps is the checkpoint sequence. The resume comes before the digests so
 // that a leave-running checkpoint gives the GPU back as soon as the images
 // are written; hashing tens of GB must not extend the application's pause.
 func (c *checkpoint) steps() []stepRun {
+	noCUDA := func() bool { return len(c.toSuspend) == 0 }
 	return []stepRun{
-		{StepThaw, c.thaw, c.t.Thaw == nil},
-		{StepFind, c.find, false},
-		{StepInventory, c.inventory, false},
-		{StepSuspend, c.suspend, false},
-		{StepManifest, c.writeManifest, false},
-		{StepDump, c.runDump, false},
-		{StepResume, c.resume, !c.leaveRunning},
-		{StepDigests, c.digests, false},
+		{StepThaw, c.thaw, func() bool { return c.t.Thaw == nil }},
+		{StepFind, c.find, nil},
+		{StepInventory, c.inventory, func() bool { return !c.m.HasCUDA() }},
+		{StepSuspend, c.suspend, noCUDA},
+		{StepManifest, c.writeManifest, nil},
+		{StepDump, c.runDump, nil},
+		{StepResume, c.resume, func() bool { return !c.leaveRunning || noCUDA() }},
+		{StepDigests, c.digests, nil},
 	}
 }
 
@@ -122,9 +123,6 @@ func (c *checkpoint) classify(procs []cudacr.Process) error {
 // inventory records the GPUs while the processes still hold their memory:
 // that memory is what a restore will need free.
 func (c *checkpoint) inventory(ctx context.Context) error {
-	if !c.m.HasCUDA() {
-		return nil
-	}
 	inv, err := c.o.driver().Inventory(ctx)
 	if err != nil {
 		// The checkpoint is still good; only the restore's host check loses

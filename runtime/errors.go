@@ -76,18 +76,18 @@ type CRIUError struct {
 }
 
 func (e *CRIUError) Error() string {
-	msg := fmt.Sprintf("criu %s: %v", e.Op, e.Err)
-	if line := firstLogError(e.LogPath); line != "" {
-		msg += "; the log says: " + line
+	if line := logCause(e.LogPath); line != "" {
+		return fmt.Sprintf("criu %s failed: %s", e.Op, line)
 	}
-	return msg
+	return fmt.Sprintf("criu %s failed: %s", e.Op, strings.Join(strings.Fields(e.Err.Error()), " "))
 }
 
 func (e *CRIUError) Unwrap() error { return e.Err }
 
-// firstLogError returns the first "Error" line of a CRIU log: the cause is
-// usually there, and the lines after it are the unwinding.
-func firstLogError(path string) string {
+// logCause returns the first "Error" line of a CRIU log that says why: the
+// lines after it are the unwinding, "… FAILED." is a summary, and CRIU
+// always fails to raise RLIMIT_NOFILE where the hard limit is fixed.
+func logCause(path string) string {
 	if path == "" {
 		return ""
 	}
@@ -99,9 +99,14 @@ func firstLogError(path string) string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		if line := sc.Text(); strings.Contains(line, "Error (") {
-			return strings.TrimSpace(line)
+		line := sc.Text()
+		if !strings.Contains(line, "Error (") || strings.Contains(line, "RLIMIT_NOFILE") || strings.HasSuffix(line, "FAILED.") {
+			continue
 		}
+		if i := strings.Index(line, "): "); i > 0 {
+			line = line[i+3:] // drop the timestamp and source location
+		}
+		return strings.TrimSpace(line)
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 )
@@ -62,4 +63,20 @@ func children(pid int) ([]int, error) {
 		}
 	}
 	return kids, nil
+}
+
+// waitGone waits until pid no longer exists, not even as a zombie, for at
+// most timeout. CRIU kills a dumped tree, but its pid stays taken until the
+// parent reaps it, and a restore needs that very pid free.
+func waitGone(pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

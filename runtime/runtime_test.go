@@ -1,0 +1,118 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// sleeper starts a CPU-only child process: Find skips it without calling
+// the driver, so these tests need neither a GPU nor the fake driver.
+func sleeper(t *testing.T) Target {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	return Target{ID: "test", PIDs: func(context.Context) ([]int, error) { return []int{pid}, nil }}
+}
+
+func quiet() *Orchestrator { return New(WithLogger(DiscardLogger())) }
+
+func TestCheckpointWithoutCUDA(t *testing.T) {
+	dir := t.TempDir()
+	var steps []Step
+	o := New(WithLogger(DiscardLogger()), WithEvents(func(e Event) {
+		if e.Done {
+			steps = append(steps, e.Step)
+		}
+	}))
+	dump := func(context.Context) error { return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o644) }
+	m, err := o.Checkpoint(context.Background(), sleeper(t), dir, true, dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.HasCUDA() || m.Digests["inventory.img"] == "" {
+		t.Fatalf("manifest %+v", m)
+	}
+	if got := stepNames(steps); got != "find manifest dump digests" {
+		t.Fatalf("steps %q", got)
+	}
+	back, err := quiet().CheckRestore(context.Background(), "test", dir)
+	if err != nil || back.ContainerID != "test" {
+		t.Fatalf("CheckRestore: %v %+v", err, back)
+	}
+}
+
+func TestCheckpointDumpFails(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, DumpLog)
+	os.WriteFile(log, []byte("(00.001) Error (criu/util.c:1): rlimit: Can't setup RLIMIT_NOFILE for self\n(00.002) Error (criu/sk-unix.c:9): unix: External socket is used.\n(00.003) Error (criu/cr-dump.c:2): Dumping FAILED.\n"), 0o644)
+	dump := func(context.Context) error { return &CRIUError{Op: "dump", LogPath: log, Err: errors.New("exit status 1")} }
+	m, err := quiet().Checkpoint(context.Background(), sleeper(t), dir, false, dump)
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepDump || se.LogPath != log {
+		t.Fatalf("want a dump StepError, got %v", err)
+	}
+	for _, want := range []string{"checkpoint of test failed at step dump", "External socket is used", "CRIU log: " + log, "left running", "remedy:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	if last := m.Steps[len(m.Steps)-1]; last.Name != "dump" || last.Error == "" {
+		t.Fatalf("steps %+v", m.Steps)
+	}
+}
+
+func TestCheckpointNoProcess(t *testing.T) {
+	tg := Target{ID: "empty", PIDs: func(context.Context) ([]int, error) { return nil, nil }}
+	_, err := quiet().Checkpoint(context.Background(), tg, t.TempDir(), false, nil)
+	if !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCheckRestoreRefuses(t *testing.T) {
+	ctx := context.Background()
+	empty := t.TempDir()
+	_, err := quiet().CheckRestore(ctx, "x", empty)
+	if !errors.Is(err, snapshot.ErrNotCheckpoint) || !strings.Contains(err.Error(), "holds no CRIU images") {
+		t.Fatalf("empty dir: %v", err)
+	}
+	plain := t.TempDir()
+	os.WriteFile(filepath.Join(plain, "inventory.img"), nil, 0o644)
+	if m, err := quiet().CheckRestore(ctx, "x", plain); m != nil || err != nil {
+		t.Fatalf("manifest-less CPU checkpoint must pass: %v", err)
+	}
+	os.WriteFile(filepath.Join(plain, "files.img"), []byte("/usr/lib/libcuda.so.1"), 0o644)
+	if _, err := quiet().CheckRestore(ctx, "x", plain); !errors.Is(err, snapshot.ErrNoManifest) {
+		t.Fatalf("manifest-less CUDA checkpoint must be refused: %v", err)
+	}
+}
+
+func TestProcessTreeDeadPID(t *testing.T) {
+	cmd := exec.Command("true")
+	cmd.Run()
+	if _, err := processTree(cmd.Process.Pid); err == nil {
+		t.Fatal("dead pid accepted")
+	}
+	tree, err := processTree(os.Getpid())
+	if err != nil || tree[0] != os.Getpid() {
+		t.Fatalf("own tree: %v %v", tree, err)
+	}
+}
+
+func stepNames(s []Step) string {
+	var b []string
+	for _, x := range s {
+		b = append(b, string(x))
+	}
+	return strings.Join(b, " ")
+}

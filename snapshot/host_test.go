@@ -1,0 +1,87 @@
+package snapshot
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+const gb = 1 << 30
+
+func h100(uuid string, free uint64) cudacr.GPU {
+	return cudacr.GPU{Name: "NVIDIA H100 80GB HBM3", UUID: uuid, ComputeCapability: "9.0", MemoryTotal: 80 * gb, MemoryFree: free}
+}
+
+func gpuManifest() *Manifest {
+	m := New("c")
+	m.Processes = []Process{{PID: 1}}
+	m.Inventory = cudacr.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000,
+		GPUs: []cudacr.GPU{h100("GPU-old", 80*gb-92*gb/10)}}
+	m.Needs = NeedsFromInventory(m.Inventory)
+	return m
+}
+
+func TestCheckHostPairs(t *testing.T) {
+	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 10 * gb), h100("GPU-new", 70*gb)}}
+	pairs, err := CheckHost(gpuManifest(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pairs) != 1 || pairs[0].Old != "GPU-old" || pairs[0].New != "GPU-a" {
+		t.Fatalf("pairs %v", pairs)
+	}
+	host.GPUs = append(host.GPUs, h100("GPU-old", 70*gb))
+	pairs, _ = CheckHost(gpuManifest(), host)
+	if pairs[0].New != "GPU-old" {
+		t.Fatalf("same host should keep its GPU: %v", pairs)
+	}
+}
+
+func TestCheckHostRefuses(t *testing.T) {
+	a100 := cudacr.GPU{Name: "NVIDIA A100", UUID: "GPU-x", ComputeCapability: "8.0", MemoryTotal: 40 * gb, MemoryFree: 40 * gb}
+	cases := []struct {
+		name string
+		host cudacr.Inventory
+		want string
+	}{
+		{"model", cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{a100}},
+			"restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free; this host offers 1× NVIDIA A100 (sm_80)"},
+		{"memory", cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-b", 3 * gb)}},
+			"restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free; this host offers 1× NVIDIA H100 80GB HBM3 (sm_90) with 3.0 GiB free"},
+		{"none", cudacr.Inventory{DriverVersion: "580.159.04"},
+			"restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free; this host offers no GPU"},
+		{"driver", cudacr.Inventory{DriverVersion: "570.86.15", CUDAVersion: 12080, GPUs: []cudacr.GPU{h100("GPU-b", 70 * gb)}},
+			"restore needs NVIDIA driver ≥ 580.159.04 (CUDA 13.0); this host has driver 570.86.15 (CUDA 12.8); remedy: upgrade the driver or restore on another host"},
+	}
+	for _, c := range cases {
+		_, err := CheckHost(gpuManifest(), c.host)
+		if !errors.Is(err, ErrIncompatibleHost) || err.Error() != c.want {
+			t.Errorf("%s: got %v\nwant %s", c.name, err, c.want)
+		}
+	}
+}
+
+func TestCheckHostFewerGPUs(t *testing.T) {
+	m := gpuManifest()
+	m.Inventory.GPUs = append(m.Inventory.GPUs, h100("GPU-old2", 70*gb))
+	m.Needs = NeedsFromInventory(m.Inventory)
+	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 79 * gb)}}
+	_, err := CheckHost(m, host)
+	want := "restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free + 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 10.0 GiB free; this host offers 1× NVIDIA H100 80GB HBM3 (sm_90)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
+
+func TestCheckHostNoCUDA(t *testing.T) {
+	if pairs, err := CheckHost(New("c"), cudacr.Inventory{}); pairs != nil || err != nil {
+		t.Fatalf("CPU checkpoint must fit any host: %v %v", pairs, err)
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	if compareVersions("580.159.04", "580.65.06") <= 0 || compareVersions("570.1", "580") >= 0 || compareVersions("580.0", "580") != 0 {
+		t.Fatal("compareVersions")
+	}
+}
