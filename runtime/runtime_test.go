@@ -34,7 +34,9 @@ func TestCheckpointWithoutCUDA(t *testing.T) {
 			steps = append(steps, e.Step)
 		}
 	}))
-	dump := func(context.Context) error { return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o644) }
+	dump := func(context.Context) error {
+		return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o644)
+	}
 	m, err := o.Checkpoint(context.Background(), sleeper(t), dir, true, dump)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +57,9 @@ func TestCheckpointDumpFails(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, DumpLog)
 	os.WriteFile(log, []byte("(00.001) Error (criu/util.c:1): rlimit: Can't setup RLIMIT_NOFILE for self\n(00.002) Error (criu/sk-unix.c:9): unix: External socket is used.\n(00.003) Error (criu/cr-dump.c:2): Dumping FAILED.\n"), 0o644)
-	dump := func(context.Context) error { return &CRIUError{Op: "dump", LogPath: log, Err: errors.New("exit status 1")} }
+	dump := func(context.Context) error {
+		return &CRIUError{Op: "dump", LogPath: log, Err: errors.New("exit status 1")}
+	}
 	m, err := quiet().Checkpoint(context.Background(), sleeper(t), dir, false, dump)
 	var se *StepError
 	if !errors.As(err, &se) || se.Step != StepDump || se.LogPath != log {

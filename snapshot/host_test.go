@@ -23,7 +23,7 @@ func gpuManifest() *Manifest {
 }
 
 func TestCheckHostPairs(t *testing.T) {
-	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 10 * gb), h100("GPU-new", 70*gb)}}
+	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 10*gb), h100("GPU-new", 70*gb)}}
 	pairs, err := CheckHost(gpuManifest(), host)
 	if err != nil {
 		t.Fatal(err)
@@ -47,11 +47,11 @@ func TestCheckHostRefuses(t *testing.T) {
 	}{
 		{"model", cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{a100}},
 			"restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free; this host offers 1× NVIDIA A100 (sm_80)"},
-		{"memory", cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-b", 3 * gb)}},
+		{"memory", cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-b", 3*gb)}},
 			"restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free; this host offers 1× NVIDIA H100 80GB HBM3 (sm_90) with 3.0 GiB free"},
 		{"none", cudacr.Inventory{DriverVersion: "580.159.04"},
 			"restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free; this host offers no GPU"},
-		{"driver", cudacr.Inventory{DriverVersion: "570.86.15", CUDAVersion: 12080, GPUs: []cudacr.GPU{h100("GPU-b", 70 * gb)}},
+		{"driver", cudacr.Inventory{DriverVersion: "570.86.15", CUDAVersion: 12080, GPUs: []cudacr.GPU{h100("GPU-b", 70*gb)}},
 			"restore needs NVIDIA driver ≥ 580.159.04 (CUDA 13.0); this host has driver 570.86.15 (CUDA 12.8); remedy: upgrade the driver or restore on another host"},
 	}
 	for _, c := range cases {
@@ -66,7 +66,7 @@ func TestCheckHostFewerGPUs(t *testing.T) {
 	m := gpuManifest()
 	m.Inventory.GPUs = append(m.Inventory.GPUs, h100("GPU-old2", 70*gb))
 	m.Needs = NeedsFromInventory(m.Inventory)
-	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 79 * gb)}}
+	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 79*gb)}}
 	_, err := CheckHost(m, host)
 	want := "restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free + 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 10.0 GiB free; this host offers 1× NVIDIA H100 80GB HBM3 (sm_90)"
 	if err == nil || err.Error() != want {
