@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// rwFakeRuncScript stands in for runc: it records every command line (one
+// line per call, arguments separated by \x1f) in $FAKE_RUNC_LOG, answers
+// `state` and `ps` for the container pid $FAKE_RUNC_PID, writes a CRIU
+// inventory on `checkpoint`, and exits with $FAKE_RUNC_EXIT.
+const rwFakeRuncScript = `#!/bin/sh
+{ for a in "$@"; do printf '%s\037' "$a"; done; echo; } >> "$FAKE_RUNC_LOG"
+prev=
+for a in "$@"; do
+	case "$a" in
+	state) echo '{"status":"running"}'; exit 0 ;;
+	ps) echo "[$FAKE_RUNC_PID]"; exit 0 ;;
+	esac
+	[ "$prev" = --image-path ] && mkdir -p "$a" && echo inv > "$a/inventory.img"
+	prev=$a
+done
+echo "fake runc says hello"
+exit "${FAKE_RUNC_EXIT:-0}"
+`
+
+// rwFakeRunc writes the script and returns the environment that makes
+// cryo-runc use it, and a function reading the recorded command lines.
+func rwFakeRunc(t *testing.T, exit int) ([]string, func() [][]string) {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "runc")
+	if err := os.WriteFile(script, []byte(rwFakeRuncScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "calls")
+	env := []string{"CRYO_RUNC=" + script, "FAKE_RUNC_LOG=" + log, "FAKE_RUNC_EXIT=" + strconv.Itoa(exit), "CRYO_RUNC_ENV=/dev/null"}
+	return env, func() [][]string {
+		data, _ := os.ReadFile(log)
+		var calls [][]string
+		for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			if line != "" {
+				calls = append(calls, strings.Split(strings.TrimSuffix(line, "\x1f"), "\x1f"))
+			}
+		}
+		return calls
+	}
+}
+
+// Every command but checkpoint and restore reaches runc exactly as given,
+// unknown flags included, with runc's output and exit status.
+func TestRuncwrapPassesThroughUntouched(t *testing.T) {
+	runcw := cryoBin(t, "cryo-runc")
+	env, calls := rwFakeRunc(t, 42)
+	lines := [][]string{
+		{"--root", "/run/x", "--made-up-global", "list", "--weird-flag", "-q"},
+		{"--log", "/tmp/l", "--log-format", "json", "--systemd-cgroup", "--debug", "create", "--bundle", "/b", "--new-flag=1", "--console-socket", "/s", "ctr"},
+		{"exec", "--tty", "ctr", "sh", "-c", "echo '1 2'"},
+		{"--version"},
+	}
+	for _, args := range lines {
+		out, err := runErr(10*time.Second, env, runcw, args...)
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 {
+			t.Fatalf("cryo-runc %q: want runc's exit status 42, got %v\n%s", args, err, out)
+		}
+		if !strings.Contains(out, "fake runc says hello") {
+			t.Fatalf("runc's stdout lost: %q", out)
+		}
+	}
+	// --cryo-env is cryo-runc's own and never reaches runc.
+	runErr(10*time.Second, env, runcw, "--cryo-env=/dev/null", "--root", "/r", "kill", "ctr", "9")
+	lines = append(lines, []string{"--root", "/r", "kill", "ctr", "9"})
+	if got := calls(); !reflect.DeepEqual(got, lines) {
+		t.Fatalf("runc saw\n%q\nwant\n%q", got, lines)
+	}
+}
+
+// checkpoint runs the orchestration and passes runc's checkpoint flags,
+// unknown ones included, untouched; the manifest lands in --image-path.
+func TestRuncwrapCheckpointPassesFlags(t *testing.T) {
+	runcw := cryoBin(t, "cryo-runc")
+	env, calls := rwFakeRunc(t, 0)
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	env = append(env, "FAKE_RUNC_PID="+strconv.Itoa(sleeper.Process.Pid))
+	env = append(env, fakeDriverEnv(t, "")...)
+	img := filepath.Join(t.TempDir(), "img")
+	args := []string{"--root", "/r", "checkpoint", "--image-path", img, "--work-path", "/w", "--brand-new-flag", "--manage-cgroups-mode", "soft", "--leave-running", "ctr"}
+	out := run(t, 30*time.Second, env, runcw, args...)
+	var dump []string
+	for _, c := range calls() {
+		if len(c) > 2 && c[2] == "checkpoint" {
+			dump = c
+		}
+	}
+	if !reflect.DeepEqual(dump, args) {
+		t.Fatalf("runc checkpoint saw %q, want %q\n%s", dump, args, out)
+	}
+	m, err := snapshot.Read(img)
+	if err != nil {
+		t.Fatalf("no manifest in the image path: %v\n%s", err, out)
+	}
+	if m.ContainerID != "ctr" || m.Digests == nil {
+		t.Fatalf("manifest %+v", m)
+	}
+}
+
+// Podman decides whether a runtime can checkpoint from this exit status.
+func TestRuncwrapCheckpointHelp(t *testing.T) {
+	run(t, 10*time.Second, []string{"CRYO_RUNC=/usr/sbin/runc", "CRYO_RUNC_ENV=/dev/null"}, cryoBin(t, "cryo-runc"), "checkpoint", "--help")
+}
+
+// rwCraftCheckpoint writes a CRIU-looking image directory whose manifest says
+// one CUDA process ran on an H100 holding 8 GiB, with good digests.
+func rwCraftCheckpoint(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	os.MkdirAll(dir, 0o755)
+	for name, data := range map[string]string{"inventory.img": "inventory", "pages-1.img": strings.Repeat("page", 1024), "files.img": "libcuda.so.1"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := snapshot.New("crafted")
+	m.Processes = []snapshot.Process{{PID: 1, State: "running"}}
+	m.Inventory = cudacr.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000, GPUs: []cudacr.GPU{{
+		Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-0b1c2d3e-0000-4000-8000-000000000001",
+		MemoryTotal: 80 << 30, MemoryFree: 72 << 30, ComputeCapability: "9.0"}}}
+	m.Needs = snapshot.NeedsFromInventory(m.Inventory)
+	var err error
+	if m.Digests, err = snapshot.ComputeDigests(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// rwRestoreRefused runs `cryo-runc restore` on dir and checks that it failed
+// with every one of want in its message and never called runc restore.
+func rwRestoreRefused(t *testing.T, dir string, extraEnv []string, want ...string) {
+	t.Helper()
+	env, calls := rwFakeRunc(t, 0)
+	env = append(append(env, fakeDriverEnv(t, "")...), extraEnv...)
+	out, err := runErr(30*time.Second, env, cryoBin(t, "cryo-runc"),
+		"restore", "--detach", "--image-path", dir, "--work-path", filepath.Dir(dir), "--bundle", "/nonexistent", "ctr")
+	if err == nil {
+		t.Fatalf("restore succeeded:\n%s", out)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("message lacks %q:\n%s", w, out)
+		}
+	}
+	for _, c := range calls() {
+		for _, a := range c {
+			if a == "restore" {
+				t.Fatalf("runc restore was called: %q", c)
+			}
+		}
+	}
+}
+
+// A checkpoint that needs a GPU this host lacks is refused before runc
+// restore is called, saying what it needs and what the host offers.
+func TestRuncwrapRestoreRefusesWrongGPU(t *testing.T) {
+	dir := rwCraftCheckpoint(t)
+	a100 := "CRYO_FAKE_GPUS=NVIDIA A100-SXM4-40GB|GPU-aaaaaaaa-0000-4000-8000-000000000001|42949672960|8.0"
+	rwRestoreRefused(t, dir, []string{a100},
+		"restore of ctr failed at step verify", "restore needs 1× NVIDIA H100 80GB HBM3 (sm_90)", "A100", "nothing was restored")
+}
+
+// A flipped byte in an image file fails the digest check before runc runs.
+func TestRuncwrapRestoreRefusesCorruptImage(t *testing.T) {
+	dir := rwCraftCheckpoint(t)
+	flipByte(t, filepath.Join(dir, "pages-1.img"))
+	rwRestoreRefused(t, dir, nil, "pages-1.img", "corrupt", "sha256 mismatch", "nothing was restored")
+}
+
+
