@@ -1,0 +1,318 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// podmanImage is the image every Podman test runs: newRootfs, imported.
+const podmanImage = "localhost/cryo-fakecuda:latest"
+
+// podmanEnv is a Podman with its own storage, run directory and
+// configuration under a temporary directory, and cryo-runc as its OCI
+// runtime. Podman starts the runtime with an almost empty environment, so
+// cryo-runc's settings (the real runc, the fake driver) are in an
+// environment file passed with --runtime-flag cryo-env=FILE.
+type podmanEnv struct {
+	dir     string
+	envFile string
+	faults  string // CRYO_FAKE_CUDA_FAULTS
+	args    []string
+	env     []string
+}
+
+func newPodman(t *testing.T, extraEnv ...string) *podmanEnv {
+	t.Helper()
+	requireRoot(t)
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Fatalf("podman not found: run `make deps`")
+	}
+	dir, err := os.MkdirTemp("", "cryo-podman-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &podmanEnv{dir: dir, envFile: filepath.Join(dir, "cryo-runc.env"), faults: filepath.Join(dir, "faults")}
+	os.MkdirAll(p.faults, 0o755)
+	conf := filepath.Join(dir, "containers.conf")
+	podmanWriteFile(t, conf, `[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+netns = "none"
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+`)
+	lines := append([]string{"CRYO_RUNC=/usr/sbin/runc"}, fakeDriverEnv(t, p.faults)...)
+	podmanWriteFile(t, p.envFile, strings.Join(append(lines, extraEnv...), "\n")+"\n")
+	p.env = []string{"CONTAINERS_CONF=" + conf}
+	p.args = []string{"--root", filepath.Join(dir, "root"), "--runroot", filepath.Join(dir, "runroot"),
+		"--storage-driver", "vfs", "--runtime", cryoBin(t, "cryo-runc"), "--runtime-flag", "cryo-env=" + p.envFile,
+		"--cgroup-manager", "cgroupfs", "--events-backend", "file"}
+	t.Cleanup(func() { p.cleanup(t) })
+	p.importImage(t)
+	return p
+}
+
+func podmanWriteFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podman runs podman with this environment's storage and runtime.
+func (p *podmanEnv) podman(t *testing.T, args ...string) string {
+	t.Helper()
+	return run(t, 2*time.Minute, p.env, "podman", append(append([]string{}, p.args...), args...)...)
+}
+
+func (p *podmanEnv) podmanErr(args ...string) (string, error) {
+	return runErr(2*time.Minute, p.env, "podman", append(append([]string{}, p.args...), args...)...)
+}
+
+// importImage turns newRootfs into an image: `checkpoint --export` and
+// `restore --import` need a real image, not --rootfs.
+func (p *podmanEnv) importImage(t *testing.T) {
+	root := newRootfs(t, p.dir)
+	tarball := filepath.Join(p.dir, "rootfs.tar")
+	run(t, time.Minute, nil, "tar", "-C", root, "-cf", tarball, ".")
+	p.podman(t, "import", tarball, podmanImage)
+}
+
+// cleanup removes every container, then unmounts and deletes the storage.
+func (p *podmanEnv) cleanup(t *testing.T) {
+	p.podmanErr("rm", "-a", "-f", "-t", "0")
+	p.podmanErr("rmi", "-a", "-f")
+	podmanUnmountUnder(p.dir)
+	if err := os.RemoveAll(p.dir); err != nil {
+		t.Logf("cleanup %s: %v", p.dir, err)
+	}
+}
+
+// unmountUnder lazily unmounts whatever is still mounted below dir.
+func podmanUnmountUnder(dir string) {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	lines := strings.Split(string(data), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if f := strings.Fields(lines[i]); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			syscall.Unmount(f[4], syscall.MNT_DETACH)
+		}
+	}
+}
+
+// runApp starts fakecuda-app in a container ticking every 100 ms and waits
+// for its third tick.
+func (p *podmanEnv) runApp(t *testing.T, name string, shell ...string) {
+	t.Helper()
+	cmd := []string{"/bin/fakecuda-app", "100"}
+	if len(shell) > 0 {
+		cmd = append([]string{"/bin/sh", "-c"}, shell...)
+	}
+	p.podman(t, append([]string{"run", "-d", "--name", name, podmanImage}, cmd...)...)
+	p.waitTicks(t, name, 3)
+}
+
+var podmanTickRE = regexp.MustCompile(`tick (\d+) state=(\w+) sum=(\w+)`)
+
+// ticks returns the container's tick numbers, in log order, failing on a
+// bad checksum.
+func (p *podmanEnv) ticks(t *testing.T, name string) []int {
+	t.Helper()
+	out, _ := p.podmanErr("logs", name)
+	var ticks []int
+	for _, m := range podmanTickRE.FindAllStringSubmatch(out, -1) {
+		if m[3] != "OK" || m[2] != "running" {
+			t.Fatalf("container %s: bad tick %q\n%s", name, m[0], out)
+		}
+		n, _ := strconv.Atoi(m[1])
+		ticks = append(ticks, n)
+	}
+	return ticks
+}
+
+func podmanLastTick(ticks []int) int {
+	if len(ticks) == 0 {
+		return -1
+	}
+	return ticks[len(ticks)-1]
+}
+
+// waitTicks waits until the container's last tick reaches n.
+func (p *podmanEnv) waitTicks(t *testing.T, name string, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "container "+name+" to tick "+strconv.Itoa(n), func() bool { return podmanLastTick(p.ticks(t, name)) >= n })
+}
+
+// requireContinued checks that the ticks never went back (a restarted app
+// would count from 0 again) and moved past from.
+func (p *podmanEnv) requireContinued(t *testing.T, name string, from int) {
+	t.Helper()
+	p.waitTicks(t, name, from+3)
+	ticks := p.ticks(t, name)
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i] < ticks[i-1] {
+			t.Fatalf("container %s: tick %d after tick %d: the app restarted instead of continuing", name, ticks[i], ticks[i-1])
+		}
+	}
+}
+
+func (p *podmanEnv) state(t *testing.T, name string) string {
+	out, err := p.podmanErr("inspect", "--format", "{{.State.Status}}", name)
+	if err != nil {
+		return "gone"
+	}
+	return strings.TrimSpace(out)
+}
+
+// cudaStates asks `cryo cuda state` about the container's processes.
+func (p *podmanEnv) cudaState(t *testing.T, name string) string {
+	t.Helper()
+	pid := strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", name))
+	envLines, _ := os.ReadFile(p.envFile)
+	return run(t, 30*time.Second, strings.Fields(string(envLines)), cryoBin(t, "cryo"), "cuda", "state", pid)
+}
+
+// manifestOf reads cryo-manifest.json from an exported checkpoint.
+func exportedManifest(t *testing.T, export string) *snapshot.Manifest {
+	t.Helper()
+	out := run(t, time.Minute, nil, "tar", "--zstd", "-xOf", export, "checkpoint/"+snapshot.ManifestName)
+	var m snapshot.Manifest
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("manifest in %s: %v\n%s", export, err, out)
+	}
+	return &m
+}
+
+// The main path: export a checkpoint, remove the container, import it; the
+// app continues where it was, and the export carries the GPU manifest.
+func TestPodmanExportImport(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "app")
+	export := filepath.Join(p.dir, "app.tar.zst")
+	out := p.podman(t, "container", "checkpoint", "--export", export, "app")
+	before := podmanLastTick(p.ticks(t, "app"))
+	m := exportedManifest(t, export)
+	if len(m.Processes) != 1 || m.Digests == nil || len(m.Needs) == 0 {
+		t.Fatalf("manifest in the export: %+v\n%s", m, out)
+	}
+	if !stepTakenBefore(m, "suspend", "dump") {
+		t.Fatalf("CUDA was not suspended before the dump: steps %+v", m.Steps)
+	}
+	p.podman(t, "rm", "-f", "app")
+	p.podman(t, "container", "restore", "--import", export)
+	if st := p.state(t, "app"); st != "running" {
+		t.Fatalf("restored container is %s", st)
+	}
+	p.requireContinued(t, "app", before)
+	if st := p.cudaState(t, "app"); !strings.Contains(st, "running") {
+		t.Fatalf("CUDA not resumed after the restore: %s", st)
+	}
+}
+
+// stepBefore reports whether step a was taken, and before step b.
+func stepTakenBefore(m *snapshot.Manifest, a, b string) bool {
+	ia, ib := -1, -1
+	for i, s := range m.Steps {
+		if s.Name == a && s.Error == "" {
+			ia = i
+		}
+		if s.Name == b {
+			ib = i
+		}
+	}
+	return ia >= 0 && ib > ia
+}
+
+// --leave-running keeps the container running with CUDA resumed; a later
+// restore in place continues from the checkpoint.
+func TestPodmanLeaveRunning(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "app")
+	p.podman(t, "container", "checkpoint", "--leave-running", "app")
+	if st := p.state(t, "app"); st != "running" {
+		t.Fatalf("container is %s after checkpoint --leave-running", st)
+	}
+	p.requireContinued(t, "app", podmanLastTick(p.ticks(t, "app")))
+	if st := p.cudaState(t, "app"); !strings.Contains(st, "running") {
+		t.Fatalf("CUDA not resumed after checkpoint --leave-running: %s", st)
+	}
+}
+
+// A dump that CRIU refuses (a deleted open file larger than CRIU's ghost
+// limit) leaves the container running with CUDA resumed.
+func TestPodmanCRIUFailureResumes(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "app", "busybox dd if=/dev/zero of=/tmp/big bs=1M count=2 2>/dev/null; exec 3</tmp/big; rm /tmp/big; exec /bin/fakecuda-app 100")
+	out, err := p.podmanErr("container", "checkpoint", "app")
+	if err == nil {
+		t.Fatalf("checkpoint succeeded despite the oversized ghost file:\n%s", out)
+	}
+	for _, want := range []string{"failed at step dump", "CUDA"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("error lacks %q:\n%s", want, out)
+		}
+	}
+	if st := p.state(t, "app"); st != "running" {
+		t.Fatalf("container is %s after a failed checkpoint", st)
+	}
+	p.requireContinued(t, "app", podmanLastTick(p.ticks(t, "app")))
+}
+
+// A driver fault while suspending aborts the checkpoint before CRIU runs,
+// and the container keeps running.
+func TestPodmanDriverFaultResumes(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "app")
+	podmanWriteFile(t, filepath.Join(p.faults, "checkpoint"), "error 2\n")
+	out, err := p.podmanErr("container", "checkpoint", "app")
+	os.Remove(filepath.Join(p.faults, "checkpoint"))
+	if err == nil {
+		t.Fatalf("checkpoint succeeded despite the driver fault:\n%s", out)
+	}
+	if !strings.Contains(out, "step suspend") {
+		t.Errorf("error does not name the suspend step:\n%s", out)
+	}
+	if st := p.state(t, "app"); st != "running" {
+		t.Fatalf("container is %s after a failed checkpoint", st)
+	}
+	p.requireContinued(t, "app", podmanLastTick(p.ticks(t, "app")))
+}
+
+// A flipped byte in an exported image fails the import before anything is
+// restored.
+func TestPodmanImportRefusesCorruptImage(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "app")
+	export := filepath.Join(p.dir, "app.tar.zst")
+	p.podman(t, "container", "checkpoint", "--export", export, "app")
+	p.podman(t, "rm", "-f", "app")
+	unpacked := filepath.Join(p.dir, "unpacked")
+	os.MkdirAll(unpacked, 0o755)
+	run(t, time.Minute, nil, "tar", "--zstd", "-C", unpacked, "-xf", export)
+	pages, _ := filepath.Glob(filepath.Join(unpacked, "checkpoint", "pages-*.img"))
+	if len(pages) == 0 {
+		t.Fatal("no pages image in the export")
+	}
+	flipImageByte(t, pages[0])
+	corrupt := filepath.Join(p.dir, "corrupt.tar.zst")
+	run(t, time.Minute, nil, "tar", "--zstd", "-C", unpacked, "-cf", corrupt, ".")
+	out, err := p.podmanErr("container", "restore", "--import", corrupt)
+	if err == nil {
+		t.Fatalf("restore of a corrupt checkpoint succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, filepath.Base(pages[0])) || !strings.Contains(out, "corrupt") {
+		t.Errorf("error does not name the corrupt file:\n%s", out)
+	}
+	if st := p.state(t, "app"); st == "running" {
+		t.Fatalf("container runs after a refused restore")
+	}
+}
