@@ -57,13 +57,15 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	}
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return processTree(po.PID) }}
 	dump := func(ctx context.Context) error {
-		err := criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
-		if err == nil && !po.LeaveRunning && !waitGone(po.PID, 5*time.Second) {
-			o.log().Warn("dumped process not reaped yet: a restore needs its pid free", "pid", po.PID)
-		}
-		return err
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
 	}
-	return o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
+	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
+	// Outside the timed steps: how soon the parent reaps is not the dump's
+	// cost, but a restore right after us needs the pid free.
+	if err == nil && !po.LeaveRunning && !waitGone(po.PID, 5*time.Second) {
+		o.log().Warn("dumped process not reaped yet by its parent: a restore needs its pid free", "pid", po.PID)
+	}
+	return m, err
 }
 
 // prepareDir creates the image directory, refusing one that already holds a
