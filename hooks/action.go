@@ -35,6 +35,9 @@ func CRIUAction() int {
 		logf("%s: %v", action, err)
 		return 1
 	}
+	if action != watchAction && !firstRun(action) {
+		return 0
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
 	defer cancel()
 	var err error
