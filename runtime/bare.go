@@ -50,10 +50,10 @@ type RestoreResult struct {
 func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions) (*snapshot.Manifest, error) {
 	id := fmt.Sprintf("pid %d", po.PID)
 	if err := checkAlive(po.PID); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepFind, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
 	}
 	if err := prepareDir(po.Dir); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepManifest, Err: err, Outcome: "nothing was checkpointed", Remedy: "choose an empty or new directory"}
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "choose an empty or new directory"}
 	}
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return processTree(po.PID) }}
 	dump := func(ctx context.Context) error {

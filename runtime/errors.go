@@ -13,6 +13,7 @@ type Step string
 
 // The steps, in the order a checkpoint or restore takes them.
 const (
+	StepPrepare   Step = "prepare"   // bare process: check the pid and the image directory
 	StepThaw      Step = "thaw"      // unfreeze the cgroup: the driver hangs on frozen threads
 	StepFind      Step = "find"      // find the CUDA processes of the target
 	StepInventory Step = "inventory" // the GPUs and driver, before the suspend
