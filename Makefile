@@ -33,9 +33,9 @@ build:
 
 fake:
 	@mkdir -p $(FAKE)
-	gcc -O2 -Wall -shared -fPIC -o $(FAKE)/libcuda.so.1 cudacr/fakecuda/fakecuda.c
-	gcc -O2 -Wall -shared -fPIC -o $(FAKE)/libnvidia-ml.so.1 cudacr/fakecuda/fakenvml.c
-	gcc -O2 -Wall -o $(FAKE)/fakecuda-app cudacr/fakecuda/fakeapp.c -ldl
+	gcc -O2 -shared -fPIC -o $(FAKE)/libcuda.so.1 cudacr/fakecuda/csrc/fakecuda.c
+	gcc -O2 -shared -fPIC -o $(FAKE)/libnvidia-ml.so.1 cudacr/fakecuda/csrc/fakenvml.c
+	gcc -O2 -o $(FAKE)/fakecuda-app cudacr/fakecuda/csrc/fakeapp.c -ldl
 
 deps:
 	@bash contrib/install-deps.sh
