@@ -74,7 +74,7 @@ this host's, and prints the restored root's pid on stdout.
 The processes get back their old pids, which must be free. CRIU's log is
 DIR/criu-restore.log.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "dir", Required: true, Usage: "`DIR`: image directory written by \"cryo checkpoint\""},
+			&cli.StringFlag{Name: "dir", Required: true, Usage: "the image `DIR` written by \"cryo checkpoint\""},
 			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
 		},
