@@ -44,6 +44,9 @@ type Orchestrator struct {
 	// LockTimeout is how long the driver waits for in-flight GPU work before
 	// locking; zero: cudacr's default.
 	LockTimeout time.Duration
+	// GPUMap chooses the target GPU of a source GPU on restore (old UUID →
+	// new UUID), overriding the automatic match; nil: $CRYO_GPU_MAP, if set.
+	GPUMap []cudacr.GPUPair
 }
 
 // Option configures an Orchestrator made by New.
@@ -82,6 +85,9 @@ func WithCUDAProgress(f func(cudacr.Progress)) Option {
 
 // WithLockTimeout sets the driver's lock timeout.
 func WithLockTimeout(d time.Duration) Option { return func(o *Orchestrator) { o.LockTimeout = d } }
+
+// WithGPUMap restores each source GPU onto the GPU the map names.
+func WithGPUMap(pairs []cudacr.GPUPair) Option { return func(o *Orchestrator) { o.GPUMap = pairs } }
 
 func (o *Orchestrator) driver() *cudacr.Driver {
 	if o.Driver == nil {

@@ -83,7 +83,11 @@ func (o *Orchestrator) checkHost(ctx context.Context, m *snapshot.Manifest) ([]c
 		host = cudacr.Inventory{} // no driver, no NVML: the host offers no GPU
 		o.log().Warn("GPU inventory unavailable on this host", "error", err)
 	}
-	return snapshot.CheckHost(m, host)
+	pairs, err := snapshot.CheckHost(m, host)
+	if err != nil {
+		return nil, err
+	}
+	return o.applyGPUMap(pairs, host)
 }
 
 func restoreRemedy(err error, dir string) string {

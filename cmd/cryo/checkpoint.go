@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -77,6 +78,7 @@ DIR/criu-restore.log.`,
 			&cli.StringFlag{Name: "dir", Required: true, Usage: "the image `DIR` written by \"cryo checkpoint\""},
 			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
+			&cli.StringSliceFlag{Name: "gpu-map", EnvVars: []string{runtime.GPUMapEnv}, Usage: "restore the GPU OLD-UUID onto NEW-UUID of this host (OLD=NEW, repeatable); default: the same UUID if present, else any free GPU of the same model"},
 		},
 		Action: restoreAction,
 	}
@@ -85,7 +87,11 @@ DIR/criu-restore.log.`,
 func restoreAction(c *cli.Context) error {
 	ctx, stop := signalContext()
 	defer stop()
-	res, err := orchestrator().RestoreDetached(ctx, runtime.RestoreOptions{
+	pairs, err := runtime.ParseGPUMap(strings.Join(c.StringSlice("gpu-map"), ","))
+	if err != nil {
+		return err
+	}
+	res, err := orchestrator(runtime.WithGPUMap(pairs)).RestoreDetached(ctx, runtime.RestoreOptions{
 		Dir:            c.String("dir"),
 		ShellJob:       c.Bool("shell-job"),
 		TCPEstablished: c.Bool("tcp-established"),

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/runtime"
 )
 
 // cudaCommand is cuda-checkpoint's job without that binary: query, suspend
@@ -164,7 +166,7 @@ func cudaResume(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pairs, err := parseGPUMap(c.StringSlice("gpu-map"))
+	pairs, err := runtime.ParseGPUMap(strings.Join(c.StringSlice("gpu-map"), ","))
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,17 +50,4 @@ func tick(p cudacr.Progress, stop chan struct{}) {
 			fmt.Fprintf(os.Stderr, "pid %d: %s… %s\n", p.PID, p.Step, time.Since(start).Round(time.Second))
 		}
 	}
-}
-
-// parseGPUMap parses OLD-UUID=NEW-UUID pairs.
-func parseGPUMap(specs []string) ([]cudacr.GPUPair, error) {
-	var pairs []cudacr.GPUPair
-	for _, s := range specs {
-		old, nw, ok := strings.Cut(s, "=")
-		if !ok || !strings.HasPrefix(old, "GPU-") || !strings.HasPrefix(nw, "GPU-") {
-			return nil, fmt.Errorf("--gpu-map %q: want OLD-UUID=NEW-UUID, e.g. GPU-0b1c…=GPU-7f2e… (see nvidia-smi -L)", s)
-		}
-		pairs = append(pairs, cudacr.GPUPair{Old: old, New: nw})
-	}
-	return pairs, nil
 }
