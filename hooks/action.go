@@ -86,13 +86,20 @@ func initPID() (int, error) {
 }
 
 // imageDir is CRIU's image directory, resolved to a real path so that it
-// stays valid after CRIU exits.
+// stays valid after CRIU exits. CRIU closes the directory before its last
+// actions (post-resume), so the path resolved by an earlier action of the
+// same CRIU process is used then.
 func imageDir() (string, error) {
-	d := os.Getenv("CRTOOLS_IMAGE_DIR")
-	if d == "" {
-		return "", fmt.Errorf("CRIU passed no CRTOOLS_IMAGE_DIR")
+	if d := os.Getenv("CRTOOLS_IMAGE_DIR"); d != "" {
+		if p, err := filepath.EvalSymlinks(d); err == nil {
+			rememberImageDir(p)
+			return p, nil
+		}
 	}
-	return filepath.EvalSymlinks(d)
+	if p := rememberedImageDir(); p != "" {
+		return p, nil
+	}
+	return "", fmt.Errorf("CRIU passed no usable CRTOOLS_IMAGE_DIR")
 }
 
 // logf writes to stderr, which CRIU passes on to its caller's log, and to

@@ -18,12 +18,11 @@ const markerDir = "/run/cryo/criu-actions"
 // manifest. When the marker cannot be written, the action runs (the driver
 // refuses a second suspend of a checkpointed process anyway).
 func firstRun(action string) bool {
-	criu := os.Getppid()
 	if err := os.MkdirAll(markerDir, 0o700); err != nil {
 		return true
 	}
 	removeStaleMarkers()
-	name := strings.Join([]string{strconv.Itoa(criu), startTime(criu), action}, "-")
+	name := criuKey() + "-" + action
 	f, err := os.OpenFile(filepath.Join(markerDir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return false
@@ -44,4 +43,22 @@ func removeStaleMarkers() {
 			os.Remove(filepath.Join(markerDir, e.Name()))
 		}
 	}
+}
+
+// criuKey names the CRIU process that runs this action: pid and start time.
+func criuKey() string {
+	criu := os.Getppid()
+	return strconv.Itoa(criu) + "-" + startTime(criu)
+}
+
+// rememberImageDir records the image directory for this CRIU's later actions.
+func rememberImageDir(dir string) {
+	if os.MkdirAll(markerDir, 0o700) == nil {
+		os.WriteFile(filepath.Join(markerDir, criuKey()+"-imagedir"), []byte(dir), 0o600)
+	}
+}
+
+func rememberedImageDir() string {
+	data, _ := os.ReadFile(filepath.Join(markerDir, criuKey()+"-imagedir"))
+	return string(data)
 }

@@ -316,3 +316,31 @@ func TestPodmanImportRefusesCorruptImage(t *testing.T) {
 		t.Fatalf("container runs after a refused restore")
 	}
 }
+
+// With CRYO_CRIU_HOOKS=1, cryo-runc gives each container a CRIU action
+// script, so that a direct `runc checkpoint --leave-running`, bypassing
+// cryo-runc, still suspends CUDA before the dump, writes the manifest, and
+// resumes CUDA afterwards.
+func TestPodmanHooksDirectRuncCheckpoint(t *testing.T) {
+	p := newPodman(t, "CRYO_CRIU_HOOKS=1")
+	p.runApp(t, "app")
+	id := strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.Id}}", "app"))
+	img := filepath.Join(p.dir, "direct")
+	// Podman gives runc no --root, so runc's default state directory holds it.
+	out := run(t, time.Minute, nil, "/usr/sbin/runc", "checkpoint", "--leave-running", "--image-path", img, "--work-path", filepath.Join(p.dir, "direct-work"), id)
+	m, err := snapshot.Read(img)
+	if err != nil {
+		t.Fatalf("direct runc checkpoint wrote no manifest: %v\n%s", err, out)
+	}
+	if len(m.Processes) != 1 || m.Processes[0].State != "running" || m.Digests == nil {
+		t.Fatalf("manifest of the direct checkpoint: %+v", m)
+	}
+	if err := snapshot.VerifyDigests(img, m); err != nil {
+		t.Fatalf("digests of the direct checkpoint: %v", err)
+	}
+	// The resume happens in a watcher once CRIU has exited.
+	waitFor(t, 20*time.Second, "CUDA resumed after the direct checkpoint", func() bool {
+		return strings.Contains(p.cudaState(t, "app"), "running")
+	})
+	p.requireContinued(t, "app", podmanLastTick(p.ticks(t, "app")))
+}

@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,5 +203,122 @@ func flipImageByte(t *testing.T, path string) {
 	data[len(data)/2] ^= 0xff
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rwBundle writes an OCI bundle running fakecuda-app (runc spec, edited).
+func rwBundle(t *testing.T, dir string) string {
+	t.Helper()
+	newRootfs(t, dir)
+	run(t, 10*time.Second, nil, "/usr/sbin/runc", "spec", "--bundle", dir)
+	path := filepath.Join(dir, "config.json")
+	data, _ := os.ReadFile(path)
+	var spec map[string]any
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"] = false
+	proc["args"] = []string{"/bin/fakecuda-app", "100"}
+	data, _ = json.Marshal(spec)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// rwOutput collects a detached container's stdout through a pipe: CRIU
+// can dump pipes, not host files.
+type rwOutput struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (o *rwOutput) String() string { o.mu.Lock(); defer o.mu.Unlock(); return o.buf.String() }
+
+// rwRunDetached runs a runc-like command whose container writes to a fresh
+// pipe, returning what the container prints.
+func rwRunDetached(t *testing.T, env []string, name string, args ...string) *rwOutput {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, w, w
+	out := &rwOutput{}
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := r.Read(b)
+			out.mu.Lock()
+			out.buf.Write(b[:n])
+			out.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	err = cmd.Run()
+	w.Close()
+	if err != nil {
+		t.Fatalf("%s %q: %v\n%s", name, args, err, out)
+	}
+	return out
+}
+
+func rwLastTick(s string) int {
+	n := -1
+	for _, m := range regexp.MustCompile(`tick (\d+) state=running sum=OK`).FindAllStringSubmatch(s, -1) {
+		n, _ = strconv.Atoi(m[1])
+	}
+	return n
+}
+
+// A container created through cryo-runc with CRYO_CRIU_HOOKS=1 survives a
+// direct `runc checkpoint` and `runc restore` (no cryo-runc involved): the
+// CRIU action script suspends CUDA before the dump and resumes it after the
+// restore, and the app continues its count.
+func TestRuncwrapHooksDirectRunc(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	bundle := rwBundle(t, filepath.Join(dir, "bundle"))
+	envFile := filepath.Join(dir, "cryo-runc.env")
+	lines := append([]string{"CRYO_RUNC=/usr/sbin/runc", "CRYO_CRIU_HOOKS=1"}, fakeDriverEnv(t, "")...)
+	os.WriteFile(envFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	root := filepath.Join(dir, "runc-root")
+	id := "cryo-hooks-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "delete", "-f", id) })
+
+	out := rwRunDetached(t, nil, cryoBin(t, "cryo-runc"), "--cryo-env", envFile, "--root", root, "run", "-d", "--bundle", bundle, id)
+	waitFor(t, 20*time.Second, "the app to tick", func() bool { return rwLastTick(out.String()) >= 3 })
+	img := filepath.Join(dir, "img")
+	run(t, time.Minute, nil, "/usr/sbin/runc", "--root", root, "checkpoint", "--image-path", img, "--work-path", filepath.Join(dir, "w1"), id)
+	before := rwLastTick(out.String())
+	m, err := snapshot.Read(img)
+	if err != nil || len(m.Processes) != 1 || m.Digests == nil {
+		t.Fatalf("direct checkpoint manifest %+v: %v", m, err)
+	}
+
+	out2 := rwRunDetached(t, nil, "/usr/sbin/runc", "--root", root, "restore", "-d", "--image-path", img, "--work-path", filepath.Join(dir, "w2"), "--bundle", bundle, id)
+	deadline := time.Now().Add(20 * time.Second)
+	for rwLastTick(out2.String()) <= before+2 {
+		if time.Now().After(deadline) {
+			action, _ := os.ReadFile(filepath.Join(img, "cryo-action.log"))
+			state, _ := runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "state", id)
+			restoreLog, _ := os.ReadFile(filepath.Join(dir, "w2", "restore.log"))
+			var scripts []string
+			for _, l := range strings.Split(string(restoreLog), "\n") {
+				if strings.Contains(l, "script") || strings.Contains(l, "Error") || strings.Contains(l, "inherit") {
+					scripts = append(scripts, l)
+				}
+			}
+			t.Fatalf("restored app does not tick on (before: tick %d)\nrestored output: %s\nold output tail: %.300s\naction log: %s\nstate: %s\nrestore.log: %s", before, out2, out.String()[max(0, len(out.String())-300):], action, state, strings.Join(scripts, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if first := regexp.MustCompile(`tick (\d+)`).FindStringSubmatch(out2.String()); first == nil || first[1] == "0" {
+		t.Fatalf("restored app restarted: %s", out2)
 	}
 }
