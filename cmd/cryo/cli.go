@@ -24,6 +24,8 @@ For containers, use cryo through the tools you already have: containerd
 			restoreCommand(),
 			cudaCommand(),
 			doctorCommand(),
+			imageCommand(),
+			inspectCommand(),
 		},
 		HideHelpCommand: true,
 	}

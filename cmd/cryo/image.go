@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/urfave/cli/v2"
+
+	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+)
+
+// imageCommand groups the registry-image commands; the work is in
+// snapshot/ociimage.
+func imageCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "image",
+		Usage: "build, push, pull and restore checkpoints as OCI images",
+		Description: `A checkpoint image is a standard OCI image: its layers hold what a Podman
+checkpoint export holds (checkpoint/ with the CRIU images and cryo's GPU
+manifest, config.dump, spec.dump, rootfs-diff.tar), zstd-compressed, and its
+manifest carries the checkpoint annotations of Podman, CRI-O and checkpointctl
+plus cryo's GPU needs. Images live in a local OCI-layout store
+($CRYO_IMAGE_STORE, default /var/lib/cryo/images for root), readable by the
+owner only. See docs/images.md.`,
+		Subcommands: []*cli.Command{
+			imageBuildCommand(), imagePushCommand(), imagePullCommand(),
+			imageUnpackCommand(), imageRestoreCommand(), imageListCommand(), imageRemoveCommand(),
+		},
+	}
+}
+
+var storeFlag = &cli.StringFlag{Name: "store", Value: ociimage.DefaultStoreRoot(), EnvVars: []string{"CRYO_IMAGE_STORE"}, Usage: "local image store (an OCI image layout)"}
+
+func remoteFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "plain-http", Usage: "talk HTTP to the registry (automatic for loopback addresses)"},
+		&cli.BoolFlag{Name: "insecure", Usage: "HTTPS without certificate verification"},
+		&cli.StringFlag{Name: "authfile", Usage: "auth file to try first (docker config.json or podman auth.json format)"},
+		&cli.IntFlag{Name: "retries", Value: 3, Usage: "attempts of the whole transfer; blobs already moved are kept"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress on stderr"},
+	}
+}
+
+func remoteOptions(c *cli.Context) ociimage.RemoteOptions {
+	return ociimage.RemoteOptions{PlainHTTP: c.Bool("plain-http"), Insecure: c.Bool("insecure"), AuthFile: c.String("authfile")}
+}
+
+func transferOptions(c *cli.Context) ociimage.TransferOptions {
+	o := ociimage.TransferOptions{RemoteOptions: remoteOptions(c), Attempts: c.Int("retries")}
+	if !c.Bool("quiet") {
+		o.Progress = os.Stderr
+	}
+	return o
+}
+
+func openStore(ctx context.Context, c *cli.Context) (*ociimage.Store, error) {
+	return ociimage.OpenStore(ctx, c.String("store"))
+}
+
+func imageBuildCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "build",
+		Usage:     "turn a checkpoint into an OCI image in the local store",
+		UsageText: "cryo image build [--encrypt --recipient PUB.pem] SOURCE REF",
+		Description: `SOURCE is a "cryo checkpoint --dir" directory, a Podman/CRI-O export tar
+("podman container checkpoint --export", plain, gzip or zstd) or its
+extracted directory. The checkpoint's files are verified against cryo's
+manifest first. Pages files of at least --split bytes get a layer each.`,
+		Flags: []cli.Flag{
+			storeFlag,
+			&cli.Int64Flag{Name: "split", Value: ociimage.DefaultSplitAt, Usage: "pages files this big or bigger get their own layer (-1: one layer)"},
+			&cli.StringFlag{Name: "level", Value: "default", Usage: "zstd level: fastest, default, better, best"},
+			&cli.BoolFlag{Name: "encrypt", Usage: "encrypt the layers (ocicrypt JWE) for --recipient"},
+			&cli.StringSliceFlag{Name: "recipient", Usage: "public key file (PEM) that may decrypt; repeatable; jwe: prefix accepted"},
+			&cli.StringFlag{Name: "tmp", Value: os.TempDir(), Usage: "where an export tar is extracted while building"},
+		},
+		Action: imageBuildAction,
+	}
+}
+
+func imageBuildAction(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return fmt.Errorf("usage: %s", c.Command.UsageText)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	o, err := buildOptions(c)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	src, err := ociimage.OpenSource(c.Args().Get(0), c.String("tmp"))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	d, sum, err := ociimage.Build(ctx, st, src, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "built %s: %s in %d layers, %s raw (ratio %.1f)\n", o.Ref,
+		ociimage.Human(sum.Sizes.Compressed), len(sum.Layers), ociimage.Human(sum.Sizes.Total), sum.Sizes.Ratio)
+	fmt.Println(d.Digest)
+	return nil
+}
+
+func buildOptions(c *cli.Context) (ociimage.BuildOptions, error) {
+	o := ociimage.BuildOptions{Ref: c.Args().Get(1), SplitAt: c.Int64("split"),
+		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
+	ok, level := zstd.EncoderLevelFromString(c.String("level"))
+	if !ok {
+		return o, fmt.Errorf("--level %q: want fastest, default, better or best", c.String("level"))
+	}
+	o.Level = level
+	if c.Bool("encrypt") != (len(c.StringSlice("recipient")) > 0) {
+		return o, fmt.Errorf("--encrypt needs at least one --recipient, and --recipient needs --encrypt")
+	}
+	if c.Bool("encrypt") {
+		keys, err := ociimage.LoadKeys(c.StringSlice("recipient"))
+		if err != nil {
+			return o, err
+		}
+		o.Encrypt = &ociimage.EncryptOptions{PublicKeys: keys}
+	}
+	return o, nil
+}
+
+func imagePushCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "push",
+		Usage:     "push an image of the local store to its registry",
+		UsageText: "cryo image push [--plain-http] REF",
+		Flags:     append([]cli.Flag{storeFlag}, remoteFlags()...),
+		Action: func(c *cli.Context) error {
+			return withRef(c, func(ctx context.Context, st *ociimage.Store, ref string) error {
+				d, err := st.Push(ctx, ref, transferOptions(c))
+				if err == nil {
+					fmt.Println(d.Digest)
+				}
+				return err
+			})
+		},
+	}
+}
+
+func imagePullCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "pull",
+		Usage:     "pull a checkpoint image into the local store, verifying every blob",
+		UsageText: "cryo image pull [--plain-http] REF",
+		Flags:     append([]cli.Flag{storeFlag}, remoteFlags()...),
+		Action: func(c *cli.Context) error {
+			return withRef(c, func(ctx context.Context, st *ociimage.Store, ref string) error {
+				d, err := st.Pull(ctx, ref, transferOptions(c))
+				if err == nil {
+					fmt.Println(d.Digest)
+				}
+				return err
+			})
+		},
+	}
+}
+
+func imageListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "ls",
+		Usage: "list the images of the local store",
+		Flags: []cli.Flag{storeFlag},
+		Action: func(c *cli.Context) error {
+			st, err := openStore(c.Context, c)
+			if err != nil {
+				return err
+			}
+			tags, err := st.List(c.Context)
+			for _, t := range tags {
+				fmt.Println(t)
+			}
+			return err
+		},
+	}
+}
+
+func imageRemoveCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rm",
+		Usage:     "remove an image from the local store",
+		UsageText: "cryo image rm REF",
+		Flags:     []cli.Flag{storeFlag},
+		Action: func(c *cli.Context) error {
+			return withRef(c, func(ctx context.Context, st *ociimage.Store, ref string) error {
+				return st.Remove(ctx, ref)
+			})
+		},
+	}
+}
+
+// withRef runs fn with the one REF argument and the opened store.
+func withRef(c *cli.Context, fn func(context.Context, *ociimage.Store, string) error) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("usage: %s", c.Command.UsageText)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	st, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, st, c.Args().First())
+}
+
+func keyFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "key", Usage: "private key file (PEM) to decrypt an encrypted image; repeatable"}
+}
+
+func decryptOptions(c *cli.Context) (*ociimage.DecryptOptions, error) {
+	keys, err := ociimage.LoadKeys(c.StringSlice("key"))
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	return &ociimage.DecryptOptions{PrivateKeys: keys}, nil
+}
+
+func imageUnpackCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "unpack",
+		Usage:     "write an image's checkpoint into a new directory, verified",
+		UsageText: "cryo image unpack [--key PRIV.pem] REF DIR",
+		Description: `Every layer is checked against its digest and diff_id while it is extracted
+(path traversal, escaping symlinks and devices are refused), then every CRIU
+image file against cryo's manifest. On any failure DIR is removed. DIR then
+holds the export layout: DIR/checkpoint is the CRIU image directory.`,
+		Flags: []cli.Flag{storeFlag, keyFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("usage: %s", c.Command.UsageText)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			_, err := unpack(ctx, c, c.Args().Get(0), c.Args().Get(1))
+			return err
+		},
+	}
+}
+
+func unpack(ctx context.Context, c *cli.Context, ref, dir string) (*ociimage.Image, error) {
+	dec, err := decryptOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Bool("pull") {
+		if _, err := st.Pull(ctx, ref, transferOptions(c)); err != nil {
+			return nil, err
+		}
+	}
+	return st.Unpack(ctx, ref, dir, dec)
+}
+
+func imageRestoreCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "restore",
+		Usage:     "restore a checkpoint image (pulled first with --pull)",
+		UsageText: "cryo image restore [--pull] [--key PRIV.pem] [--dir WORK] REF",
+		Description: `Unpacks REF (verified, see "cryo image unpack") into WORK and restores it:
+  - a bare-process checkpoint ("cryo checkpoint --dir") as "cryo restore --dir"
+    does, printing the restored root's pid;
+  - a Podman checkpoint with "podman container restore --import", so the
+    container's runtime (cryo-runc for GPU containers) resumes CUDA.
+For containerd, see docs/images.md.`,
+		Flags: append([]cli.Flag{storeFlag, keyFlag(),
+			&cli.BoolFlag{Name: "pull", Usage: "pull REF from its registry first"},
+			&cli.StringFlag{Name: "dir", Usage: "work directory for the unpacked checkpoint (default: a new one under /var/lib/cryo/restore)"},
+			&cli.StringFlag{Name: "name", Usage: "Podman: name of the restored container"},
+			&cli.BoolFlag{Name: "shell-job", Usage: "bare process: restore into this terminal"},
+			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
+		}, remoteFlags()...),
+		Action: imageRestoreAction,
+	}
+}
+
+func imageRestoreAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("usage: %s", c.Command.UsageText)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	dir, err := workDir(c.String("dir"))
+	if err != nil {
+		return err
+	}
+	im, err := unpack(ctx, c, c.Args().First(), dir)
+	if err != nil {
+		return err
+	}
+	switch im.Kind() {
+	case ociimage.KindProcess:
+		return restoreProcess(ctx, c, dir)
+	case ociimage.KindPodman:
+		return restorePodman(ctx, c, dir)
+	}
+	return fmt.Errorf("%s is a %q checkpoint; its verified files are in %s: restore it with the tool that took it (see docs/images.md)", c.Args().First(), im.Kind(), dir)
+}
+
+func workDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	if err := os.MkdirAll("/var/lib/cryo/restore", archive.DirMode); err != nil {
+		return "", fmt.Errorf("work directory: %w; remedy: pass --dir", err)
+	}
+	return os.MkdirTemp("/var/lib/cryo/restore", "image-")
+}
+
+func restoreProcess(ctx context.Context, c *cli.Context, dir string) error {
+	res, err := orchestrator().RestoreDetached(ctx, runtime.RestoreOptions{
+		Dir: ociimage.CRIUDir(dir), ShellJob: c.Bool("shell-job"), TCPEstablished: c.Bool("tcp-established"),
+	})
+	if res != nil {
+		fmt.Println(res.PID)
+	}
+	return err
+}
+
+// restorePodman hands the verified export to Podman as an uncompressed
+// export tar: Podman then restores with the container's own runtime.
+func restorePodman(ctx context.Context, c *cli.Context, dir string) error {
+	tarPath := filepath.Join(dir, "export.tar")
+	if err := tarDir(dir, tarPath); err != nil {
+		return err
+	}
+	defer os.Remove(tarPath)
+	args := []string{"container", "restore", "--import", tarPath}
+	if n := c.String("name"); n != "" {
+		args = append(args, "--name", n)
+	}
+	if c.Bool("tcp-established") {
+		args = append(args, "--tcp-established")
+	}
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("podman container restore --import %s: %w; remedy: read Podman's message above", tarPath, err)
+	}
+	return nil
+}
+
+func tarDir(dir, tarPath string) error {
+	files, err := ociimage.Files(dir)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tarPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, archive.FileMode)
+	if err != nil {
+		return err
+	}
+	if err := archive.Write(f, files); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tarPath, err)
+	}
+	return f.Close()
+}

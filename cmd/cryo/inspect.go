@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+)
+
+func inspectCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "inspect",
+		Usage:     "summarize a checkpoint: directory, export tar, or image",
+		UsageText: "cryo inspect [--json] DIR|TAR|REF",
+		Description: `Shows the processes, the GPUs a restore needs, the sizes (GPU memory, host
+memory, rootfs diff), the compression ratio, and when and where the
+checkpoint was taken. A REF is looked up in the local store, then in its
+registry, where only the manifest is read: no layer is pulled.`,
+		Flags:  append([]cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "print JSON"}}, remoteFlags()...),
+		Action: inspectAction,
+	}
+}
+
+func inspectAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("usage: %s", c.Command.UsageText)
+	}
+	sum, err := inspectTarget(c, c.Args().First())
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	printSummary(os.Stdout, sum)
+	return nil
+}
+
+func inspectTarget(c *cli.Context, target string) (*ociimage.Summary, error) {
+	if _, err := os.Stat(target); err == nil {
+		return ociimage.InspectPath(target)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	st, err := openStore(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := st.InspectLocal(ctx, target)
+	if !errors.Is(err, ociimage.ErrNotFound) {
+		return sum, err
+	}
+	return ociimage.InspectRemote(ctx, target, remoteOptions(c))
+}
+
+func printSummary(w io.Writer, s *ociimage.Summary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	row := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s:\t"+f+"\n", append([]any{k}, a...)...) }
+	row("Source", "%s", s.Source)
+	row("Kind", "%s", s.Kind)
+	if s.Name != "" {
+		row("Name", "%s", s.Name)
+	}
+	if s.BaseImage != "" {
+		row("Base image", "%s", s.BaseImage)
+	}
+	row("Created", "%s on %s", s.Created.Format("2006-01-02 15:04:05 MST"), orDash(s.Host))
+	row("Processes", "%s", processList(s.Processes))
+	row("GPUs", "%s", gpuList(s))
+	z := s.Sizes
+	row("GPU memory", "%s", ociimage.Human(z.GPUMemory))
+	row("Host memory", "%s", ociimage.Human(z.HostMemory))
+	row("Rootfs diff", "%s", ociimage.Human(z.RootfsDiff))
+	row("Total", "%s", ociimage.Human(z.Total))
+	if z.Compressed > 0 {
+		row("Image", "%s in %d layers, ratio %.1f, encrypted: %v", ociimage.Human(z.Compressed), len(s.Layers), z.Ratio, s.Encrypted)
+	}
+	if s.Digest != "" {
+		row("Digest", "%s", s.Digest)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func processList(ps []ociimage.ProcessInfo) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, p := range ps {
+		s := fmt.Sprintf("%d %s", p.PID, p.Comm)
+		if p.CUDA {
+			s += " (CUDA"
+			if p.GPUMemory > 0 {
+				s += ", " + ociimage.Human(int64(p.GPUMemory))
+			}
+			s += ")"
+		}
+		parts = append(parts, strings.TrimSpace(s))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func gpuList(s *ociimage.Summary) string {
+	if len(s.GPUs) == 0 {
+		return "none needed"
+	}
+	g := s.GPUs[0]
+	var mem uint64
+	for _, n := range s.GPUs {
+		mem += n.Memory
+	}
+	return fmt.Sprintf("%d× %s (sm %s), %s in use at checkpoint, driver %s", len(s.GPUs), g.Name, orDash(g.ComputeCapability), ociimage.Human(int64(mem)), orDash(s.Driver))
+}

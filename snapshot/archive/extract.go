@@ -1,0 +1,187 @@
+// Package archive reads and writes the tar streams of checkpoint images.
+// Extraction is defensive: a checkpoint image may come from any registry,
+// and CRIU later runs as root on what was extracted, so an entry that could
+// write outside the target directory, or create a device, is refused.
+package archive
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// ErrUnsafeEntry is wrapped by every refusal of a tar entry.
+var ErrUnsafeEntry = errors.New("unsafe tar entry")
+
+// UnsafeEntryError names the refused entry and why.
+type UnsafeEntryError struct {
+	Name   string
+	Reason string
+}
+
+func (e *UnsafeEntryError) Error() string {
+	return fmt.Sprintf("tar entry %q refused: %s; remedy: the image was not built by cryo or was tampered with, rebuild it from the checkpoint", e.Name, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrUnsafeEntry) true.
+func (e *UnsafeEntryError) Unwrap() error { return ErrUnsafeEntry }
+
+// Checkpoint data is process memory, secrets included: files are written
+// for the owner only, whatever mode the tar says.
+const (
+	FileMode = 0o600
+	DirMode  = 0o700
+)
+
+// Extract writes the entries of the tar stream r under dir, which must
+// exist. It refuses absolute names, names with "..", links whose target
+// leaves dir, writes through an existing symlink, and devices or fifos.
+func Extract(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		if err := extractEntry(tr, hdr, dir); err != nil {
+			return err
+		}
+	}
+}
+
+func extractEntry(tr *tar.Reader, hdr *tar.Header, dir string) error {
+	rel, err := cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return nil
+	}
+	target := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := noSymlinkParents(dir, rel, hdr.Name); err != nil {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return mkdir(target)
+	case tar.TypeReg, tar.TypeRegA:
+		return writeFile(tr, target, hdr.Size)
+	case tar.TypeSymlink:
+		return symlink(hdr, rel, target)
+	case tar.TypeLink:
+		return hardlink(hdr, dir, target)
+	case tar.TypeXGlobalHeader:
+		return nil
+	default:
+		return &UnsafeEntryError{Name: hdr.Name, Reason: fmt.Sprintf("type %q (device, fifo or unknown) is not allowed", string(hdr.Typeflag))}
+	}
+}
+
+// cleanName returns the entry's name relative to the target, refusing
+// absolute names and any ".." component (even one that stays inside:
+// a well-formed checkpoint never has one).
+func cleanName(name string) (string, error) {
+	if strings.HasPrefix(name, "/") {
+		return "", &UnsafeEntryError{Name: name, Reason: "absolute path"}
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", &UnsafeEntryError{Name: name, Reason: "path traversal (..)"}
+		}
+	}
+	return path.Clean(name), nil
+}
+
+// noSymlinkParents refuses an entry whose parent directories include a
+// symlink: writing through it could land outside dir.
+func noSymlinkParents(dir, rel, name string) error {
+	cur := dir
+	parts := strings.Split(rel, "/")
+	for _, p := range parts[:len(parts)-1] {
+		cur = filepath.Join(cur, p)
+		st, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return &UnsafeEntryError{Name: name, Reason: "a parent directory is a symlink"}
+		}
+	}
+	return nil
+}
+
+func mkdir(target string) error {
+	if err := os.MkdirAll(target, DirMode); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	return nil
+}
+
+func writeFile(r io.Reader, target string, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(target), DirMode); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	// O_EXCL with a prior remove: never follow a symlink planted at target.
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("extract: %w", err)
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+	if err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	n, err := io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("extract %s: %w", filepath.Base(target), err)
+	}
+	if n != size {
+		return fmt.Errorf("extract %s: %d of %d bytes: %w", filepath.Base(target), n, size, io.ErrUnexpectedEOF)
+	}
+	return nil
+}
+
+// symlink allows only relative targets that resolve inside the tree.
+func symlink(hdr *tar.Header, rel, target string) error {
+	if path.IsAbs(hdr.Linkname) {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: "symlink to an absolute path " + hdr.Linkname}
+	}
+	resolved := path.Join(path.Dir(rel), hdr.Linkname)
+	if resolved == ".." || strings.HasPrefix(resolved, "../") {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: "symlink escapes the directory: " + hdr.Linkname}
+	}
+	if err := os.MkdirAll(filepath.Dir(target), DirMode); err != nil {
+		return fmt.Errorf("extract: %w", err)
+	}
+	return os.Symlink(hdr.Linkname, target)
+}
+
+// hardlink allows only a link to a regular file extracted before.
+func hardlink(hdr *tar.Header, dir, target string) error {
+	src, err := cleanName(hdr.Linkname)
+	if err != nil {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: "hard link to " + hdr.Linkname}
+	}
+	if err := noSymlinkParents(dir, src, hdr.Name); err != nil {
+		return err
+	}
+	srcPath := filepath.Join(dir, filepath.FromSlash(src))
+	st, err := os.Lstat(srcPath)
+	if err != nil || !st.Mode().IsRegular() {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: "hard link to a missing or non-regular file " + hdr.Linkname}
+	}
+	return os.Link(srcPath, target)
+}

@@ -1,0 +1,69 @@
+// Package ociimage turns a checkpoint into a standard OCI image and back:
+// build (from a cryo checkpoint directory, a Podman/CRI-O export, or a
+// containerd checkpoint), a local OCI-layout store, push and pull to any
+// registry, verified unpacking, and inspection.
+//
+// The image follows the checkpoint image of Podman, CRI-O and checkpointctl:
+// its layers, stacked, hold exactly what a checkpoint export holds
+// (checkpoint/ with the CRIU images, config.dump, spec.dump,
+// rootfs-diff.tar, …), and the manifest carries their annotations. cryo adds
+// its own annotations for what a scheduler needs to know without pulling:
+// the GPU model, count, memory and driver.
+package ociimage
+
+// Annotations read by checkpointctl and CRI-O.
+const (
+	AnnCRIUContainerName = "org.criu.checkpoint.container.name"
+	AnnCRIURootfsImage   = "org.criu.checkpoint.rootfsImageName"
+	AnnCRIUEngine        = "org.criu.checkpoint.engine.name"
+	AnnCRIUEngineVersion = "org.criu.checkpoint.engine.version"
+)
+
+// Annotations read by Podman (`podman container restore IMAGE`).
+const (
+	AnnPodmanName         = "io.podman.annotations.checkpoint.name"
+	AnnPodmanRawImageName = "io.podman.annotations.checkpoint.rawImageName"
+	AnnPodmanRootfsImage  = "io.podman.annotations.checkpoint.rootfsImageName"
+	AnnPodmanRootfsID     = "io.podman.annotations.checkpoint.rootfsImageID"
+	AnnPodmanRuntime      = "io.podman.annotations.checkpoint.runtime.name"
+)
+
+// cryo's annotations. Sizes are decimal bytes.
+const (
+	annPrefix       = "io.github.cryo-gpu.checkpoint."
+	AnnKind         = annPrefix + "kind" // process, podman, containerd
+	AnnHost         = annPrefix + "host"
+	AnnName         = annPrefix + "name"
+	AnnProcesses    = annPrefix + "processes" // "pid:comm[*],…"; * marks CUDA
+	AnnGPUModel     = annPrefix + "gpu.model"
+	AnnGPUCount     = annPrefix + "gpu.count"
+	AnnGPUCompute   = annPrefix + "gpu.compute-capability"
+	AnnGPUMemory    = annPrefix + "gpu.memory"
+	AnnGPUDriver    = annPrefix + "gpu.driver"
+	AnnCUDAVersion  = annPrefix + "gpu.cuda"
+	AnnSizeGPU      = annPrefix + "size.gpu-memory"
+	AnnSizeHost     = annPrefix + "size.host-memory"
+	AnnSizeRootfs   = annPrefix + "size.rootfs-diff"
+	AnnSizeTotal    = annPrefix + "size.total"
+	AnnLayerPart    = annPrefix + "layer" // on a layer: base, rootfs, pages
+	AnnOCICreated   = "org.opencontainers.image.created"
+	AnnOCIRefName   = "org.opencontainers.image.ref.name"
+	engineName      = "cryo"
+	checkpointDir   = "checkpoint"
+	rootfsDiffName  = "rootfs-diff.tar"
+	specDumpName    = "spec.dump"
+	configDumpName  = "config.dump"
+	cryoImageConfig = "cryo-image.json"
+)
+
+// Layer parts.
+const (
+	PartBase   = "base"
+	PartRootfs = "rootfs"
+	PartPages  = "pages"
+)
+
+// isCheckpointImage reports whether manifest annotations mark a checkpoint.
+func isCheckpointImage(ann map[string]string) bool {
+	return ann[AnnCRIUContainerName] != "" || ann[AnnPodmanName] != "" || ann[AnnKind] != ""
+}

@@ -1,0 +1,110 @@
+package ociimage
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+)
+
+// RemoteOptions configures access to a registry.
+type RemoteOptions struct {
+	PlainHTTP bool   // talk HTTP, not HTTPS (loopback registries are HTTP by default)
+	Insecure  bool   // HTTPS without certificate verification
+	AuthFile  string // an auth file to use before the usual ones
+}
+
+// authFiles lists, in order, the auth files docker and podman use.
+func authFiles(extra string) []string {
+	var files []string
+	add := func(p string) {
+		if p != "" {
+			files = append(files, p)
+		}
+	}
+	add(extra)
+	add(os.Getenv("REGISTRY_AUTH_FILE"))
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		add(filepath.Join(d, "containers", "auth.json"))
+	}
+	add(fmt.Sprintf("/run/containers/%d/auth.json", os.Getuid()))
+	home, _ := os.UserHomeDir()
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		add(filepath.Join(d, "containers", "auth.json"))
+	} else if home != "" {
+		add(filepath.Join(home, ".config", "containers", "auth.json"))
+	}
+	if d := os.Getenv("DOCKER_CONFIG"); d != "" {
+		add(filepath.Join(d, "config.json"))
+	} else if home != "" {
+		add(filepath.Join(home, ".docker", "config.json"))
+	}
+	return files
+}
+
+// credentialStore chains the existing auth files: the first that knows a
+// registry answers for it.
+func credentialStore(extra string) (credentials.Store, error) {
+	var stores []credentials.Store
+	for _, f := range authFiles(extra) {
+		if _, err := os.Stat(f); err != nil {
+			continue
+		}
+		s, err := credentials.NewStore(f, credentials.StoreOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("read auth file %s: %w; remedy: fix or remove it", f, err)
+		}
+		stores = append(stores, s)
+	}
+	if len(stores) == 0 {
+		return nil, nil
+	}
+	return credentials.NewStoreWithFallbacks(stores[0], stores[1:]...), nil
+}
+
+// newRepository opens the repository of ref with retries (oras's retrying
+// transport: 5xx, 429 and connection errors, with backoff) and credentials.
+func newRepository(ref string, o RemoteOptions) (*remote.Repository, error) {
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an image reference (want host[:port]/name[:tag]): %w", ref, err)
+	}
+	repo.PlainHTTP = o.PlainHTTP || isLoopback(repo.Reference.Registry)
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	if o.Insecure {
+		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	}
+	client := &auth.Client{Client: &http.Client{Transport: retry.NewTransport(base)}, Cache: auth.NewCache()}
+	client.SetUserAgent("cryo")
+	store, err := credentialStore(o.AuthFile)
+	if err != nil {
+		return nil, err
+	}
+	if store != nil {
+		client.Credential = credentials.Credential(store)
+	}
+	repo.Client = client
+	return repo, nil
+}
+
+// isLoopback: a registry on this host is plain HTTP unless told otherwise,
+// as docker and podman treat localhost.
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,222 @@
+package ociimage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/errdef"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+)
+
+// DefaultSplitAt is the pages-file size from which a pages file gets a
+// layer of its own.
+const DefaultSplitAt = 64 << 20
+
+// BuildOptions configures Build.
+type BuildOptions struct {
+	Ref     string               // the tag in the local store, e.g. registry/ns/name:tag
+	SplitAt int64                // see DefaultSplitAt; <0: one layer for all
+	Level   zstd.EncoderLevel    // 0: zstd.SpeedDefault
+	Encrypt *EncryptOptions      // nil: plain layers
+	Log     func(string, ...any) // progress lines; nil: silent
+}
+
+// Build packs src into an image tagged o.Ref in the store. It refuses a
+// checkpoint whose files do not match cryo's manifest: packing a corrupt
+// checkpoint only moves the failure to another host.
+func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
+	if src.Manifest != nil {
+		if err := snapshot.VerifyDigests(src.CRIU, src.Manifest); err != nil {
+			return ocispec.Descriptor{}, nil, &StepError{Step: "build", Ref: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
+		}
+	}
+	sum, err := Summarize(src)
+	if err != nil {
+		return ocispec.Descriptor{}, nil, err
+	}
+	layers, diffIDs, err := st.writeLayers(ctx, src, o)
+	if err != nil {
+		return ocispec.Descriptor{}, nil, &StepError{Step: "build", Ref: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
+	}
+	desc, err := st.commit(ctx, o.Ref, src, sum, layers, diffIDs)
+	if err != nil {
+		return desc, nil, &StepError{Step: "build", Ref: o.Ref, Err: err}
+	}
+	sum.Digest, sum.Encrypted = desc.Digest.String(), o.Encrypt != nil
+	for _, l := range layers {
+		sum.Sizes.Compressed += l.Size
+		sum.Layers = append(sum.Layers, LayerInfo{Part: l.Annotations[AnnLayerPart], MediaType: l.MediaType, Digest: l.Digest.String(), Size: l.Size})
+	}
+	sum.Sizes.Ratio = ratio(sum.Sizes.Total, sum.Sizes.Compressed)
+	return desc, sum, nil
+}
+
+func ratio(raw, packed int64) float64 {
+	if packed == 0 {
+		return 0
+	}
+	return float64(raw) / float64(packed)
+}
+
+func (st *Store) writeLayers(ctx context.Context, src *Source, o BuildOptions) ([]ocispec.Descriptor, []digest.Digest, error) {
+	size := func(e archive.Entry) int64 {
+		fi, err := os.Stat(e.Path)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	split := o.SplitAt
+	if split == 0 {
+		split = DefaultSplitAt
+	}
+	var descs []ocispec.Descriptor
+	var diffIDs []digest.Digest
+	for _, p := range planLayers(src.Files, size, split) {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		d, diffID, err := st.buildLayer(p, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.Log != nil {
+			o.Log("layer %-6s %s  %s", p.Part, d.Digest.Encoded()[:12], human(d.Size))
+		}
+		descs, diffIDs = append(descs, d), append(diffIDs, diffID)
+	}
+	return descs, diffIDs, nil
+}
+
+// buildLayer compresses (and maybe encrypts) one layer into the store.
+func (st *Store) buildLayer(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
+	tmp, d, diffID, err := st.compressLayer(p, o.Level)
+	if err != nil {
+		return d, "", err
+	}
+	defer os.Remove(tmp)
+	if o.Encrypt != nil {
+		// The plain blob is a temp file, removed above: only ciphertext
+		// is kept in the store.
+		d, err = st.encryptLayer(tmp, d, o.Encrypt)
+		return d, diffID, err
+	}
+	if err := os.Rename(tmp, st.blobPath(d)); err != nil {
+		return d, "", fmt.Errorf("store layer: %w", err)
+	}
+	return d, diffID, nil
+}
+
+// compressLayer writes the layer's tar, zstd-compressed with one encoder
+// goroutine per core, to a 0600 temp file in the store; it returns the
+// file, the descriptor and the digest of the uncompressed tar (diff_id).
+func (st *Store) compressLayer(p layerPlan, level zstd.EncoderLevel) (string, ocispec.Descriptor, digest.Digest, error) {
+	var d ocispec.Descriptor
+	f, err := os.CreateTemp(st.blobDir(), ".build-*")
+	if err != nil {
+		return "", d, "", fmt.Errorf("create layer: %w", err)
+	}
+	fail := func(err error) (string, ocispec.Descriptor, digest.Digest, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return "", d, "", fmt.Errorf("write %s layer: %w", p.Part, err)
+	}
+	if level == 0 {
+		level = zstd.SpeedDefault
+	}
+	packed := newDigestCounter()
+	zw, err := zstd.NewWriter(multi(f, packed), zstd.WithEncoderConcurrency(goruntime.NumCPU()), zstd.WithEncoderLevel(level))
+	if err != nil {
+		return fail(err)
+	}
+	plain := newDigestCounter()
+	if err := archive.Write(multi(zw, plain), p.Entries); err != nil {
+		zw.Close()
+		return fail(err)
+	}
+	if err := zw.Close(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	d = ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayerZstd, Digest: packed.Digest(), Size: packed.n,
+		Annotations: map[string]string{AnnLayerPart: p.Part}}
+	return f.Name(), d, plain.Digest(), nil
+}
+
+func (st *Store) blobDir() string { return st.Root + "/blobs/sha256" }
+
+// commit writes the config and manifest and tags the manifest.
+func (st *Store) commit(ctx context.Context, ref string, src *Source, sum *Summary, layers []ocispec.Descriptor, diffIDs []digest.Digest) (ocispec.Descriptor, error) {
+	ann := imageAnnotations(src, sum)
+	cfg := imageConfig(sum, diffIDs, ann)
+	cfgDesc, err := st.pushJSON(ctx, ocispec.MediaTypeImageConfig, cfg)
+	if err != nil {
+		return cfgDesc, err
+	}
+	man := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
+		Config: cfgDesc, Layers: layers, Annotations: ann}
+	desc, err := st.pushJSON(ctx, ocispec.MediaTypeImageManifest, man)
+	if err != nil {
+		return desc, err
+	}
+	return desc, st.oci.Tag(ctx, desc, ref)
+}
+
+func (st *Store) pushJSON(ctx context.Context, mediaType string, v any) (ocispec.Descriptor, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	d := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}
+	if err := st.oci.Push(ctx, d, bytes.NewReader(data)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return d, err
+	}
+	return d, nil
+}
+
+// imageAnnotations are cryo's summary plus, for container checkpoints (which
+// carry config.dump and spec.dump), the annotations Podman, CRI-O and
+// checkpointctl look for.
+func imageAnnotations(src *Source, sum *Summary) map[string]string {
+	a := sum.annotations()
+	a[AnnCRIUEngine] = engineName
+	if src.Kind == KindProcess {
+		return a
+	}
+	name := firstNonEmpty(src.Name, "checkpoint")
+	a[AnnCRIUContainerName], a[AnnPodmanName] = name, name
+	setIf(a, AnnCRIURootfsImage, src.BaseImage)
+	setIf(a, AnnPodmanRootfsImage, src.BaseImage)
+	setIf(a, AnnPodmanRawImageName, src.BaseImage)
+	setIf(a, AnnPodmanRuntime, src.Runtime)
+	return a
+}
+
+func imageConfig(sum *Summary, diffIDs []digest.Digest, ann map[string]string) ocispec.Image {
+	created := sum.Created
+	history := make([]ocispec.History, len(diffIDs))
+	for i := range history {
+		history[i] = ocispec.History{Created: &created, CreatedBy: "cryo image build"}
+	}
+	return ocispec.Image{
+		Created:  &created,
+		Author:   engineName,
+		Platform: ocispec.Platform{Architecture: goruntime.GOARCH, OS: "linux"},
+		Config:   ocispec.ImageConfig{Labels: ann},
+		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: diffIDs},
+		History:  history,
+	}
+}

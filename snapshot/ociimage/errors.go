@@ -1,0 +1,40 @@
+package ociimage
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; concrete errors wrap them.
+var (
+	// ErrNotCheckpointImage: the image is an ordinary image, not a checkpoint.
+	ErrNotCheckpointImage = errors.New("not a checkpoint image")
+	// ErrUnknownSource: build cannot tell what kind of checkpoint it got.
+	ErrUnknownSource = errors.New("unknown checkpoint source")
+	// ErrIntegrity: a blob or file does not match its digest or size.
+	ErrIntegrity = errors.New("checkpoint image failed verification")
+	// ErrDecrypt: an encrypted layer could not be decrypted (no or wrong key).
+	ErrDecrypt = errors.New("cannot decrypt checkpoint image")
+	// ErrNotFound: the reference is not in the local store.
+	ErrNotFound = errors.New("image not found")
+	// ErrTransfer: a push or pull failed after its retries.
+	ErrTransfer = errors.New("image transfer failed")
+)
+
+// StepError is a failure of one step on one image, with the remedy.
+type StepError struct {
+	Step   string // "build", "push", "pull", "unpack", …
+	Ref    string
+	Err    error
+	Remedy string
+}
+
+func (e *StepError) Error() string {
+	msg := fmt.Sprintf("%s %s: %v", e.Step, e.Ref, e.Err)
+	if e.Remedy != "" {
+		msg += "; remedy: " + e.Remedy
+	}
+	return msg
+}
+
+func (e *StepError) Unwrap() error { return e.Err }

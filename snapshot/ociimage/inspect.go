@@ -1,0 +1,107 @@
+package ociimage
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// InspectPath summarizes a checkpoint directory or export tar.
+func InspectPath(path string) (*Summary, error) {
+	src, err := OpenSource(path, os.TempDir())
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	sum, err := Summarize(src)
+	if err != nil {
+		return nil, err
+	}
+	sum.Source = path
+	return sum, nil
+}
+
+// InspectLocal summarizes an image of the store from its manifest alone.
+func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error) {
+	im, err := st.LoadImage(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	sum := FromManifest(im.Manifest)
+	sum.Source, sum.Digest = ref+" (local store)", im.Desc.Digest.String()
+	return sum, nil
+}
+
+// InspectRemote summarizes an image in a registry from its manifest alone:
+// no layer is pulled.
+func InspectRemote(ctx context.Context, ref string, o RemoteOptions) (*Summary, error) {
+	m, err := RemoteManifest(ctx, ref, o)
+	if err != nil {
+		return nil, err
+	}
+	sum := FromManifest(*m)
+	sum.Source = ref + " (registry)"
+	return sum, nil
+}
+
+// FromManifest reads back the summary that Build put in the annotations.
+func FromManifest(m ocispec.Manifest) *Summary {
+	a := m.Annotations
+	sum := &Summary{Kind: Kind(a[AnnKind]), Name: firstNonEmpty(a[AnnName], a[AnnCRIUContainerName], a[AnnPodmanName]),
+		BaseImage: firstNonEmpty(a[AnnCRIURootfsImage], a[AnnPodmanRootfsImage]), Host: a[AnnHost],
+		Driver: a[AnnGPUDriver], Annotation: a}
+	sum.Created, _ = time.Parse(time.RFC3339, a[AnnOCICreated])
+	sum.CUDA, _ = strconv.Atoi(a[AnnCUDAVersion])
+	sum.Processes = parseProcesses(a[AnnProcesses])
+	sum.GPUs = parseGPUs(a)
+	sum.Sizes = Sizes{GPUMemory: atoi(a[AnnSizeGPU]), HostMemory: atoi(a[AnnSizeHost]),
+		RootfsDiff: atoi(a[AnnSizeRootfs]), Total: atoi(a[AnnSizeTotal])}
+	for _, l := range m.Layers {
+		sum.Sizes.Compressed += l.Size
+		sum.Encrypted = sum.Encrypted || strings.HasSuffix(l.MediaType, encryptedSuffix)
+		sum.Layers = append(sum.Layers, LayerInfo{Part: l.Annotations[AnnLayerPart], MediaType: l.MediaType, Digest: l.Digest.String(), Size: l.Size})
+	}
+	sum.Sizes.Other = max(0, sum.Sizes.Total-sum.Sizes.GPUMemory-sum.Sizes.HostMemory-sum.Sizes.RootfsDiff)
+	sum.Sizes.Ratio = ratio(sum.Sizes.Total, sum.Sizes.Compressed)
+	return sum
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+func parseProcesses(s string) []ProcessInfo {
+	var out []ProcessInfo
+	for _, part := range strings.Split(s, ",") {
+		pid, comm, ok := strings.Cut(part, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(pid)
+		p := ProcessInfo{PID: n, Comm: strings.TrimSuffix(comm, "*"), CUDA: strings.HasSuffix(comm, "*")}
+		out = append(out, p)
+	}
+	return out
+}
+
+// parseGPUs rebuilds the needs from the annotations: count GPUs of one model
+// sharing the memory evenly (the annotations keep the total).
+func parseGPUs(a map[string]string) []snapshot.GPUNeed {
+	count, _ := strconv.Atoi(a[AnnGPUCount])
+	if count == 0 {
+		return nil
+	}
+	mem, _ := strconv.ParseUint(a[AnnGPUMemory], 10, 64)
+	out := make([]snapshot.GPUNeed, count)
+	for i := range out {
+		out[i] = snapshot.GPUNeed{Name: a[AnnGPUModel], ComputeCapability: a[AnnGPUCompute], Memory: mem / uint64(count)}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package ociimage
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+)
+
+// Kind is where a checkpoint came from; it decides how it is restored.
+type Kind string
+
+// Source kinds.
+const (
+	KindProcess    Kind = "process"    // `cryo checkpoint --dir`
+	KindPodman     Kind = "podman"     // a Podman or CRI-O export
+	KindContainerd Kind = "containerd" // `ctr container checkpoint`
+)
+
+// Source is a checkpoint laid out as its image will hold it: Root has
+// checkpoint/ (the CRIU images, cryo's manifest included) and, for
+// containers, config.dump, spec.dump and rootfs-diff.tar.
+type Source struct {
+	Kind      Kind
+	Root      string
+	CRIU      string // the directory of the CRIU images
+	Name      string // container name, or "pid N"
+	BaseImage string // the image the container was created from, if any
+	Runtime   string
+	Manifest  *snapshot.Manifest // nil for a checkpoint cryo did not take
+	Files     []archive.Entry
+	cleanup   func()
+}
+
+// Close removes what opening the source extracted.
+func (s *Source) Close() {
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+}
+
+// OpenSource opens a checkpoint directory or export tar. A directory holding
+// inventory.img is a `cryo checkpoint --dir` directory; one holding
+// checkpoint/ is an extracted export; a file is a Podman or CRI-O export
+// tar (plain, gzip or zstd), extracted safely under tmp.
+func OpenSource(path, tmp string) (*Source, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint %s: %w", path, err)
+	}
+	if !st.IsDir() {
+		return openExportTar(path, tmp)
+	}
+	if isCRIUDir(path) {
+		return openProcessDir(path)
+	}
+	if isCRIUDir(filepath.Join(path, checkpointDir)) {
+		return openExportDir(path, nil)
+	}
+	return nil, fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/; remedy: give a `cryo checkpoint --dir` directory, a Podman export tar or a containerd checkpoint: %w", path, ErrUnknownSource)
+}
+
+func isCRIUDir(dir string) bool {
+	ok, err := snapshot.IsImageDir(dir)
+	return err == nil && ok
+}
+
+// openProcessDir maps a bare-process image directory under checkpoint/.
+func openProcessDir(dir string) (*Source, error) {
+	files, err := listFiles(dir, checkpointDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{Kind: KindProcess, Root: dir, CRIU: dir, Files: files, Manifest: readManifest(dir), Name: "process"}
+	if s.Manifest != nil {
+		s.Name = s.Manifest.ContainerID
+	}
+	return s, nil
+}
+
+// openExportDir opens an extracted Podman/CRI-O export (or a directory
+// that cryo laid out the same way from a containerd checkpoint).
+func openExportDir(root string, cleanup func()) (*Source, error) {
+	files, err := listFiles(root, "")
+	if err != nil {
+		return nil, err
+	}
+	criu := filepath.Join(root, checkpointDir)
+	s := &Source{Kind: KindPodman, Root: root, CRIU: criu, Files: files, cleanup: cleanup, Manifest: readManifest(criu)}
+	readExportMeta(s)
+	return s, nil
+}
+
+func readManifest(dir string) *snapshot.Manifest {
+	m, err := snapshot.Read(dir)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// exportConfig is the part of config.dump (Podman's container config, or
+// checkpointctl's ContainerConfig) that the image annotations need.
+type exportConfig struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	RawImageName  string `json:"rawImageName"`
+	RootfsImage   string `json:"rootfsImageName"`
+	RootfsImageID string `json:"rootfsImage"`
+	OCIRuntime    string `json:"runtime"`
+	CryoKind      Kind   `json:"cryoKind"`
+}
+
+func readExportMeta(s *Source) {
+	data, err := os.ReadFile(filepath.Join(s.Root, configDumpName))
+	if err != nil {
+		return
+	}
+	var c exportConfig
+	if json.Unmarshal(data, &c) != nil {
+		return
+	}
+	s.Name = firstNonEmpty(c.Name, c.ID)
+	s.BaseImage = firstNonEmpty(c.RootfsImage, c.RawImageName)
+	s.Runtime = c.OCIRuntime
+	if c.CryoKind != "" {
+		s.Kind = c.CryoKind
+	}
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// listFiles lists the regular files under dir as archive entries named
+// prefix/rel, refusing anything but files, directories and symlinks to
+// nothing (CRIU writes none).
+func listFiles(dir, prefix string) ([]archive.Entry, error) {
+	var out []archive.Entry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file; a checkpoint holds only files: %w", p, ErrUnknownSource)
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, archive.Entry{Name: filepath.ToSlash(filepath.Join(prefix, rel)), Path: p})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoint files: %w", err)
+	}
+	return out, nil
+}
+
+// Files lists the files of an unpacked image directory as archive entries.
+func Files(dir string) ([]archive.Entry, error) { return listFiles(dir, "") }

@@ -1,0 +1,93 @@
+package ociimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/errdef"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Store is the local image store: an OCI image layout directory, readable by
+// the owner only, since its blobs hold process memory.
+type Store struct {
+	Root string
+	oci  *oci.Store
+}
+
+// DefaultStoreRoot is $CRYO_IMAGE_STORE, else /var/lib/cryo/images for
+// root, else $XDG_DATA_HOME/cryo/images.
+func DefaultStoreRoot() string {
+	if d := os.Getenv("CRYO_IMAGE_STORE"); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/cryo/images"
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "cryo", "images")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "cryo", "images")
+}
+
+// OpenStore opens (creating) the store at root.
+func OpenStore(ctx context.Context, root string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Join(root, "blobs", "sha256"), 0o700); err != nil {
+		return nil, fmt.Errorf("open image store %s: %w", root, err)
+	}
+	if err := os.Chmod(root, 0o700); err != nil {
+		return nil, fmt.Errorf("open image store %s: %w", root, err)
+	}
+	// An interrupted pull leaves partial blobs in ingest/: they were never
+	// renamed into blobs/, so they are garbage and the next pull restarts them.
+	os.RemoveAll(filepath.Join(root, "ingest"))
+	s, err := oci.NewWithContext(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("open image store %s: %w", root, err)
+	}
+	return &Store{Root: root, oci: s}, nil
+}
+
+// blobPath is where the layout keeps a blob.
+func (s *Store) blobPath(d ocispec.Descriptor) string {
+	return filepath.Join(s.Root, "blobs", d.Digest.Algorithm().String(), d.Digest.Encoded())
+}
+
+// Resolve finds ref in the store.
+func (s *Store) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error) {
+	d, err := s.oci.Resolve(ctx, ref)
+	if errors.Is(err, errdef.ErrNotFound) {
+		return d, fmt.Errorf("%s is not in the image store %s; remedy: `cryo image pull %s` or `cryo image build`: %w", ref, s.Root, ref, ErrNotFound)
+	}
+	return d, err
+}
+
+// Remove untags ref and deletes the blobs no other tag uses.
+func (s *Store) Remove(ctx context.Context, ref string) error {
+	if _, err := s.Resolve(ctx, ref); err != nil {
+		return err
+	}
+	if err := s.oci.Untag(ctx, ref); err != nil {
+		return fmt.Errorf("remove %s: %w", ref, err)
+	}
+	if err := s.oci.GC(ctx); err != nil {
+		return fmt.Errorf("remove %s: collect unused blobs: %w", ref, err)
+	}
+	return nil
+}
+
+// List returns the tags of the store.
+func (s *Store) List(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.oci.Tags(ctx, "", func(tags []string) error {
+		out = append(out, tags...)
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,199 @@
+package ociimage
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/checkpoint-restore/go-criu/v7/crit"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// Summary is what `cryo inspect` shows, and what build stores in the
+// manifest's annotations so that it can be read without pulling layers.
+type Summary struct {
+	Source     string             `json:"source"`
+	Kind       Kind               `json:"kind"`
+	Name       string             `json:"name,omitempty"`
+	BaseImage  string             `json:"base_image,omitempty"`
+	Created    time.Time          `json:"created"`
+	Host       string             `json:"host,omitempty"`
+	Processes  []ProcessInfo      `json:"processes"`
+	GPUs       []snapshot.GPUNeed `json:"gpus,omitempty"`
+	Driver     string             `json:"driver,omitempty"`
+	CUDA       int                `json:"cuda_version,omitempty"`
+	Sizes      Sizes              `json:"sizes"`
+	Encrypted  bool               `json:"encrypted,omitempty"`
+	Digest     string             `json:"digest,omitempty"`
+	Layers     []LayerInfo        `json:"layers,omitempty"`
+	Annotation map[string]string  `json:"annotations,omitempty"`
+}
+
+// ProcessInfo is one checkpointed process.
+type ProcessInfo struct {
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm,omitempty"`
+	CUDA      bool   `json:"cuda"`
+	GPUMemory uint64 `json:"gpu_memory,omitempty"`
+}
+
+// Sizes splits the checkpoint's bytes. GPU memory lands in CRIU's pages
+// (the driver moves it into host memory before the dump), so HostMemory is
+// the pages minus the GPU share.
+type Sizes struct {
+	GPUMemory  int64   `json:"gpu_memory"`
+	HostMemory int64   `json:"host_memory"`
+	RootfsDiff int64   `json:"rootfs_diff"`
+	Other      int64   `json:"other"`
+	Total      int64   `json:"total"`
+	Compressed int64   `json:"compressed,omitempty"`
+	Ratio      float64 `json:"compression_ratio,omitempty"`
+}
+
+// LayerInfo is one layer of an image.
+type LayerInfo struct {
+	Part      string `json:"part"`
+	MediaType string `json:"media_type"`
+	Digest    string `json:"digest"`
+	Size      int64  `json:"size"`
+}
+
+// Summarize reads a source: sizes from its files, processes from CRIU's
+// pstree (go-criu's crit), GPU needs from cryo's manifest.
+func Summarize(s *Source) (*Summary, error) {
+	sum := &Summary{Kind: s.Kind, Name: s.Name, BaseImage: s.BaseImage}
+	if err := sumSizes(s, &sum.Sizes); err != nil {
+		return nil, err
+	}
+	sum.Processes = criuProcesses(s.CRIU)
+	if m := s.Manifest; m != nil {
+		addManifest(sum, m)
+	} else if st, err := os.Stat(s.CRIU + "/inventory.img"); err == nil {
+		sum.Created = st.ModTime().UTC()
+	}
+	sum.Sizes.HostMemory -= sum.Sizes.GPUMemory
+	if sum.Sizes.HostMemory < 0 {
+		sum.Sizes.HostMemory = 0
+	}
+	return sum, nil
+}
+
+func sumSizes(s *Source, z *Sizes) error {
+	for _, f := range s.Files {
+		st, err := os.Stat(f.Path)
+		if err != nil {
+			return fmt.Errorf("summarize checkpoint: %w", err)
+		}
+		switch base := path.Base(f.Name); {
+		case isPages(base):
+			z.HostMemory += st.Size()
+		case f.Name == rootfsDiffName:
+			z.RootfsDiff += st.Size()
+		default:
+			z.Other += st.Size()
+		}
+		z.Total += st.Size()
+	}
+	return nil
+}
+
+func isPages(base string) bool {
+	return strings.HasPrefix(base, "pages-") && strings.HasSuffix(base, ".img")
+}
+
+func addManifest(sum *Summary, m *snapshot.Manifest) {
+	sum.Created, sum.Host = m.Created, m.Hostname
+	sum.Driver, sum.CUDA = m.Inventory.DriverVersion, m.Inventory.CUDAVersion
+	sum.GPUs = m.Needs
+	cuda := map[int]uint64{}
+	for _, p := range m.Processes {
+		cuda[p.PID] = p.GPUMemory
+		sum.Sizes.GPUMemory += int64(p.GPUMemory)
+	}
+	if sum.Sizes.GPUMemory == 0 {
+		for _, n := range m.Needs {
+			sum.Sizes.GPUMemory += int64(n.Memory)
+		}
+	}
+	for i := range sum.Processes {
+		if mem, ok := cuda[sum.Processes[i].PID]; ok {
+			sum.Processes[i].CUDA, sum.Processes[i].GPUMemory = true, mem
+			delete(cuda, sum.Processes[i].PID)
+		}
+	}
+	for pid, mem := range cuda {
+		sum.Processes = append(sum.Processes, ProcessInfo{PID: pid, CUDA: true, GPUMemory: mem})
+	}
+	sort.Slice(sum.Processes, func(i, j int) bool { return sum.Processes[i].PID < sum.Processes[j].PID })
+}
+
+// criuProcesses walks CRIU's process tree; a checkpoint whose pstree
+// cannot be decoded still gets a summary, just without names.
+func criuProcesses(dir string) []ProcessInfo {
+	tree, err := crit.New(nil, nil, dir, false, true).ExplorePs()
+	if err != nil {
+		return nil
+	}
+	var out []ProcessInfo
+	var walk func(t *crit.PsTree)
+	walk = func(t *crit.PsTree) {
+		out = append(out, ProcessInfo{PID: int(t.PID), Comm: t.Comm})
+		for _, c := range t.Children {
+			walk(c)
+		}
+	}
+	walk(tree)
+	return out
+}
+
+// annotations renders the summary as manifest annotations.
+func (sum *Summary) annotations() map[string]string {
+	a := map[string]string{
+		AnnKind: string(sum.Kind), AnnOCICreated: sum.Created.Format(time.RFC3339),
+		AnnSizeGPU: itoa(sum.Sizes.GPUMemory), AnnSizeHost: itoa(sum.Sizes.HostMemory),
+		AnnSizeRootfs: itoa(sum.Sizes.RootfsDiff), AnnSizeTotal: itoa(sum.Sizes.Total),
+		AnnProcesses: formatProcesses(sum.Processes),
+	}
+	setIf(a, AnnHost, sum.Host)
+	setIf(a, AnnName, sum.Name)
+	if len(sum.GPUs) > 0 {
+		a[AnnGPUModel] = sum.GPUs[0].Name
+		a[AnnGPUCompute] = sum.GPUs[0].ComputeCapability
+		a[AnnGPUCount] = strconv.Itoa(len(sum.GPUs))
+		var mem uint64
+		for _, g := range sum.GPUs {
+			mem += g.Memory
+		}
+		a[AnnGPUMemory] = strconv.FormatUint(mem, 10)
+	}
+	setIf(a, AnnGPUDriver, sum.Driver)
+	if sum.CUDA != 0 {
+		a[AnnCUDAVersion] = strconv.Itoa(sum.CUDA)
+	}
+	return a
+}
+
+func setIf(a map[string]string, k, v string) {
+	if v != "" {
+		a[k] = v
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func formatProcesses(ps []ProcessInfo) string {
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		s := strconv.Itoa(p.PID) + ":" + strings.NewReplacer(",", "_", ":", "_").Replace(p.Comm)
+		if p.CUDA {
+			s += "*"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ",")
+}

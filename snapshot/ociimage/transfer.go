@@ -1,0 +1,189 @@
+package ociimage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+// TransferOptions configures Push and Pull.
+type TransferOptions struct {
+	RemoteOptions
+	Attempts    int       // whole-transfer attempts; 0: 3
+	Concurrency int       // blobs in flight; 0: 4
+	Progress    io.Writer // progress lines; nil: silent
+}
+
+func (o TransferOptions) attempts() int {
+	if o.Attempts <= 0 {
+		return 3
+	}
+	return o.Attempts
+}
+
+// Push sends ref from the store to its registry. Blobs the registry already
+// has are skipped, so a push that was interrupted restarts where it stopped,
+// blob by blob; each attempt is retried (with oras's retrying transport
+// underneath for single requests).
+func (st *Store) Push(ctx context.Context, ref string, o TransferOptions) (ocispec.Descriptor, error) {
+	im, err := st.LoadImage(ctx, ref)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	repo, err := newRepository(ref, o.RemoteOptions)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	p := newProgress(o.Progress, "push "+ref, totalSize(im.Manifest)+im.Desc.Size)
+	defer p.stop()
+	src := &countingTarget{ReadOnlyTarget: st.oci, p: p}
+	return transfer(ctx, "push", ref, o, func() (ocispec.Descriptor, error) {
+		return oras.Copy(ctx, src, ref, repo, tagOf(repo), copyOptions(o, p))
+	})
+}
+
+// Pull fetches ref from its registry into the store. It reads the manifest
+// first and refuses an image that is not a checkpoint before any layer
+// moves. Every blob is verified against its size and digest as it is
+// written; blobs already in the store are skipped, so an interrupted pull
+// restarts cleanly.
+func (st *Store) Pull(ctx context.Context, ref string, o TransferOptions) (ocispec.Descriptor, error) {
+	repo, err := newRepository(ref, o.RemoteOptions)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	man, md, err := remoteManifest(ctx, ref, o.RemoteOptions)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	p := newProgress(o.Progress, "pull "+ref, totalSize(*man)+md.Size)
+	defer p.stop()
+	src := &countingTarget{ReadOnlyTarget: repo, p: p}
+	d, err := transfer(ctx, "pull", ref, o, func() (ocispec.Descriptor, error) {
+		return oras.Copy(ctx, src, tagOf(repo), st.oci, ref, copyOptions(o, p))
+	})
+	if err == nil {
+		st.privateLayers(man.Layers)
+	}
+	return d, err
+}
+
+// privateLayers makes pulled layers readable by the owner only: they hold
+// process memory.
+func (st *Store) privateLayers(layers []ocispec.Descriptor) {
+	for _, l := range layers {
+		os.Chmod(st.blobPath(l), 0o600)
+	}
+}
+
+// RemoteManifest reads ref's manifest from its registry without its layers
+// (what a scheduler needs), refusing an image that is not a checkpoint.
+func RemoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.Manifest, error) {
+	m, _, err := remoteManifest(ctx, ref, o)
+	return m, err
+}
+
+func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.Manifest, ocispec.Descriptor, error) {
+	repo, err := newRepository(ref, o)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, err
+	}
+	d, rc, err := repo.FetchReference(ctx, tagOf(repo))
+	if err != nil {
+		return nil, d, &StepError{Step: "resolve", Ref: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: "check the reference, the registry address, --plain-http and your credentials"}
+	}
+	defer rc.Close()
+	data, err := content.ReadAll(rc, d)
+	if err != nil {
+		return nil, d, fmt.Errorf("manifest of %s: %v: %w", ref, err, ErrIntegrity)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil || d.MediaType != ocispec.MediaTypeImageManifest || !isCheckpointImage(m.Annotations) {
+		return nil, d, fmt.Errorf("%s (%s) is not a checkpoint image: it has none of the checkpoint annotations (%s, %s); remedy: give an image made by `cryo image build`: %w",
+			ref, d.MediaType, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage)
+	}
+	return &m, d, nil
+}
+
+func tagOf(repo *remote.Repository) string {
+	if r := repo.Reference.Reference; r != "" {
+		return r
+	}
+	return "latest"
+}
+
+func totalSize(m ocispec.Manifest) int64 {
+	n := m.Config.Size
+	for _, l := range m.Layers {
+		n += l.Size
+	}
+	return n
+}
+
+func copyOptions(o TransferOptions, p *progress) oras.CopyOptions {
+	opts := oras.DefaultCopyOptions
+	opts.Concurrency = o.Concurrency
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	opts.OnCopySkipped = func(_ context.Context, d ocispec.Descriptor) error {
+		p.skipped(d)
+		return nil
+	}
+	opts.PostCopy = func(_ context.Context, d ocispec.Descriptor) error {
+		p.copied(d)
+		return nil
+	}
+	return opts
+}
+
+// transfer runs one copy with whole-copy retries. Integrity failures are
+// not retried: the same bytes would fail again.
+func transfer(ctx context.Context, step, ref string, o TransferOptions, copyFn func() (ocispec.Descriptor, error)) (ocispec.Descriptor, error) {
+	var err error
+	for attempt := 1; attempt <= o.attempts(); attempt++ {
+		var d ocispec.Descriptor
+		d, err = copyFn()
+		if err == nil {
+			return d, nil
+		}
+		err = classify(err)
+		if errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt == o.attempts() {
+			break
+		}
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "%s %s: attempt %d failed (%v); retrying\n", step, ref, attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+	remedy := "check the registry and retry; blobs already transferred are kept"
+	if errors.Is(err, ErrIntegrity) {
+		remedy = "the registry holds damaged data: rebuild and push the image again"
+	}
+	return ocispec.Descriptor{}, &StepError{Step: step, Ref: ref, Err: err, Remedy: remedy}
+}
+
+// classify marks size and digest mismatches as integrity failures.
+func classify(err error) error {
+	for _, e := range []error{content.ErrMismatchedDigest, content.ErrTrailingData, io.ErrUnexpectedEOF} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("a blob does not match its digest or size (truncated or tampered): %w: %w", err, ErrIntegrity)
+		}
+	}
+	if isSizeMismatch(err) {
+		return fmt.Errorf("a blob does not match its size (truncated or tampered): %w: %w", err, ErrIntegrity)
+	}
+	return fmt.Errorf("%w: %w", err, ErrTransfer)
+}

@@ -1,0 +1,193 @@
+package ociimage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+)
+
+// Image is a checkpoint image's manifest and config, read from a store.
+type Image struct {
+	Ref      string
+	Desc     ocispec.Descriptor
+	Manifest ocispec.Manifest
+	Config   ocispec.Image
+}
+
+// Kind is the checkpoint's kind from its annotations.
+func (im *Image) Kind() Kind { return Kind(im.Manifest.Annotations[AnnKind]) }
+
+// LoadImage reads ref's manifest and config from the store, verifying both
+// against their digests, and refuses an image that is not a checkpoint.
+func (st *Store) LoadImage(ctx context.Context, ref string) (*Image, error) {
+	d, err := st.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	im := &Image{Ref: ref, Desc: d}
+	if err := st.readJSON(ctx, d, &im.Manifest); err != nil {
+		return nil, err
+	}
+	if !isCheckpointImage(im.Manifest.Annotations) {
+		return nil, fmt.Errorf("%s has none of the checkpoint annotations (%s, %s); remedy: give an image made by `cryo image build` or `podman container checkpoint --create-image`: %w",
+			ref, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage)
+	}
+	if err := st.readJSON(ctx, im.Manifest.Config, &im.Config); err != nil {
+		return nil, err
+	}
+	if len(im.Config.RootFS.DiffIDs) != len(im.Manifest.Layers) {
+		return nil, fmt.Errorf("%s: config lists %d layers, manifest %d: %w", ref, len(im.Config.RootFS.DiffIDs), len(im.Manifest.Layers), ErrIntegrity)
+	}
+	return im, nil
+}
+
+func (st *Store) readJSON(ctx context.Context, d ocispec.Descriptor, v any) error {
+	if d.Size > 4<<20 {
+		return fmt.Errorf("%s: %d bytes is too big for a manifest or config: %w", d.Digest, d.Size, ErrIntegrity)
+	}
+	rc, err := st.oci.Fetch(ctx, d)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", d.Digest, err)
+	}
+	defer rc.Close()
+	data, err := content.ReadAll(rc, d)
+	if err != nil {
+		return fmt.Errorf("%s does not match its digest (%v): %w", d.Digest, err, ErrIntegrity)
+	}
+	return json.Unmarshal(data, v)
+}
+
+// Unpack writes the checkpoint of ref into dir (created, 0700; it must not
+// exist or be empty), verifying every layer against its digest and its
+// diff_id, and every CRIU image file against cryo's manifest, before it
+// returns: nothing unverified reaches CRIU. On any failure dir is removed.
+func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOptions) (im *Image, err error) {
+	im, err = st.LoadImage(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, archive.DirMode); err != nil {
+		return nil, err
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		return nil, fmt.Errorf("unpack %s: %s is not empty; remedy: give a new directory", ref, dir)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	for i, l := range im.Manifest.Layers {
+		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, dec); err != nil {
+			return nil, &StepError{Step: "unpack", Ref: ref, Err: err, Remedy: remedyFor(err)}
+		}
+	}
+	if err := verifyCheckpoint(criuDirOf(dir, im.Kind())); err != nil {
+		return nil, &StepError{Step: "unpack", Ref: ref, Err: err, Remedy: "pull the image again, or rebuild it from the checkpoint"}
+	}
+	return im, nil
+}
+
+func remedyFor(err error) string {
+	switch {
+	case errors.Is(err, ErrDecrypt):
+		return ""
+	case errors.Is(err, archive.ErrUnsafeEntry):
+		return "do not restore this image"
+	default:
+		return "remove it (`cryo image rm`) and pull it again"
+	}
+}
+
+// criuDirOf is where an unpacked image keeps its CRIU images.
+func criuDirOf(dir string, _ Kind) string { return filepath.Join(dir, checkpointDir) }
+
+// CRIUDir is the CRIU image directory of an unpacked image in dir.
+func CRIUDir(dir string) string { return criuDirOf(dir, "") }
+
+// verifyCheckpoint checks the CRIU files against cryo's manifest, when the
+// checkpoint has one (a Podman checkpoint without cryo has none).
+func verifyCheckpoint(dir string) error {
+	m, err := snapshot.Read(dir)
+	if errors.Is(err, snapshot.ErrNoManifest) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return snapshot.VerifyDigests(dir, m)
+}
+
+// unpackLayer streams one blob through digest verification, decryption,
+// decompression and safe extraction, then checks the size, digest and
+// diff_id; a mismatch fails the unpack (and dir is removed).
+func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions) error {
+	f, err := os.Open(st.blobPath(l))
+	if err != nil {
+		return fmt.Errorf("layer %s is missing from the store (%v): %w", l.Digest, err, ErrIntegrity)
+	}
+	defer f.Close()
+	vr := content.NewVerifyReader(f, l)
+	var r io.Reader = vr
+	if strings.HasSuffix(l.MediaType, encryptedSuffix) {
+		if r, err = decryptLayer(r, l, dec); err != nil {
+			return err
+		}
+	}
+	tarStream, closeFn, err := decompress(r, strings.TrimSuffix(l.MediaType, encryptedSuffix))
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	plain := newDigestCounter()
+	if err := archive.Extract(io.TeeReader(tarStream, plain), dir); err != nil {
+		return layerErr(l, err)
+	}
+	// Drain the padding after the tar's end so that the digest covers it all.
+	if _, err := io.Copy(plain, tarStream); err != nil {
+		return layerErr(l, err)
+	}
+	if err := vr.Verify(); err != nil {
+		return layerErr(l, err)
+	}
+	if plain.Digest() != diffID {
+		return fmt.Errorf("layer %s: uncompressed content %s does not match diff_id %s: %w", l.Digest, plain.Digest(), diffID, ErrIntegrity)
+	}
+	return ctx.Err()
+}
+
+func layerErr(l ocispec.Descriptor, err error) error {
+	if errors.Is(err, archive.ErrUnsafeEntry) || errors.Is(err, ErrDecrypt) {
+		return err
+	}
+	return fmt.Errorf("layer %s (%s) is truncated or corrupt: %v: %w", l.Digest.Encoded()[:12], human(l.Size), err, ErrIntegrity)
+}
+
+func decompress(r io.Reader, mediaType string) (io.Reader, func(), error) {
+	switch mediaType {
+	case ocispec.MediaTypeImageLayerZstd:
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, zr.Close, nil
+	case ocispec.MediaTypeImageLayerGzip, "application/vnd.docker.image.rootfs.diff.tar.gzip":
+		return gzipReader(r)
+	case ocispec.MediaTypeImageLayer, "application/vnd.docker.image.rootfs.diff.tar":
+		return r, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("layer media type %q is not supported: %w", mediaType, ErrNotCheckpointImage)
+}
