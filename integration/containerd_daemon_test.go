@@ -37,15 +37,15 @@ const (
 // finds containerd-shim-cryo-v2, and the fake CUDA driver in its
 // environment, which the shims inherit.
 type daemon struct {
-	t       testing.TB
-	v       ctrdVersion
-	dir     string
-	bin     string // containerd's usr/bin
-	socket  string
-	faults  string // CRYO_FAKE_CUDA_FAULTS
+	t         testing.TB
+	v         ctrdVersion
+	dir       string
+	bin       string // containerd's usr/bin
+	socket    string
+	faults    string // CRYO_FAKE_CUDA_FAULTS
 	daemonLog string
-	cmd     *exec.Cmd
-	client  *client.Client
+	cmd       *exec.Cmd
+	client    *client.Client
 }
 
 func startDaemon(t testing.TB, v ctrdVersion) *daemon {
@@ -136,8 +136,21 @@ func (d *daemon) ctr(args ...string) string {
 }
 
 func (d *daemon) ctrErr(args ...string) (string, error) {
+	return d.ctrBinErr(filepath.Join(d.bin, "ctr"), args...)
+}
+
+// ctrBinErr runs a given ctr binary against the daemon.
+func (d *daemon) ctrBinErr(ctr string, args ...string) (string, error) {
 	full := append([]string{"--address", d.socket, "--namespace", testNamespace}, args...)
-	return runErr(2*time.Minute, d.env(), filepath.Join(d.bin, "ctr"), full...)
+	return runErr(2*time.Minute, d.env(), ctr, full...)
+}
+
+// ctrWithOptions is the ctr that passes checkpoint options (--exit,
+// --image-path, --work-path) to the cryo runtime. ctr 1.7 passes them only
+// to runtimes named io.containerd.runc.*; ctr 2.x passes them to any
+// runtime and works against a containerd 1.7 daemon.
+func (d *daemon) ctrWithOptions() string {
+	return filepath.Join(depsDir(), "containerd-2", "usr/bin/ctr")
 }
 
 func (d *daemon) log() string {

@@ -85,7 +85,15 @@ func (d *daemon) taskCheckpoint(id string, args ...string) (string, int) {
 	d.t.Helper()
 	time.Sleep(1100 * time.Millisecond)
 	before := ctrdLastTick(d.t, d.logPath(id))
-	out := d.ctr(append(append([]string{"task", "checkpoint"}, args...), id)...)
+	full := append(append([]string{"task", "checkpoint"}, args...), id)
+	ctr := filepath.Join(d.bin, "ctr")
+	if len(args) > 0 {
+		ctr = d.ctrWithOptions() // options such as --exit: see ctrWithOptions
+	}
+	out, err := d.ctrBinErr(ctr, full...)
+	if err != nil {
+		d.t.Fatalf("ctr %s: %v\n%s\n%s", strings.Join(full, " "), err, out, lastLines(d.log(), 30))
+	}
 	lines := strings.Fields(strings.TrimSpace(out))
 	if len(lines) == 0 {
 		d.t.Fatalf("ctr task checkpoint %s printed no image name", id)
@@ -225,7 +233,16 @@ func (d *daemon) remove(id string) {
 // waitExit waits for a task to stop (after checkpoint --exit) and deletes it.
 func (d *daemon) waitStopped(id string) {
 	d.t.Helper()
-	waitFor(d.t, 20*time.Second, id+" stopped", func() bool { return d.taskStatus(id) == client.Stopped })
+	var st client.ProcessStatus
+	defer func() {
+		if d.t.Failed() {
+			d.t.Logf("%s: last status %q\n%s", id, st, lastLines(d.log(), 30))
+		}
+	}()
+	waitFor(d.t, 20*time.Second, id+" stopped", func() bool {
+		st = d.taskStatus(id)
+		return st == client.Stopped
+	})
 	ctx := namespacedCtx()
 	c, _ := d.client.LoadContainer(ctx, id)
 	task, err := c.Task(ctx, nil)

@@ -78,6 +78,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	}
 	_, err := s.orch(ctx).Checkpoint(ctx, target, run.req.Path, !run.exit, dump)
 	s.repause(ctx, run)
+	s.daemon.renewSpec(ctx, id) // for the next checkpoint, on containerd 1.x
 	s.logCheckpoint(ctx, run, err)
 	if err != nil {
 		return err // a *runtime.StepError: it names the step, outcome and remedy

@@ -35,5 +35,5 @@ func initTaskService(ic *plugin.InitContext) (interface{}, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newService(inner, publisher), nil
+	return newService(inner, publisher, ic.Properties[plugins.PropertyGRPCAddress]), nil
 }

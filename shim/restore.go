@@ -15,7 +15,11 @@ import (
 // only records the checkpoint; runc restore runs in Start.
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
 	if r.Checkpoint == "" {
-		return s.TTRPCTaskService.Create(ctx, r)
+		resp, err := s.TTRPCTaskService.Create(ctx, r)
+		if err == nil {
+			s.daemon.renewSpec(ctx, r.ID)
+		}
+		return resp, err
 	}
 	started := time.Now()
 	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint)
@@ -28,6 +32,7 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 		return nil, err
 	}
 	s.setRestore(r.ID, m)
+	s.daemon.renewSpec(ctx, r.ID)
 	log.G(ctx).WithFields(log.Fields{
 		"id": r.ID, "checkpoint": r.Checkpoint, "check_ms": time.Since(started).Milliseconds(),
 	}).Info("cryo: restore checked")

@@ -22,6 +22,7 @@ type service struct {
 
 	driver    *cudacr.Driver
 	publisher shim.Publisher
+	daemon    *legacyDaemon // containerd itself, for the 1.x spec remedy
 
 	mu       sync.Mutex
 	restores map[string]*snapshot.Manifest // task id -> manifest, between Create and Start
@@ -30,13 +31,14 @@ type service struct {
 
 var _ shim.TTRPCService = (*service)(nil)
 
-func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher) *service {
+func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAddress string) *service {
 	return &service{
 		TTRPCTaskService: inner,
 		// The driver runs every CUDA call in a child process with a
 		// deadline; the shim itself never calls the driver.
 		driver:    cudacr.New(cudacr.Options{}),
 		publisher: publisher,
+		daemon:    newLegacyDaemon(grpcAddress),
 		restores:  map[string]*snapshot.Manifest{},
 		busy:      map[string]bool{},
 	}
