@@ -12,6 +12,9 @@ import (
 	"github.com/cryo-gpu/cryo/hooks"
 )
 
+// defaultPath is searched when the caller passed no PATH.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // errNoRunc: the real runc could not be found.
 var errNoRunc = errors.New("real runc not found")
 
@@ -29,7 +32,12 @@ func realRunc() (string, error) {
 		}
 		return full, nil
 	}
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+	path := os.Getenv("PATH")
+	if path == "" {
+		// Podman runs some runtime commands with no PATH at all.
+		path = defaultPath
+	}
+	for _, dir := range filepath.SplitList(path) {
 		p := filepath.Join(dir, "runc")
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 && !isSelf(p) {
 			return p, nil
