@@ -1,0 +1,446 @@
+package integration
+
+// Checkpoint images through a real registry (Debian's docker-registry on
+// loopback, started here): build → push on "node A" (one image store),
+// pull → verified unpack → restore on "node B" (another store), and the
+// ways that must fail before CRIU sees anything: a tampered or truncated
+// layer, a missing or wrong key, an image that is not a checkpoint, and
+// interrupted transfers that must restart cleanly.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+const imgTimeout = 2 * time.Minute
+
+// imgRegistry is a docker-registry serving on 127.0.0.1 from a temp dir.
+type imgRegistry struct {
+	addr    string
+	storage string
+}
+
+func startRegistry(t *testing.T) *imgRegistry {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Fatalf("docker-registry missing: run `make deps`")
+	}
+	dir := t.TempDir()
+	r := &imgRegistry{addr: freeAddr(t), storage: filepath.Join(dir, "storage")}
+	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", r.storage, r.addr)
+	cfgPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.Create(filepath.Join(dir, "registry.log"))
+	cmd := exec.Command(bin, "serve", cfgPath)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); log.Close() })
+	waitFor(t, 20*time.Second, "registry on "+r.addr, func() bool {
+		c, err := net.Dial("tcp", r.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return r
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// blobPath is where the registry keeps a blob's bytes.
+func (r *imgRegistry) blobPath(d string) string {
+	hex := strings.TrimPrefix(d, "sha256:")
+	return filepath.Join(r.storage, "docker/registry/v2/blobs/sha256", hex[:2], hex, "data")
+}
+
+// imgNode is one "node": its own image store.
+type imgNode struct {
+	store string
+	env   []string
+}
+
+func newNode(t *testing.T, env []string) *imgNode {
+	s := filepath.Join(t.TempDir(), "store")
+	return &imgNode{store: s, env: append(append([]string{}, env...), "CRYO_IMAGE_STORE="+s)}
+}
+
+func (n *imgNode) cryo(t *testing.T, args ...string) string {
+	t.Helper()
+	return run(t, imgTimeout, n.env, cryoBin(t, "cryo"), args...)
+}
+
+func (n *imgNode) cryoFails(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runErr(imgTimeout, n.env, cryoBin(t, "cryo"), args...)
+	if err == nil {
+		t.Fatalf("cryo %s succeeded, want a failure:\n%s", strings.Join(args, " "), out)
+	}
+	return out
+}
+
+func wantIn(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// imgApp is fakecuda-app running detached, printing ticks to a file.
+type imgApp struct {
+	dir string
+	pid int
+}
+
+var imgTickRE = regexp.MustCompile(`tick (\d+) state=\w+ sum=(\w+)`)
+
+func startImgApp(t *testing.T) *imgApp {
+	t.Helper()
+	a := &imgApp{dir: t.TempDir()}
+	app := fakeFile(t, "fakecuda-app")
+	cmd := exec.Command("setsid", "-f", "sh", "-c", "echo $$ > pid; exec "+app+" 50 4096 </dev/null >out 2>&1")
+	cmd.Dir = a.dir
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Dir(fakeFile(t, "libcuda.so.1")))
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(a.dir, "pid"))
+		a.pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && a.pid > 0
+	})
+	t.Cleanup(func() { syscall.Kill(a.pid, syscall.SIGKILL) })
+	a.waitTick(t, 3)
+	return a
+}
+
+func (a *imgApp) lastTick(t *testing.T) int {
+	out, _ := os.ReadFile(filepath.Join(a.dir, "out"))
+	if bytes.Contains(out, []byte("sum=BAD")) {
+		t.Fatalf("fakecuda-app lost its device memory:\n%s", out)
+	}
+	m := imgTickRE.FindAllSubmatch(out, -1)
+	if len(m) == 0 {
+		return -1
+	}
+	n, _ := strconv.Atoi(string(m[len(m)-1][1]))
+	return n
+}
+
+func (a *imgApp) waitTick(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "tick "+strconv.Itoa(n), func() bool { return a.lastTick(t) >= n })
+}
+
+func pidGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || strings.Contains(string(b), ") Z ")
+}
+
+// checkpointApp checkpoints a fresh fakecuda-app (a CUDA process under the
+// fake driver) into a directory; the app exits.
+func checkpointApp(t *testing.T, env []string) (*imgApp, string, int) {
+	a := startImgApp(t)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	run(t, imgTimeout, env, cryoBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(a.pid), "--dir", dir)
+	waitFor(t, 10*time.Second, "checkpointed app to exit", func() bool { return pidGone(a.pid) })
+	return a, dir, a.lastTick(t)
+}
+
+// TestImageRegistryRoundTrip: node A checkpoints a CUDA process, builds and
+// pushes; node B inspects without pulling, pulls, restores, and the process
+// continues from its tick with its device memory intact.
+func TestImageRegistryRoundTrip(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	a, b := newNode(t, env), newNode(t, env)
+	app, dir, tick := checkpointApp(t, env)
+	ref := reg.addr + "/ckpt/app:v1"
+
+	wantIn(t, a.cryo(t, "image", "build", dir, ref), "layer base", "built "+ref)
+	wantIn(t, a.cryo(t, "image", "push", ref), "push "+ref, "done in")
+	assertPrivate(t, a.store)
+
+	js := b.cryo(t, "inspect", "--json", ref)
+	var sum struct {
+		Kind      string
+		Processes []struct{ CUDA bool }
+		Sizes     struct{ Total, Compressed int64 }
+	}
+	if err := json.Unmarshal([]byte(js[strings.Index(js, "{"):]), &sum); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, js)
+	}
+	if sum.Kind != "process" || len(sum.Processes) == 0 || !sum.Processes[0].CUDA || sum.Sizes.Compressed == 0 {
+		t.Errorf("inspect of the registry image: %+v", sum)
+	}
+	wantIn(t, b.cryo(t, "image", "pull", ref), "pull "+ref, "done in")
+	assertPrivate(t, b.store)
+	work := filepath.Join(t.TempDir(), "work")
+	out := b.cryo(t, "image", "restore", "--dir", work, ref)
+	pid, _ := strconv.Atoi(strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))
+	if pid != app.pid {
+		t.Fatalf("restored pid %d, want %d:\n%s", pid, app.pid, out)
+	}
+	app.waitTick(t, tick+5)
+}
+
+// assertPrivate: the layers of a store are readable by the owner only.
+func assertPrivate(t *testing.T, store string) {
+	t.Helper()
+	if st, err := os.Stat(store); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("store %s: mode %v, want 0700 (%v)", store, st.Mode().Perm(), err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(store, "blobs/sha256"))
+	for _, e := range entries {
+		info, _ := e.Info()
+		if info.Size() > 4096 && info.Mode().Perm()&0o077 != 0 {
+			t.Errorf("blob %s has mode %v: want no access for group and others", e.Name(), info.Mode().Perm())
+		}
+	}
+}
+
+// TestImageIntegrity: a tampered and a truncated layer in the registry are
+// refused at pull; a tampered layer in the local store is refused at
+// restore, before CRIU runs (the original pid stays free).
+func TestImageIntegrity(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	a := newNode(t, env)
+	app, dir, _ := checkpointApp(t, env)
+	ref := reg.addr + "/ckpt/tamper:v1"
+	a.cryo(t, "image", "build", dir, ref)
+	a.cryo(t, "image", "push", ref)
+	layer := layerDigest(t, a, ref)
+
+	// Local store: flip a byte of the layer; restore must refuse it.
+	blob := filepath.Join(a.store, "blobs/sha256", strings.TrimPrefix(layer, "sha256:"))
+	orig, err := os.ReadFile(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(orig)
+	flipped[len(flipped)/2] ^= 0xff
+	os.WriteFile(blob, flipped, 0o600)
+	work := filepath.Join(t.TempDir(), "work")
+	out := a.cryoFails(t, "image", "restore", "--dir", work, ref)
+	wantIn(t, out, "truncated or corrupt", "failed verification")
+	if _, err := os.Stat(work); err == nil {
+		t.Errorf("%s left behind after a refused unpack", work)
+	}
+	if !pidGone(app.pid) {
+		t.Errorf("pid %d is alive: the tampered checkpoint was restored", app.pid)
+	}
+
+	// Registry: tampered, then truncated.
+	regBlob := reg.blobPath(layer)
+	os.WriteFile(regBlob, flipped, 0o644)
+	out = newNode(t, env).cryoFails(t, "image", "pull", "--retries", "1", ref)
+	wantIn(t, out, "does not match its digest", "failed verification")
+	os.WriteFile(regBlob, orig[:len(orig)/2], 0o644)
+	out = newNode(t, env).cryoFails(t, "image", "pull", "--retries", "1", ref)
+	wantIn(t, out, "truncated", "failed verification")
+}
+
+func layerDigest(t *testing.T, n *imgNode, ref string) string {
+	t.Helper()
+	js := n.cryo(t, "inspect", "--json", ref)
+	var sum struct{ Layers []struct{ Digest string } }
+	if err := json.Unmarshal([]byte(js[strings.Index(js, "{"):]), &sum); err != nil || len(sum.Layers) == 0 {
+		t.Fatalf("inspect --json: %v\n%s", err, js)
+	}
+	return sum.Layers[0].Digest
+}
+
+// TestImageEncrypted: an encrypted image unpacks only with the key.
+func TestImageEncrypted(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	a, b := newNode(t, env), newNode(t, env)
+	app, dir, tick := checkpointApp(t, env)
+	keys := t.TempDir()
+	pub, priv := writeKeyPair(t, keys, "right")
+	_, wrong := writeKeyPair(t, keys, "wrong")
+	ref := reg.addr + "/ckpt/secret:v1"
+	a.cryo(t, "image", "build", "--encrypt", "--recipient", "jwe:"+pub, dir, ref)
+	a.cryo(t, "image", "push", ref)
+	wantIn(t, b.cryo(t, "image", "pull", ref), "done in")
+	wantIn(t, b.cryo(t, "inspect", ref), "encrypted: true")
+
+	work := filepath.Join(t.TempDir(), "work")
+	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--key")
+	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--key", wrong, ref), "none of the given keys can decrypt it")
+	if !pidGone(app.pid) {
+		t.Fatalf("restored without the key")
+	}
+	b.cryo(t, "image", "restore", "--dir", work, "--key", priv, ref)
+	app.waitTick(t, tick+5)
+}
+
+func writeKeyPair(t *testing.T, dir, name string) (pub, priv string) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubDER, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	pub, priv = filepath.Join(dir, name+".pub.pem"), filepath.Join(dir, name+".pem")
+	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600)
+	os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), 0o600)
+	return pub, priv
+}
+
+// TestImageNotCheckpoint: an ordinary image gets a clear refusal, before
+// any layer is pulled.
+func TestImageNotCheckpoint(t *testing.T) {
+	requireRoot(t)
+	reg := startRegistry(t)
+	ref := reg.addr + "/plain/busybox:v1"
+	pushPlainImage(t, ref)
+	n := newNode(t, nil)
+	out := n.cryoFails(t, "image", "pull", ref)
+	wantIn(t, out, "is not a checkpoint image", "cryo image build")
+	out = n.cryoFails(t, "image", "restore", "--pull", "--dir", filepath.Join(t.TempDir(), "w"), ref)
+	wantIn(t, out, "is not a checkpoint image")
+}
+
+// pushPlainImage pushes a one-layer image without checkpoint annotations.
+func pushPlainImage(t *testing.T, ref string) {
+	ctx := context.Background()
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.PlainHTTP = true
+	push := func(mt string, data []byte) ocispec.Descriptor {
+		d := ocispec.Descriptor{MediaType: mt, Digest: digest.FromBytes(data), Size: int64(len(data))}
+		if err := repo.Push(ctx, d, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	layer := push(ocispec.MediaTypeImageLayer, make([]byte, 1024))
+	cfg, _ := json.Marshal(ocispec.Image{Platform: ocispec.Platform{OS: "linux", Architecture: "amd64"},
+		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layer.Digest}}})
+	man, _ := json.Marshal(ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
+		Config: push(ocispec.MediaTypeImageConfig, cfg), Layers: []ocispec.Descriptor{layer}})
+	md := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(man), Size: int64(len(man))}
+	if err := repo.PushReference(ctx, md, bytes.NewReader(man), "v1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImageInterruptedTransfers: a push and a pull killed half-way are
+// simply run again; the result unpacks and verifies.
+func TestImageInterruptedTransfers(t *testing.T) {
+	requireRoot(t)
+	reg := startRegistry(t)
+	dir := bigCheckpointDir(t, 256<<20)
+	a, b := newNode(t, nil), newNode(t, nil)
+	ref := reg.addr + "/ckpt/big:v1"
+	a.cryo(t, "image", "build", "--level", "fastest", dir, ref)
+
+	interrupt(t, a, "push", ref)
+	a.cryo(t, "image", "push", ref)
+	interrupt(t, b, "pull", ref)
+	b.cryo(t, "image", "pull", ref)
+	work := filepath.Join(t.TempDir(), "work")
+	b.cryo(t, "image", "unpack", ref, work)
+	got, _ := os.ReadFile(filepath.Join(work, "checkpoint/pages-1.img"))
+	want, _ := os.ReadFile(filepath.Join(dir, "pages-1.img"))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("pages-1.img differs after interrupted transfers")
+	}
+}
+
+// interrupt starts a transfer and kills it once it has moved some bytes.
+func interrupt(t *testing.T, n *imgNode, verb, ref string) {
+	t.Helper()
+	cmd := exec.Command(cryoBin(t, "cryo"), "image", verb, ref)
+	cmd.Env = append(os.Environ(), n.env...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(out.String(), "%)") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Logf("interrupted %s:\n%s", verb, out.String())
+}
+
+// bigCheckpointDir fakes a CRIU directory with size bytes of random pages
+// (no cryo manifest, as for a checkpoint taken by another tool).
+func bigCheckpointDir(t *testing.T, size int) string {
+	dir := filepath.Join(t.TempDir(), "big")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("fake inventory"), 0o600)
+	f, err := os.Create(filepath.Join(dir, "pages-1.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for i := 0; i < size>>20; i++ {
+		rand.Read(buf)
+		f.Write(buf)
+	}
+	f.Close()
+	return dir
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
