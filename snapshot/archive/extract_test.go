@@ -1,0 +1,85 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+type ent struct {
+	name, link string
+	typ        byte
+	body       string
+}
+
+func tarOf(t *testing.T, ents ...ent) *bytes.Buffer {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range ents {
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: 0o644, Size: int64(len(e.body))}
+		if e.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if e.typ == tar.TypeReg {
+			tw.Write([]byte(e.body))
+		}
+	}
+	tw.Close()
+	return &buf
+}
+
+func TestExtractRefuses(t *testing.T) {
+	cases := map[string][]ent{
+		"traversal":       {{name: "../evil", typ: tar.TypeReg, body: "x"}},
+		"absolute":        {{name: "/etc/evil", typ: tar.TypeReg, body: "x"}},
+		"symlink escape":  {{name: "l", link: "../../etc", typ: tar.TypeSymlink}},
+		"symlink abs":     {{name: "l", link: "/etc", typ: tar.TypeSymlink}},
+		"write via link":  {{name: "d", link: ".", typ: tar.TypeSymlink}, {name: "d/f", typ: tar.TypeReg, body: "x"}},
+		"char device":     {{name: "null", typ: tar.TypeChar}},
+		"block device":    {{name: "sda", typ: tar.TypeBlock}},
+		"fifo":            {{name: "p", typ: tar.TypeFifo}},
+		"hardlink escape": {{name: "h", link: "../x", typ: tar.TypeLink}},
+	}
+	for name, ents := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := Extract(tarOf(t, ents...), t.TempDir())
+			if !errors.Is(err, ErrUnsafeEntry) {
+				t.Fatalf("got %v, want ErrUnsafeEntry", err)
+			}
+		})
+	}
+}
+
+func TestRoundTripPrivate(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "a"), []byte("alpha"), 0o644)
+	var buf bytes.Buffer
+	if err := Write(&buf, []Entry{{Name: "checkpoint/pages-1.img", Path: filepath.Join(src, "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := Extract(&buf, dst); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dst, "checkpoint/pages-1.img")
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != FileMode {
+		t.Fatalf("extracted file: %v, mode %v", err, st.Mode().Perm())
+	}
+	if d, _ := os.Stat(filepath.Dir(p)); d.Mode().Perm() != DirMode {
+		t.Fatalf("extracted dir mode %v", d.Mode().Perm())
+	}
+}
+
+func TestTruncatedTar(t *testing.T) {
+	b := tarOf(t, ent{name: "f", typ: tar.TypeReg, body: "0123456789"}).Bytes()
+	if err := Extract(bytes.NewReader(b[:520]), t.TempDir()); err == nil {
+		t.Fatal("truncated tar extracted without error")
+	}
+}
