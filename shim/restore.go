@@ -14,6 +14,7 @@ import (
 // the reason, instead of half-way through runc restore. containerd's Create
 // only records the checkpoint; runc restore runs in Start.
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
+	runcOptionsOnly(ctx, r)
 	if r.Checkpoint == "" {
 		resp, err := s.TTRPCTaskService.Create(ctx, r)
 		if err == nil {

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# cryo demo: checkpoint a running container through containerd and restore
+# it as a new container whose counter carries on.
+#
+# It starts a private containerd 2.x (own root, state and socket under a
+# temporary directory) with cryo's runtime io.containerd.cryo.v2, builds a
+# small image locally (busybox, packed as an OCI archive with tar, sha256sum
+# and jq), runs a counter, `ctr task checkpoint`s it, restores the image as a
+# new container, and cleans everything up. `make demo` runs it after
+# `make deps build`; it needs root.
+#
+# With a GPU (nvidia-smi works or /dev/nvidia0 exists) the counter is
+# contrib/workloads/cudamem/cudamem, a CUDA program that keeps its counter
+# and a memory pattern on the GPU; without one it is a shell loop.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+DEPS=${CRYO_DEPS:-/opt/cryo-deps}
+CTRD_BIN=$DEPS/containerd-2/usr/bin
+NVLIB=${CRYO_NVIDIA_LIB:-/usr/local/nvidia/lib64}
+CUDAMEM=$REPO/contrib/workloads/cudamem/cudamem
+NS=cryo-demo
+IMAGE=localhost/cryo/demo:latest
+T0=$(date +%s.%N)
+
+say()  { printf '[%6.2fs] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+die()  { echo "demo: $*" >&2; exit 1; }
+ms()   { echo "($(date +%s%N) - $1) / 1000000" | bc; }
+
+need() {
+	[ "$(id -u)" = 0 ] || die "run as root (sudo make demo): containerd, runc and CRIU need it"
+	[ -x "$CTRD_BIN/containerd" ] || die "containerd 2.x not found in $CTRD_BIN: run make deps"
+	[ -x "$REPO/bin/cryo" ] || die "bin/cryo not found: run make build"
+	for tool in runc criu busybox jq sha256sum tar bc go; do
+		command -v "$tool" >/dev/null || die "$tool not found: run make deps"
+	done
+}
+
+gpu_present() { nvidia-smi >/dev/null 2>&1 || [ -e /dev/nvidia0 ]; }
+
+setup_dirs() {
+	WORK=$(mktemp -d /tmp/cryo-demo.XXXXXX)
+	SOCK=$WORK/containerd.sock
+	mkdir -p "$WORK/bin" "$WORK/logs"
+	ln -s "$REPO/bin/cryo" "$WORK/bin/containerd-shim-cryo-v2"
+	export PATH=$WORK/bin:$CTRD_BIN:/usr/local/sbin:$PATH
+	trap cleanup EXIT
+}
+
+ctr() { "$CTRD_BIN/ctr" --address "$SOCK" --namespace "$NS" "$@"; }
+
+start_containerd() {
+	cat >"$WORK/config.toml" <<TOML
+version = 3
+root = "$WORK/root"
+state = "$WORK/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime", "io.containerd.podsandbox.controller.v1.podsandbox", "io.containerd.sandbox.controller.v1.shim"]
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[debug]
+  address = "$WORK/debug.sock"
+TOML
+	local env=()
+	if [ "$MODE" = gpu ] && [ -e "$NVLIB/libcuda.so.1" ]; then
+		env=(CRYO_LIBCUDA="$NVLIB/libcuda.so.1" CRYO_LIBNVML="$NVLIB/libnvidia-ml.so.1")
+	fi
+	env "${env[@]}" containerd --config "$WORK/config.toml" >"$WORK/containerd.log" 2>&1 &
+	CTRD_PID=$!
+	for _ in $(seq 100); do [ -S "$SOCK" ] && return; sleep 0.1; done
+	die "containerd did not start; see $WORK/containerd.log"
+}
+
+# build_image packs a busybox root filesystem as an OCI image archive.
+build_image() {
+	local root=$WORK/image/rootfs lay=$WORK/image/layout
+	mkdir -p "$root"/{bin,tmp,proc,sys,dev,etc} "$lay/blobs/sha256"
+	cp "$(command -v busybox)" "$root/bin/busybox"
+	for a in sh sleep echo cat; do ln -s busybox "$root/bin/$a"; done
+	echo 'root:x:0:0:root:/:/bin/sh' >"$root/etc/passwd"
+	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$WORK/image/layer.tar" .
+	local layer; layer=$(blob "$WORK/image/layer.tar")
+	jq -n --arg d "sha256:$layer" '{architecture:"amd64",os:"linux",config:{Env:["PATH=/bin"]},rootfs:{type:"layers",diff_ids:[$d]}}' >"$WORK/image/config.json"
+	local config; config=$(blob "$WORK/image/config.json")
+	jq -n --arg c "sha256:$config" --argjson cs "$(size "$WORK/image/config.json")" \
+		--arg l "sha256:$layer" --argjson ls "$(size "$WORK/image/layer.tar")" \
+		'{schemaVersion:2,mediaType:"application/vnd.oci.image.manifest.v1+json",
+		  config:{mediaType:"application/vnd.oci.image.config.v1+json",digest:$c,size:$cs},
+		  layers:[{mediaType:"application/vnd.oci.image.layer.v1.tar",digest:$l,size:$ls}]}' >"$WORK/image/manifest.json"
+	local manifest; manifest=$(blob "$WORK/image/manifest.json")
+	jq -n --arg m "sha256:$manifest" --argjson ms "$(size "$WORK/image/manifest.json")" --arg name "$IMAGE" \
+		'{schemaVersion:2,manifests:[{mediaType:"application/vnd.oci.image.manifest.v1+json",digest:$m,size:$ms,
+		  platform:{architecture:"amd64",os:"linux"},annotations:{"io.containerd.image.name":$name}}]}' >"$lay/index.json"
+	echo '{"imageLayoutVersion":"1.0.0"}' >"$lay/oci-layout"
+	tar -C "$lay" -cf "$WORK/image/image.tar" .
+	ctr images import "$WORK/image/image.tar" >/dev/null
+}
+
+# blob copies a file into the layout's blobs and prints its sha256.
+blob() {
+	local sum; sum=$(sha256sum "$1" | cut -d' ' -f1)
+	cp "$1" "$WORK/image/layout/blobs/sha256/$sum"
+	echo "$sum"
+}
+size() { stat -c %s "$1"; }
+
+# run_counter starts the counter container with cryo's runtime.
+run_counter() {
+	local args=(--runtime io.containerd.cryo.v2 --log-uri "file://$WORK/logs/demo.log")
+	if [ "$MODE" = gpu ]; then
+		for dev in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools; do args+=(--device "$dev"); done
+		args+=(--mount "type=bind,src=$CUDAMEM,dst=/bin/cudamem,options=rbind:ro")
+		args+=(--mount "type=bind,src=$NVLIB,dst=$NVLIB,options=rbind:ro")
+		args+=(--env "LD_LIBRARY_PATH=$NVLIB")
+		ctr run -d "${args[@]}" "$IMAGE" demo /bin/cudamem
+	else
+		ctr run -d "${args[@]}" "$IMAGE" demo /bin/sh -c 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
+	fi
+}
+
+last_tick() { grep -o 'tick [0-9]*' "$1" 2>/dev/null | tail -1 | cut -d' ' -f2 || true; }
+first_tick() { grep -o 'tick [0-9]*' "$1" 2>/dev/null | head -1 | cut -d' ' -f2 || true; }
+
+wait_ticks() { # file, count
+	local n
+	for _ in $(seq 300); do
+		n=$(grep -c 'tick' "$1" 2>/dev/null) || n=0
+		[ "$n" -ge "$2" ] && return
+		sleep 0.1
+	done
+	die "no ticks in $1; see $WORK/containerd.log"
+}
+
+cleanup() {
+	set +e
+	for id in demo demo-restored; do
+		ctr task kill -s SIGKILL "$id" >/dev/null 2>&1
+	done
+	sleep 0.5
+	for id in demo demo-restored; do
+		ctr task delete "$id" >/dev/null 2>&1
+		ctr container delete "$id" >/dev/null 2>&1
+	done
+	[ -n "${CTRD_PID:-}" ] && kill "$CTRD_PID" 2>/dev/null && wait "$CTRD_PID" 2>/dev/null
+	grep " $WORK" /proc/self/mounts | cut -d' ' -f2 | sort -r | xargs -r -n1 umount -l 2>/dev/null
+	rm -rf "$WORK"
+	say "cleaned up"
+}
+
+main() {
+	need
+	MODE=cpu
+	if gpu_present; then
+		[ -x "$CUDAMEM" ] || die "GPU found but $CUDAMEM is missing: build it with make gpu-test (nvcc)"
+		MODE=gpu
+	fi
+	setup_dirs
+	say "cryo demo ($MODE workload) in $WORK"
+	(cd "$REPO" && go build -o "$WORK/bin/democlient" ./shim/democlient) || die "cannot build shim/democlient"
+	local t; t=$(date +%s%N)
+	start_containerd
+	say "started a private containerd $("$CTRD_BIN/containerd" --version | cut -d' ' -f3) in $(ms "$t") ms"
+	t=$(date +%s%N); build_image
+	say "built and imported the image $IMAGE in $(ms "$t") ms"
+	run_counter
+	wait_ticks "$WORK/logs/demo.log" 5
+	say "container demo is counting: $(tail -1 "$WORK/logs/demo.log")"
+
+	local before; before=$(last_tick "$WORK/logs/demo.log")
+	t=$(date +%s%N)
+	local ref; ref=$(ctr task checkpoint demo | tail -1)
+	say "checkpointed demo at tick $before into image $ref in $(ms "$t") ms (ctr task checkpoint; demo keeps running)"
+	say "the shim's steps: $(grep -o 'step=[a-z]*' "$WORK/containerd.log" | cut -d= -f2 | tr '\n' ' ')"
+
+	t=$(date +%s%N)
+	democlient -address "$SOCK" -namespace "$NS" -from demo -checkpoint "$ref" -id demo-restored -log "$WORK/logs/restored.log"
+	wait_ticks "$WORK/logs/restored.log" 3
+	local first; first=$(first_tick "$WORK/logs/restored.log")
+	say "restored $ref as new container demo-restored in $(ms "$t") ms (to its third tick)"
+	say "demo-restored carried on: its first tick is $first (the checkpoint was taken after tick $before)"
+	say "demo-restored now: $(tail -1 "$WORK/logs/restored.log")"
+	say "demo (original) now: $(tail -1 "$WORK/logs/demo.log")"
+	if [ "$first" -le "$before" ] || [ "$first" -gt $((before + 50)) ]; then
+		die "the counter did not carry on (first restored tick $first, checkpoint at $before)"
+	fi
+	say "done: the restored container continued the counter"
+}
+
+main "$@"

@@ -1,0 +1,96 @@
+// Command democlient restores a `ctr task checkpoint` image as a new
+// container: ctr itself can only restore `ctr container checkpoint` images.
+// The new container copies the original's image, runtime and spec (so GPU
+// devices and mounts come along) on a fresh snapshot. contrib/demo.sh
+// builds and runs it.
+//
+//	democlient -address SOCK -namespace NS -from ID -checkpoint REF -id NEW -log FILE
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+)
+
+type args struct {
+	address, namespace, from, checkpoint, id, log string
+}
+
+func main() {
+	var a args
+	flag.StringVar(&a.address, "address", "/run/containerd/containerd.sock", "containerd socket")
+	flag.StringVar(&a.namespace, "namespace", "default", "containerd namespace")
+	flag.StringVar(&a.from, "from", "", "the checkpointed container")
+	flag.StringVar(&a.checkpoint, "checkpoint", "", "image name printed by `ctr task checkpoint`")
+	flag.StringVar(&a.id, "id", "", "id of the new container")
+	flag.StringVar(&a.log, "log", "", "file for the new container's output")
+	flag.Parse()
+	if a.from == "" || a.checkpoint == "" || a.id == "" || a.log == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := restore(a); err != nil {
+		fmt.Fprintf(os.Stderr, "democlient: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func restore(a args) error {
+	c, err := client.New(a.address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx := namespaces.WithNamespace(context.Background(), a.namespace)
+	ckpt, err := c.GetImage(ctx, a.checkpoint)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", a.checkpoint, err)
+	}
+	ctr, err := clone(ctx, c, a.from, a.id)
+	if err != nil {
+		return err
+	}
+	task, err := ctr.NewTask(ctx, cio.LogFile(a.log), client.WithTaskCheckpoint(ckpt))
+	if err != nil {
+		return fmt.Errorf("restore %s from %s: %w", a.id, a.checkpoint, err)
+	}
+	return task.Start(ctx)
+}
+
+// clone creates container id with the image, runtime and spec of from, on
+// a new snapshot of the image, in its own cgroup.
+func clone(ctx context.Context, c *client.Client, from, id string) (client.Container, error) {
+	orig, err := c.LoadContainer(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	info, err := orig.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := orig.Spec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := orig.Image(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Linux != nil {
+		spec.Linux.CgroupsPath = strings.ReplaceAll(spec.Linux.CgroupsPath, from, id)
+	}
+	var ropts any
+	if info.Runtime.Options != nil {
+		ropts = info.Runtime.Options
+	}
+	return c.NewContainer(ctx, id,
+		client.WithImage(img), client.WithNewSnapshot(id+"-snapshot", img),
+		client.WithRuntime(info.Runtime.Name, ropts), client.WithSpec(spec))
+}
