@@ -13,7 +13,7 @@ import (
 func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 	ms := members(pids, stateUnknown)
 	if err := d.learn(ctx, ms, o); err != nil {
-		return d.rollback(ctx, ms, err)
+		return d.rollback(ctx, ms, o, err)
 	}
 	lock := positive(o.LockTimeout, defaultLockTimeout)
 	for _, m := range ms {
@@ -21,7 +21,7 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 			continue
 		}
 		if err := d.step(m, stepLock, StateLocked, o, func() error { return d.Lock(ctx, m.pid, lock) }); err != nil {
-			return d.rollback(ctx, ms, err)
+			return d.rollback(ctx, ms, o, err)
 		}
 	}
 	for _, m := range ms {
@@ -29,7 +29,7 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 			continue
 		}
 		if err := d.step(m, stepCkpt, StateCheckpointed, o, func() error { return d.Checkpoint(ctx, m.pid) }); err != nil {
-			return d.rollback(ctx, ms, err)
+			return d.rollback(ctx, ms, o, err)
 		}
 	}
 	return nil
@@ -60,8 +60,9 @@ func failedError(pid int) error {
 
 // rollback returns every member to running after cause, on a context that
 // survives the caller's cancellation (each call still has its deadline).
-func (d *Driver) rollback(ctx context.Context, ms []*member, cause error) error {
-	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{})
+// The GPUs did not change, so no pairs; progress is still reported.
+func (d *Driver) rollback(ctx context.Context, ms []*member, o SetOptions, cause error) error {
+	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{OnProgress: o.OnProgress})
 	if rb != nil {
 		return errors.Join(fmt.Errorf("suspend: %w", cause),
 			fmt.Errorf("rollback left some processes suspended; run `cryo cuda resume` or restart them: %w", rb))

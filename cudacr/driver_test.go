@@ -1,0 +1,195 @@
+package cudacr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestTransitions(t *testing.T) {
+	d, a, ctx := newDriver(), startApp(t), context.Background()
+	wantState(t, d, a.pid, StateRunning)
+
+	if err := d.Lock(ctx, a.pid, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, d, a.pid, StateLocked)
+	a.assertStalled(t)
+	if got := page(t, a.pid).LockTimeout; got != 2000 {
+		t.Fatalf("lock timeoutMs %d, want 2000", got)
+	}
+
+	if err := d.Checkpoint(ctx, a.pid); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, d, a.pid, StateCheckpointed)
+	a.assertStalled(t)
+
+	pairs := []GPUPair{{Old: "GPU-0b1c2d3e-0000-4000-8000-000000000001", New: "GPU-aabbccdd-1111-4222-8333-444455556666"}}
+	if err := d.Restore(ctx, a.pid, pairs); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, d, a.pid, StateLocked)
+	p := page(t, a.pid)
+	if p.PairsCount != 1 || FormatUUID(p.Pairs[0][0]) != pairs[0].Old || FormatUUID(p.Pairs[0][1]) != pairs[0].New {
+		t.Fatalf("driver got pairs %d %x, want %v", p.PairsCount, p.Pairs, pairs)
+	}
+
+	if err := d.Unlock(ctx, a.pid); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, d, a.pid, StateRunning)
+	a.waitTicks(t, 3) // and the device memory came back intact
+	p = page(t, a.pid)
+	if p.Locks != 1 || p.Checkpoints != 1 || p.Restores != 1 || p.Unlocks != 1 {
+		t.Fatalf("driver counters %+v", p)
+	}
+}
+
+func TestRestoreThreadID(t *testing.T) {
+	d, a := newDriver(), startApp(t)
+	tid, err := d.RestoreThreadID(context.Background(), a.pid)
+	if err != nil || tid != a.pid {
+		t.Fatalf("tid %d, %v; want %d", tid, err, a.pid)
+	}
+}
+
+func TestWrongState(t *testing.T) {
+	d, a, ctx := newDriver(), startApp(t), context.Background()
+	for name, call := range map[string]func() error{
+		"unlock":     func() error { return d.Unlock(ctx, a.pid) },
+		"checkpoint": func() error { return d.Checkpoint(ctx, a.pid) },
+		"restore":    func() error { return d.Restore(ctx, a.pid, nil) },
+	} {
+		err := call()
+		var derr *DriverError
+		if !errors.Is(err, ErrBadState) || !errors.As(err, &derr) || derr.Code != 401 || derr.Name != "CUDA_ERROR_ILLEGAL_STATE" {
+			t.Fatalf("%s on a running process: %v, want CUDA_ERROR_ILLEGAL_STATE", name, err)
+		}
+		mustContain(t, err, name, fmt.Sprint(a.pid))
+	}
+	wantState(t, d, a.pid, StateRunning)
+}
+
+func TestDriverErrorInjected(t *testing.T) {
+	d, a := newDriver(), startApp(t)
+	fault(t, "lock", a.pid, "error 2 once")
+	err := d.Lock(context.Background(), a.pid, time.Second)
+	var derr *DriverError
+	if !errors.As(err, &derr) || derr.Code != 2 || derr.Op != "lock" || derr.PID != a.pid || derr.Name != "CUDA_ERROR_OUT_OF_MEMORY" {
+		t.Fatalf("got %v, want CUDA_ERROR_OUT_OF_MEMORY from lock", err)
+	}
+	if _, err := os.Stat(filepath.Join(faultsDir, fmt.Sprintf("lock.%d", a.pid))); !os.IsNotExist(err) {
+		t.Fatalf("a once fault should delete its file: %v", err)
+	}
+	if err := d.Lock(context.Background(), a.pid, time.Second); err != nil {
+		t.Fatalf("second lock: %v", err)
+	}
+	if err := d.Unlock(context.Background(), a.pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHangIsKilledAtDeadline(t *testing.T) {
+	a := startApp(t)
+	d := New(Options{LibPath: fakes.LibCUDA, CallTimeout: 300 * time.Millisecond})
+	fault(t, "state", a.pid, "hang")
+	start := time.Now()
+	_, err := d.State(context.Background(), a.pid)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("took %s; the helper was not killed at its deadline", el)
+	}
+	mustContain(t, err, "state", fmt.Sprint(a.pid), "300ms", "thaw")
+}
+
+func TestContextDeadlineKillsHelper(t *testing.T) {
+	d, a := newDriver(), startApp(t)
+	fault(t, "checkpoint", a.pid, "hang")
+	if err := d.Lock(context.Background(), a.pid, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := d.Checkpoint(ctx, a.pid)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want ErrTimeout and DeadlineExceeded", err)
+	}
+	wantState(t, d, a.pid, StateLocked)
+	if err := d.Unlock(context.Background(), a.pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMissingLibrary(t *testing.T) {
+	d := New(Options{LibPath: "/nonexistent/libcuda.so.1"})
+	_, err := d.Probe(context.Background())
+	if !errors.Is(err, ErrLibraryNotFound) {
+		t.Fatalf("probe: %v, want ErrLibraryNotFound", err)
+	}
+	mustContain(t, err, "/nonexistent/libcuda.so.1", EnvLibCUDA)
+	if _, err := d.State(context.Background(), os.Getpid()); !errors.Is(err, ErrLibraryNotFound) {
+		t.Fatalf("state: %v, want ErrLibraryNotFound", err)
+	}
+}
+
+func TestLibraryFromEnv(t *testing.T) {
+	t.Setenv(EnvLibCUDA, fakes.OldLibCUDA)
+	if got := New(Options{}).libPath(); got != fakes.OldLibCUDA {
+		t.Fatalf("lib path %q, want %q", got, fakes.OldLibCUDA)
+	}
+	if got := New(Options{LibPath: "x"}).libPath(); got != "x" {
+		t.Fatalf("Options.LibPath must win, got %q", got)
+	}
+}
+
+func TestNoCheckpointAPI(t *testing.T) {
+	d := New(Options{LibPath: fakes.OldLibCUDA})
+	info, err := d.Probe(context.Background())
+	if !errors.Is(err, ErrNoCheckpointAPI) || info.CheckpointAPI || len(info.Missing) != 6 || info.DriverVersion != 12020 {
+		t.Fatalf("probe: %+v, %v; want no checkpoint API", info, err)
+	}
+	mustContain(t, err, "570", "12.2")
+	a := startApp(t)
+	if err := d.Lock(context.Background(), a.pid, time.Second); !errors.Is(err, ErrNoCheckpointAPI) {
+		t.Fatalf("lock: %v, want ErrNoCheckpointAPI", err)
+	}
+}
+
+func TestProbe(t *testing.T) {
+	info, err := newDriver().Probe(context.Background())
+	if err != nil || !info.CheckpointAPI || info.DriverVersion != 13000 || info.LibPath != fakes.LibCUDA {
+		t.Fatalf("probe: %+v, %v", info, err)
+	}
+}
+
+func TestDeadPID(t *testing.T) {
+	pid := deadPID(t)
+	_, err := newDriver().State(context.Background(), pid)
+	if !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("got %v, want ErrNoProcess", err)
+	}
+	mustContain(t, err, fmt.Sprint(pid))
+}
+
+func TestNotCUDA(t *testing.T) {
+	pid := plainProcess(t)
+	_, err := newDriver().State(context.Background(), pid)
+	if !errors.Is(err, ErrNotCUDA) {
+		t.Fatalf("got %v, want ErrNotCUDA", err)
+	}
+}
+
+func TestBadUUID(t *testing.T) {
+	a := startApp(t)
+	err := newDriver().Restore(context.Background(), a.pid, []GPUPair{{Old: "GPU-1", New: "GPU-2"}})
+	if !errors.Is(err, ErrBadUUID) {
+		t.Fatalf("got %v, want ErrBadUUID", err)
+	}
+}
