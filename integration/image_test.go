@@ -42,7 +42,7 @@ type imgRegistry struct {
 	storage string
 }
 
-func startRegistry(t *testing.T) *imgRegistry {
+func startRegistry(t testing.TB) *imgRegistry {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -72,7 +72,7 @@ func startRegistry(t *testing.T) *imgRegistry {
 	return r
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +93,12 @@ type imgNode struct {
 	env   []string
 }
 
-func newNode(t *testing.T, env []string) *imgNode {
+func newNode(t testing.TB, env []string) *imgNode {
 	s := filepath.Join(t.TempDir(), "store")
 	return &imgNode{store: s, env: append(append([]string{}, env...), "CRYO_IMAGE_STORE="+s)}
 }
 
-func (n *imgNode) cryo(t *testing.T, args ...string) string {
+func (n *imgNode) cryo(t testing.TB, args ...string) string {
 	t.Helper()
 	return run(t, imgTimeout, n.env, cryoBin(t, "cryo"), args...)
 }
@@ -443,4 +443,67 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// BenchmarkImageTransfer measures, in one run, a checkpoint directory of
+// $CRYO_BENCH_GIB GiB (default 3) of pages, 5/6 zero and 1/6 random, against
+// its image: build (compression) throughput and size, then push, pull and
+// unpack throughput through a registry on loopback.
+// Run: go test -run XXX -bench ImageTransfer -benchtime 1x ./integration/
+func BenchmarkImageTransfer(b *testing.B) {
+	gib, _ := strconv.Atoi(os.Getenv("CRYO_BENCH_GIB"))
+	if gib <= 0 {
+		gib = 3
+	}
+	dir := mixedCheckpointDir(b, gib)
+	reg := startRegistry(b)
+	a, n := newNode(b, nil), newNode(b, nil)
+	ref := reg.addr + "/bench/ckpt:v1"
+	raw := float64(gib << 30)
+	timed := func(what string, f func()) {
+		start := time.Now()
+		f()
+		s := time.Since(start).Seconds()
+		b.Logf("%-7s %6.2f s  %7.0f MiB/s of raw checkpoint", what, s, raw/s/(1<<20))
+		b.ReportMetric(raw/s/(1<<20), what+"-MiB/s")
+	}
+	b.ResetTimer()
+	timed("build", func() { a.cryo(b, "image", "build", dir, ref) })
+	timed("push", func() { a.cryo(b, "image", "push", "-q", ref) })
+	timed("pull", func() { n.cryo(b, "image", "pull", "-q", ref) })
+	timed("unpack", func() { n.cryo(b, "image", "unpack", ref, filepath.Join(b.TempDir(), "w")) })
+	b.StopTimer()
+	js := a.cryo(b, "inspect", "--json", ref)
+	var sum struct {
+		Sizes struct{ Total, Compressed int64 }
+	}
+	json.Unmarshal([]byte(js[strings.Index(js, "{"):]), &sum)
+	b.Logf("raw %d MiB, image %d MiB, ratio %.2f", sum.Sizes.Total>>20, sum.Sizes.Compressed>>20, float64(sum.Sizes.Total)/float64(sum.Sizes.Compressed))
+	b.ReportMetric(float64(sum.Sizes.Compressed>>20), "image-MiB")
+}
+
+// mixedCheckpointDir fakes a CRIU directory of gib GiB of pages in files of
+// 1 GiB: in each, 1 MiB of random data follows every 5 MiB of zeros, as in
+// a process whose heap is mostly untouched.
+func mixedCheckpointDir(b testing.TB, gib int) string {
+	dir := filepath.Join(b.TempDir(), "ckpt")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("fake inventory"), 0o600)
+	zero, rnd := make([]byte, 1<<20), make([]byte, 1<<20)
+	for i := 1; i <= gib; i++ {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("pages-%d.img", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for mib := 0; mib < 1024; mib++ {
+			if mib%6 == 5 {
+				rand.Read(rnd)
+				f.Write(rnd)
+			} else {
+				f.Write(zero)
+			}
+		}
+		f.Close()
+	}
+	return dir
 }
