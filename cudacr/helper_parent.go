@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,10 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	if err != nil {
 		return reply{}, err
 	}
+	// Pdeathsig fires when the forking thread exits, not the process: keep
+	// this goroutine on one thread until the helper is gone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
 	cmd := helperCommand(in, &stdout, stderr)

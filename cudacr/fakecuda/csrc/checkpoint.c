@@ -128,6 +128,7 @@ static CUresult scrub(int fd, uint64_t dst, uint64_t n)
 }
 
 #include "faults.c"
+#include "frozen.c"
 
 /* begin runs the fault hook and attaches; on success the caller owns fd. */
 static CUresult begin(const char *op, int pid, int *fd, uint64_t *state)
@@ -136,6 +137,7 @@ static CUresult begin(const char *op, int pid, int *fd, uint64_t *state)
 
 	if (r)
 		return r;
+	hang_if_frozen(pid);
 	return attach(pid, fd, state);
 }
 
