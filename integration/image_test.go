@@ -507,3 +507,40 @@ func mixedCheckpointDir(b testing.TB, gib int) string {
 	}
 	return dir
 }
+
+// TestImagePodmanExport: a Podman export travels through the registry and
+// is restored by Podman on node B through `cryo image restore`.
+func TestImagePodmanExport(t *testing.T) {
+	requireRoot(t)
+	reg := startRegistry(t)
+	a, b := newNode(t, nil), newNode(t, nil)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "rootfs")
+	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	os.MkdirAll(filepath.Join(root, "tmp"), 0o1777)
+	copyFile(t, "/bin/busybox", filepath.Join(root, "bin/busybox"), 0o755)
+	os.Symlink("busybox", filepath.Join(root, "bin/sh"))
+	os.Symlink("busybox", filepath.Join(root, "bin/sleep"))
+	base, name, restored := "localhost/cryo-imgtest-base:1", "cryo-imgtest", "cryo-imgtest-restored"
+	run(t, imgTimeout, nil, "sh", "-c", "tar -C "+root+" -c . | podman import -q - "+base)
+	pm := func(args ...string) string { return run(t, imgTimeout, nil, "podman", args...) }
+	t.Cleanup(func() { runErr(imgTimeout, nil, "podman", "rm", "-f", "-t", "0", name, restored); runErr(imgTimeout, nil, "podman", "rmi", "-f", base) })
+	pm("run", "-d", "--name", name, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", base,
+		"sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done")
+	counter := func(c string) int {
+		n, _ := strconv.Atoi(strings.TrimSpace(pm("exec", c, "busybox", "cat", "/tmp/c")))
+		return n
+	}
+	waitFor(t, 10*time.Second, "counter", func() bool { return counter(name) > 5 })
+	export := filepath.Join(dir, "export.tar.zst")
+	before := counter(name) // a lower bound of the checkpointed value
+	pm("container", "checkpoint", "--export", export, name)
+	pm("rm", "-f", name)
+
+	ref := reg.addr + "/ckpt/podman:v1"
+	a.cryo(t, "image", "build", export, ref)
+	a.cryo(t, "image", "push", ref)
+	wantIn(t, b.cryo(t, "inspect", ref), "Kind:", "podman", name)
+	b.cryo(t, "image", "restore", "--pull", "--name", restored, "--dir", filepath.Join(t.TempDir(), "w"), ref)
+	waitFor(t, 20*time.Second, "restored counter to advance", func() bool { return counter(restored) > before+5 })
+}
