@@ -524,7 +524,10 @@ func TestImagePodmanExport(t *testing.T) {
 	base, name, restored := "localhost/cryo-imgtest-base:1", "cryo-imgtest", "cryo-imgtest-restored"
 	run(t, imgTimeout, nil, "sh", "-c", "tar -C "+root+" -c . | podman import -q - "+base)
 	pm := func(args ...string) string { return run(t, imgTimeout, nil, "podman", args...) }
-	t.Cleanup(func() { runErr(imgTimeout, nil, "podman", "rm", "-f", "-t", "0", name, restored); runErr(imgTimeout, nil, "podman", "rmi", "-f", base) })
+	t.Cleanup(func() {
+		runErr(imgTimeout, nil, "podman", "rm", "-f", "-t", "0", name, restored)
+		runErr(imgTimeout, nil, "podman", "rmi", "-f", base)
+	})
 	pm("run", "-d", "--name", name, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", base,
 		"sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done")
 	counter := func(c string) int {
