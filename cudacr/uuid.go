@@ -42,3 +42,20 @@ func FormatCUDAVersion(v int) string {
 	}
 	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
 }
+
+// pairBytes lays the pairs out as CUcheckpointGpuPair: old then new UUID.
+func pairBytes(pairs []GPUPair) ([]byte, error) {
+	raw := make([]byte, 0, 32*len(pairs))
+	for _, p := range pairs {
+		o, err := ParseUUID(p.Old)
+		if err != nil {
+			return nil, err
+		}
+		n, err := ParseUUID(p.New)
+		if err != nil {
+			return nil, err
+		}
+		raw = append(append(raw, o[:]...), n[:]...)
+	}
+	return raw, nil
+}
