@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"syscall"
 )
 
 // EnvHelper marks a process started as the driver helper. Any binary that
@@ -25,8 +26,13 @@ func serveHelper() int {
 		fmt.Fprintf(os.Stderr, "cudacr helper: bad request: %v\n", err)
 		return 2
 	}
+	out, err := replyChannel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cudacr helper: %v\n", err)
+		return 2
+	}
 	rep := perform(req)
-	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
+	if err := json.NewEncoder(out).Encode(rep); err != nil {
 		fmt.Fprintf(os.Stderr, "cudacr helper: cannot write reply: %v\n", err)
 		return 2
 	}
@@ -44,4 +50,18 @@ func perform(req request) reply {
 		return checkpointCall(req)
 	}
 	return reply{Err: &wireError{Kind: kindInvalid, Message: "unknown helper op " + req.Op}}
+}
+
+// replyChannel keeps the reply's stdout for us alone: anything the driver
+// libraries print goes to stderr instead, and cannot corrupt the JSON.
+func replyChannel() (*os.File, error) {
+	fd, err := syscall.Dup(1)
+	if err != nil {
+		return nil, fmt.Errorf("dup stdout: %w", err)
+	}
+	if err := syscall.Dup3(2, 1, 0); err != nil {
+		return nil, fmt.Errorf("redirect stdout: %w", err)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "reply"), nil
 }
