@@ -4,8 +4,8 @@
 #
 # It starts a private containerd 2.x (own root, state and socket under a
 # temporary directory) with cryo's runtime io.containerd.cryo.v2, builds a
-# small image locally (busybox, packed as an OCI archive with tar, sha256sum
-# and jq), runs a counter, `ctr task checkpoint`s it, restores the image as a
+# small image locally (busybox, packed as an OCI archive with tar and
+# sha256sum), runs a counter, `ctr task checkpoint`s it, restores the image as a
 # new container, and cleans everything up. `make demo` runs it after
 # `make deps build`; it needs root.
 #
@@ -18,20 +18,21 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 DEPS=${CRYO_DEPS:-/opt/cryo-deps}
 CTRD_BIN=$DEPS/containerd-2/usr/bin
 NVLIB=${CRYO_NVIDIA_LIB:-/usr/local/nvidia/lib64}
-CUDAMEM=$REPO/contrib/workloads/cudamem/cudamem
+CUDAMEM=${CRYO_CUDAMEM:-$REPO/contrib/workloads/cudamem/cudamem}
+CRYO=${CRYO_BIN:-$REPO/bin}/cryo
 NS=cryo-demo
 IMAGE=localhost/cryo/demo:latest
-T0=$(date +%s.%N)
 
-say()  { printf '[%6.2fs] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+T0=$(date +%s%N)
+say()  { local t=$(( ($(date +%s%N) - T0) / 10000000 )); printf '[%3d.%02ds] %s\n' $((t / 100)) $((t % 100)) "$*"; }
 die()  { echo "demo: $*" >&2; exit 1; }
-ms()   { echo "($(date +%s%N) - $1) / 1000000" | bc; }
+ms()   { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 need() {
 	[ "$(id -u)" = 0 ] || die "run as root (sudo make demo): containerd, runc and CRIU need it"
 	[ -x "$CTRD_BIN/containerd" ] || die "containerd 2.x not found in $CTRD_BIN: run make deps"
-	[ -x "$REPO/bin/cryo" ] || die "bin/cryo not found: run make build"
-	for tool in runc criu busybox jq sha256sum tar bc go; do
+	[ -x "$CRYO" ] || die "$CRYO not found: run make build"
+	for tool in runc criu busybox sha256sum tar; do
 		command -v "$tool" >/dev/null || die "$tool not found: run make deps"
 	done
 }
@@ -42,7 +43,7 @@ setup_dirs() {
 	WORK=$(mktemp -d /tmp/cryo-demo.XXXXXX)
 	SOCK=$WORK/containerd.sock
 	mkdir -p "$WORK/bin" "$WORK/logs"
-	ln -s "$REPO/bin/cryo" "$WORK/bin/containerd-shim-cryo-v2"
+	ln -s "$CRYO" "$WORK/bin/containerd-shim-cryo-v2"
 	export PATH=$WORK/bin:$CTRD_BIN:/usr/local/sbin:$PATH
 	trap cleanup EXIT
 }
@@ -79,22 +80,32 @@ build_image() {
 	cp "$(command -v busybox)" "$root/bin/busybox"
 	for a in sh sleep echo cat; do ln -s busybox "$root/bin/$a"; done
 	echo 'root:x:0:0:root:/:/bin/sh' >"$root/etc/passwd"
+	[ "$MODE" = gpu ] && add_cuda "$root"
 	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$WORK/image/layer.tar" .
 	local layer; layer=$(blob "$WORK/image/layer.tar")
-	jq -n --arg d "sha256:$layer" '{architecture:"amd64",os:"linux",config:{Env:["PATH=/bin"]},rootfs:{type:"layers",diff_ids:[$d]}}' >"$WORK/image/config.json"
+	printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+		"$layer" >"$WORK/image/config.json"
 	local config; config=$(blob "$WORK/image/config.json")
-	jq -n --arg c "sha256:$config" --argjson cs "$(size "$WORK/image/config.json")" \
-		--arg l "sha256:$layer" --argjson ls "$(size "$WORK/image/layer.tar")" \
-		'{schemaVersion:2,mediaType:"application/vnd.oci.image.manifest.v1+json",
-		  config:{mediaType:"application/vnd.oci.image.config.v1+json",digest:$c,size:$cs},
-		  layers:[{mediaType:"application/vnd.oci.image.layer.v1.tar",digest:$l,size:$ls}]}' >"$WORK/image/manifest.json"
+	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%d}]}' \
+		"$config" "$(size "$WORK/image/config.json")" "$layer" "$(size "$WORK/image/layer.tar")" >"$WORK/image/manifest.json"
 	local manifest; manifest=$(blob "$WORK/image/manifest.json")
-	jq -n --arg m "sha256:$manifest" --argjson ms "$(size "$WORK/image/manifest.json")" --arg name "$IMAGE" \
-		'{schemaVersion:2,manifests:[{mediaType:"application/vnd.oci.image.manifest.v1+json",digest:$m,size:$ms,
-		  platform:{architecture:"amd64",os:"linux"},annotations:{"io.containerd.image.name":$name}}]}' >"$lay/index.json"
+	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"io.containerd.image.name":"%s"}}]}' \
+		"$manifest" "$(size "$WORK/image/manifest.json")" "$IMAGE" >"$lay/index.json"
 	echo '{"imageLayoutVersion":"1.0.0"}' >"$lay/oci-layout"
 	tar -C "$lay" -cf "$WORK/image/image.tar" .
 	ctr images import "$WORK/image/image.tar" >/dev/null
+}
+
+# add_cuda copies the CUDA workload, the libraries it links and the driver's
+# user-space libraries into the image, so the container needs no host mounts.
+add_cuda() {
+	local root=$1 lib
+	cp "$CUDAMEM" "$root/bin/cudamem"
+	for lib in $(ldd "$CUDAMEM" | awk '/\//{for(i=1;i<=NF;i++) if ($i ~ /^\//) print $i}'); do
+		mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
+	done
+	mkdir -p "$root/usr/lib"
+	cp -L "$NVLIB/libcuda.so.1" "$NVLIB/libnvidia-ptxjitcompiler.so.1" "$root/usr/lib/"
 }
 
 # blob copies a file into the layout's blobs and prints its sha256.
@@ -110,10 +121,10 @@ run_counter() {
 	local args=(--runtime io.containerd.cryo.v2 --log-uri "file://$WORK/logs/demo.log")
 	if [ "$MODE" = gpu ]; then
 		for dev in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools; do args+=(--device "$dev"); done
-		args+=(--mount "type=bind,src=$CUDAMEM,dst=/bin/cudamem,options=rbind:ro")
-		args+=(--mount "type=bind,src=$NVLIB,dst=$NVLIB,options=rbind:ro")
-		args+=(--env "LD_LIBRARY_PATH=$NVLIB")
-		ctr run -d "${args[@]}" "$IMAGE" demo /bin/cudamem
+		args+=(--env "LD_LIBRARY_PATH=/usr/lib")
+		# CRIU needs iptables to dump a private network namespace.
+		command -v iptables-restore >/dev/null || args+=(--net-host)
+		ctr run -d "${args[@]}" "$IMAGE" demo /bin/cudamem 1024 200
 	else
 		ctr run -d "${args[@]}" "$IMAGE" demo /bin/sh -c 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
 	fi
@@ -157,7 +168,11 @@ main() {
 	fi
 	setup_dirs
 	say "cryo demo ($MODE workload) in $WORK"
-	(cd "$REPO" && go build -o "$WORK/bin/democlient" ./shim/democlient) || die "cannot build shim/democlient"
+	if [ -x "${CRYO_BIN:-$REPO/bin}/cryo-democlient" ]; then
+		ln -s "${CRYO_BIN:-$REPO/bin}/cryo-democlient" "$WORK/bin/democlient"
+	else
+		(cd "$REPO" && go build -o "$WORK/bin/democlient" ./shim/democlient) || die "cannot build shim/democlient"
+	fi
 	local t; t=$(date +%s%N)
 	start_containerd
 	say "started a private containerd $("$CTRD_BIN/containerd" --version | cut -d' ' -f3) in $(ms "$t") ms"

@@ -46,9 +46,16 @@ type daemon struct {
 	daemonLog string
 	cmd       *exec.Cmd
 	client    *client.Client
+	gpu       bool // the real NVIDIA driver, not the fake one
 }
 
 func startDaemon(t testing.TB, v ctrdVersion) *daemon {
+	t.Helper()
+	return startDaemonWith(t, v, false)
+}
+
+// startDaemonWith starts a daemon on the real GPU driver (gpu) or the fake one.
+func startDaemonWith(t testing.TB, v ctrdVersion, gpu bool) *daemon {
 	t.Helper()
 	requireRoot(t)
 	// Short base path: unix socket paths are limited to 108 bytes.
@@ -56,7 +63,7 @@ func startDaemon(t testing.TB, v ctrdVersion) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, v: v, dir: dir, bin: filepath.Join(depsDir(), v.dir, "usr/bin"),
+	d := &daemon{t: t, v: v, dir: dir, gpu: gpu, bin: filepath.Join(depsDir(), v.dir, "usr/bin"),
 		socket: filepath.Join(dir, "c.sock"), faults: filepath.Join(dir, "faults"), daemonLog: filepath.Join(dir, "containerd.log")}
 	if _, err := os.Stat(filepath.Join(d.bin, "containerd")); err != nil {
 		t.Fatalf("%s: containerd missing (%v): run `make deps`", v.name, err)
@@ -86,8 +93,11 @@ func (d *daemon) config() string {
 }
 
 func (d *daemon) env() []string {
-	path := binDir() + ":" + d.bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	path := binDir() + ":" + d.bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + os.Getenv("PATH")
 	env := []string{"PATH=" + path}
+	if d.gpu {
+		return env
+	}
 	return append(env, fakeDriverEnv(d.t, d.faults)...)
 }
 

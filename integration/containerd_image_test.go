@@ -35,10 +35,16 @@ func (b ociBlob) descriptor() map[string]any {
 // uncompressed layer) that `ctr image import` accepts: no registry needed.
 func buildImageTar(t testing.TB, rootfs, out string) {
 	t.Helper()
+	buildImageTarAs(t, rootfs, out, testImage, []string{"/bin/fakecuda-app", "100"})
+}
+
+// buildImageTarAs is buildImageTar for an image of another name and command.
+func buildImageTarAs(t testing.TB, rootfs, out, name string, cmd []string) {
+	t.Helper()
 	layer := ociBlob{"application/vnd.oci.image.layer.v1.tar", tarDir(t, rootfs)}
 	config := jsonBlob(t, "application/vnd.oci.image.config.v1+json", map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Cmd": []string{"/bin/fakecuda-app", "100"}, "Env": []string{"PATH=/bin"}},
+		"config": map[string]any{"Cmd": cmd, "Env": []string{"PATH=/bin"}},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer.digest()}},
 	})
 	manifest := jsonBlob(t, "application/vnd.oci.image.manifest.v1+json", map[string]any{
@@ -47,7 +53,7 @@ func buildImageTar(t testing.TB, rootfs, out string) {
 	})
 	desc := manifest.descriptor()
 	desc["platform"] = map[string]string{"architecture": "amd64", "os": "linux"}
-	desc["annotations"] = map[string]string{"io.containerd.image.name": testImage, "org.opencontainers.image.ref.name": "test"}
+	desc["annotations"] = map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "test"}
 	index := map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []any{desc}}
 
 	var buf bytes.Buffer
