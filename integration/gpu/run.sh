@@ -27,7 +27,9 @@ fi
 for d in /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu; do
 	[ -e "$d/libcuda.so.1" ] && export CRYO_NVIDIA_LIBS=${CRYO_NVIDIA_LIBS:-$d}
 done
-export LD_LIBRARY_PATH=${CRYO_NVIDIA_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -n "${CRYO_NVIDIA_LIBS:-}" ] || { echo "gpu-test: libcuda.so.1 not found: is the NVIDIA driver installed? set CRYO_NVIDIA_LIBS" >&2; exit 1; }
+export LD_LIBRARY_PATH=$CRYO_NVIDIA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CRYO_LIBCUDA=$CRYO_NVIDIA_LIBS/libcuda.so.1 CRYO_LIBNVML=$CRYO_NVIDIA_LIBS/libnvidia-ml.so.1
 
 nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
 [ -n "$nvcc" ] || { echo "gpu-test: nvcc not found: it builds the CUDA workload" >&2; exit 1; }
@@ -45,7 +47,7 @@ export CRYO_CUDAMEM=$CRYO_BIN/cudamem
 say "GPU tests"
 export CRYO_GPU_REPORT=$OUT/figures.tsv
 : >"$CRYO_GPU_REPORT"
-(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run "${CRYO_GPU_TESTS:-^TestGPU}" -test.v -test.timeout 9m) 2>&1 | tee "$OUT/gpu-tests.log"
+(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run "${CRYO_GPU_TESTS:-^TestGPU}" -test.v -test.timeout ${CRYO_GPU_TIMEOUT:-7m}) 2>&1 | tee "$OUT/gpu-tests.log"
 rc=${PIPESTATUS[0]}
 
 if [ -f "$here/contrib/demo.sh" ]; then
