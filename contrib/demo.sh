@@ -101,7 +101,8 @@ build_image() {
 add_cuda() {
 	local root=$1 lib
 	cp "$CUDAMEM" "$root/bin/cudamem"
-	for lib in $(ldd "$CUDAMEM" | awk '/\//{for(i=1;i<=NF;i++) if ($i ~ /^\//) print $i}'); do
+	# The workload's libraries, and libcuda's (libm, librt, …).
+	for lib in $(ldd "$CUDAMEM" "$NVLIB/libcuda.so.1" | awk '/\//{for(i=1;i<=NF;i++) if ($i ~ /^\// && $i !~ /:$/) print $i}' | sort -u); do
 		mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
 	done
 	mkdir -p "$root/usr/lib"
@@ -140,7 +141,11 @@ wait_ticks() { # file, count
 		[ "$n" -ge "$2" ] && return
 		sleep 0.1
 	done
-	die "no ticks in $1; see $WORK/containerd.log"
+	echo "demo: no ticks in $1. The container printed:" >&2
+	tail -5 "$1" >&2 2>/dev/null
+	echo "containerd's last lines:" >&2
+	tail -15 "$WORK/containerd.log" >&2
+	exit 1
 }
 
 cleanup() {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestGPUSuspendResumeInPlace: `cryo cuda suspend` then `cryo cuda resume`
@@ -43,6 +45,7 @@ func TestGPUSuspendResumeInPlace(t *testing.T) {
 // (driver suspend, then CRIU) run side by side.
 func TestGPUBareCheckpointRestore(t *testing.T) {
 	gpuOrSkip(t)
+	reapOrphans(t)
 	cryo, app := cryoBin(t, "cryo"), cudamemBin(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "app.log")
@@ -67,7 +70,10 @@ func TestGPUBareCheckpointRestore(t *testing.T) {
 		next := waitTicks(t, func() string { return readFile(logPath) }, atDump, "ticks after restore")
 		t.Logf("restore %d: tick %d at the dump, %d now", round, atDump, next)
 		killPid(pid)
-		waitFor(t, 10*time.Second, "the restored process to exit", func() bool { return !pidAlive(pid) })
+		// The restored process is an orphan of CRIU, reparented to this
+		// test (a subreaper): reap it so that its pid is free again.
+		_, _ = unix.Wait4(pid, nil, 0, nil)
+		waitFor(t, 30*time.Second, "the restored process to be reaped", func() bool { return !pidExists(pid) })
 	}
 	rawBaseline(t, cryo, app, dir)
 }
@@ -93,6 +99,16 @@ func rawBaseline(t *testing.T, cryo, app, dir string) {
 	d += timed(t, nil, cryo, "cuda", "resume", p)
 	report(t, "raw restore (criu restore + driver)", d)
 	waitTicks(t, func() string { return readFile(logPath) }, 2, "raw ticks after restore")
+}
+
+// reapOrphans makes this test the subreaper of the processes that CRIU
+// restores detached, for the length of the test, so that it can reap them.
+func reapOrphans(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Logf("cannot become a subreaper: %v", err)
+		return
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
 }
 
 func fileSize(t *testing.T, path string) int64 {

@@ -52,7 +52,14 @@ func gpuRootfs(t *testing.T, dir string) string {
 	}
 	libs := nvidiaLibDir(t)
 	for _, name := range []string{"libcuda.so.1", "libnvidia-ptxjitcompiler.so.1"} {
-		copyFile(t, filepath.Join(libs, name), filepath.Join(root, "usr/lib", name), 0o755)
+		lib := filepath.Join(libs, name)
+		copyFile(t, lib, filepath.Join(root, "usr/lib", name), 0o755)
+		// libcuda needs libm, librt, … which the workload itself may not.
+		for _, dep := range sharedLibs(t, lib) {
+			if _, err := os.Stat(filepath.Join(root, dep)); err != nil {
+				copyFile(t, dep, filepath.Join(root, dep), 0o755)
+			}
+		}
 	}
 	return root
 }

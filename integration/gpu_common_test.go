@@ -173,6 +173,12 @@ func pidAlive(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
+// pidExists reports whether /proc has pid at all, zombie or not.
+func pidExists(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
 // pidFromFile reads a pid written by CRIU or runc.
 func pidFromFile(t *testing.T, path string) int {
 	t.Helper()
