@@ -194,7 +194,11 @@ main() {
 	say "the shim's steps: $(grep -o 'step=[a-z]*' "$WORK/containerd.log" | cut -d= -f2 | tr '\n' ' ')"
 
 	t=$(date +%s%N)
-	democlient -address "$SOCK" -namespace "$NS" -from demo -checkpoint "$ref" -id demo-restored -log "$WORK/logs/restored.log"
+	democlient -address "$SOCK" -namespace "$NS" -from demo -checkpoint "$ref" -id demo-restored -log "$WORK/logs/restored.log" || {
+		echo "demo: the restore failed; CRIU's log says:" >&2
+		find "$WORK/state" -name restore.log -exec grep -B3 -A1 -E 'Error|rror \(' {} + >&2 2>/dev/null | tail -25 >&2
+		exit 1
+	}
 	wait_ticks "$WORK/logs/restored.log" 3
 	local first; first=$(first_tick "$WORK/logs/restored.log")
 	say "restored $ref as new container demo-restored in $(ms "$t") ms (to its third tick)"
