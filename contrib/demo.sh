@@ -9,6 +9,9 @@
 # new container, and cleans everything up. `make demo` runs it after
 # `make deps build`; it needs root.
 #
+# CRYO_DEMO_EXIT=1 stops the original at the checkpoint (a migration)
+# instead of leaving it running next to its restored copy (a clone).
+#
 # With a GPU (nvidia-smi works or /dev/nvidia0 exists) the counter is
 # contrib/workloads/cudamem/cudamem, a CUDA program that keeps its counter
 # and a memory pattern on the GPU; without one it is a shell loop.
@@ -189,8 +192,13 @@ main() {
 
 	local before; before=$(last_tick "$WORK/logs/demo.log")
 	t=$(date +%s%N)
-	local ref; ref=$(ctr task checkpoint demo | tail -1)
-	say "checkpointed demo at tick $before into image $ref in $(ms "$t") ms (ctr task checkpoint; demo keeps running)"
+	local ref how="demo keeps running"
+	if [ "${CRYO_DEMO_EXIT:-0}" = 1 ]; then
+		ref=$(ctr task checkpoint --exit demo | tail -1); how="--exit: demo stopped"
+	else
+		ref=$(ctr task checkpoint demo | tail -1)
+	fi
+	say "checkpointed demo at tick $before into image $ref in $(ms "$t") ms (ctr task checkpoint; $how)"
 	say "the shim's steps: $(grep -o 'step=[a-z]*' "$WORK/containerd.log" | cut -d= -f2 | tr '\n' ' ')"
 
 	t=$(date +%s%N)
