@@ -27,7 +27,7 @@ func preDump(ctx context.Context) error {
 	}
 	t := cryoruntime.Target{
 		ID:   containerID(),
-		PIDs: func(context.Context) ([]int, error) { return processTree(pid), nil },
+		PIDs: func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
 	}
 	criuDone := func(context.Context) error { return nil } // CRIU dumps after this script returns
 	m, err := orchestrator().Checkpoint(ctx, t, dir, false, criuDone)

@@ -7,34 +7,6 @@ import (
 	"strings"
 )
 
-// processTree returns pid and all its descendants, read from
-// /proc/<pid>/task/<tid>/children. It works alike on cgroup v1 and v2 and
-// needs nothing from runc, which a CRIU action script cannot ask.
-func processTree(pid int) []int {
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children(out[i])...)
-	}
-	return out
-}
-
-func children(pid int) []int {
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	var out []int
-	for _, t := range tasks {
-		data, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
-
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -39,7 +39,7 @@ func postResume(ctx context.Context) error {
 	}
 	t := cryoruntime.Target{
 		ID:   containerID(),
-		PIDs: func(context.Context) ([]int, error) { return processTree(pid), nil },
+		PIDs: func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
 	}
 	return orchestrator().ResumeRestored(ctx, t, m)
 }

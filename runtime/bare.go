@@ -55,7 +55,7 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	if err := prepareDir(po.Dir); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "choose an empty or new directory"}
 	}
-	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return processTree(po.PID) }}
+	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }}
 	dump := func(ctx context.Context) error {
 		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
 	}
@@ -105,13 +105,13 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		return err
 	})
 	if err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: logPathOf(err), Outcome: "nothing was restored",
+		return nil, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: "nothing was restored",
 			Remedy: "read the CRIU log from its first Error line (pids in use by the original processes, missing files and --shell-job are the usual causes)"}
 	}
 	if m != nil {
 		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepRestore), Seconds: d.Seconds()})
 	}
 	res := &RestoreResult{PID: pid, Manifest: m}
-	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return processTree(pid) }}
+	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 	return res, o.ResumeRestored(ctx, t, m)
 }

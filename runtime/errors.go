@@ -112,8 +112,27 @@ func logCause(path string) string {
 	return ""
 }
 
-// logPathOf returns the CRIU log named by err, if any.
-func logPathOf(err error) string {
+// RuncCRIUError wraps an error of runc checkpoint or restore, which names
+// CRIU's log as "log file: PATH", so that its message quotes the log's cause
+// instead of runc's "criu failed: type NOTIFY errno 0".
+func RuncCRIUError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "log file: ")
+	if i < 0 {
+		return err
+	}
+	path := strings.Fields(msg[i+len("log file: "):])
+	if len(path) == 0 || logCause(path[0]) == "" {
+		return err
+	}
+	return &CRIUError{Op: op, LogPath: path[0], Err: err}
+}
+
+// CRIULogPath returns the CRIU log named by err, if any.
+func CRIULogPath(err error) string {
 	var ce *CRIUError
 	if errors.As(err, &ce) {
 		return ce.LogPath

@@ -27,9 +27,9 @@ func checkAlive(pid int) error {
 	return nil
 }
 
-// processTree returns pid and all its descendants, parents first: the set
+// ProcessTree returns pid and all its descendants, parents first: the set
 // CRIU dumps for a tree rooted at pid.
-func processTree(pid int) ([]int, error) {
+func ProcessTree(pid int) ([]int, error) {
 	if err := checkAlive(pid); err != nil {
 		return nil, err
 	}
@@ -42,6 +42,29 @@ func processTree(pid int) ([]int, error) {
 		tree = append(tree, kids...)
 	}
 	return tree, nil
+}
+
+// WithTree adds to pids the process tree under root (if root > 0 and
+// alive). After a restore on cgroup v2, runc 1.1 leaves the restored
+// processes in the cgroup CRIU recorded, not the new container's, so the
+// container's cgroup can be empty: its init's tree still finds them.
+func WithTree(pids []int, root int) []int {
+	if root <= 0 {
+		return pids
+	}
+	tree, err := ProcessTree(root)
+	if err != nil {
+		return pids
+	}
+	seen := make(map[int]bool, len(pids)+len(tree))
+	out := make([]int, 0, len(pids)+len(tree))
+	for _, p := range append(append([]int{}, pids...), tree...) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // children reads /proc/PID/task/*/children (every thread can be a parent).

@@ -13,7 +13,7 @@ import (
 // succeeded, or with leaveRunning, the processes are still there: resume
 // their CUDA so that they carry on as if nothing happened.
 func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
-	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: logPathOf(err), Remedy: checkpointRemedy(step, err, c.dir)}
+	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
 	switch {
 	case c.dumped && !c.leaveRunning:
 		e.Outcome = "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete"

@@ -104,10 +104,10 @@ func TestCheckRestoreRefuses(t *testing.T) {
 func TestProcessTreeDeadPID(t *testing.T) {
 	cmd := exec.Command("true")
 	cmd.Run()
-	if _, err := processTree(cmd.Process.Pid); err == nil {
+	if _, err := ProcessTree(cmd.Process.Pid); err == nil {
 		t.Fatal("dead pid accepted")
 	}
-	tree, err := processTree(os.Getpid())
+	tree, err := ProcessTree(os.Getpid())
 	if err != nil || tree[0] != os.Getpid() {
 		t.Fatalf("own tree: %v %v", tree, err)
 	}

@@ -6,6 +6,8 @@ import (
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
 	"github.com/containerd/log"
+
+	cryort "github.com/cryo-gpu/cryo/runtime"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,10 +61,14 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	started := time.Now()
 	resp, err := s.TTRPCTaskService.Start(ctx, r)
 	if err != nil {
-		return nil, err
+		err = cryort.RuncCRIUError("restore", err)
+		err = &StepError{Container: r.ID, Step: "runc restore", Err: err,
+			Remedy: "read CRIU's log " + cryort.CRIULogPath(err) + "; the checkpoint itself was not changed"}
+		log.G(ctx).WithError(err).Error("cryo: restore failed")
+		return nil, toGRPC(err, false)
 	}
 	criu := time.Since(started)
-	if err := s.orch(ctx).ResumeRestored(ctx, s.target(r.ID, false), m); err != nil {
+	if err := s.orch(ctx).ResumeRestored(ctx, s.restoredTarget(r.ID, int(resp.Pid)), m); err != nil {
 		s.killRestored(ctx, r.ID)
 		err = &StepError{Container: r.ID, Step: "resume CUDA after restore", Err: err,
 			Remedy: "the restored task was killed: a task whose CUDA state stays suspended would hang"}

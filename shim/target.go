@@ -22,6 +22,18 @@ func (s *service) target(id string, frozen bool) cryort.Target {
 	return t
 }
 
+// restoredTarget is target for a task that runc has just restored, whose
+// init is pid: see runtime.WithTree for why the cgroup is not enough.
+func (s *service) restoredTarget(id string, pid int) cryort.Target {
+	t := s.target(id, false)
+	pids := t.PIDs
+	t.PIDs = func(ctx context.Context) ([]int, error) {
+		found, err := pids(ctx)
+		return cryort.WithTree(found, pid), err
+	}
+	return t
+}
+
 func (s *service) pids(id string) func(context.Context) ([]int, error) {
 	return func(ctx context.Context) ([]int, error) {
 		resp, err := s.TTRPCTaskService.Pids(ctx, &taskv3.PidsRequest{ID: id})

@@ -57,7 +57,22 @@ func (r runcCLI) pids(ctx context.Context, id string) ([]int, error) {
 	if err := json.Unmarshal(out, &pids); err != nil {
 		return nil, fmt.Errorf("runc ps %s: %w", id, err)
 	}
-	return pids, nil
+	return cryoruntime.WithTree(pids, r.initPID(ctx, id)), nil
+}
+
+// initPID is the container's init as runc reports it (0 if unknown).
+func (r runcCLI) initPID(ctx context.Context, id string) int {
+	out, err := r.output(ctx, "state", id)
+	if err != nil {
+		return 0
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if json.Unmarshal(out, &st) != nil {
+		return 0
+	}
+	return st.Pid
 }
 
 // status is the container's state: "created", "running", "paused", "stopped".

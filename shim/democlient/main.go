@@ -84,7 +84,11 @@ func clone(ctx context.Context, c *client.Client, from, id string) (client.Conta
 		return nil, err
 	}
 	if spec.Linux != nil {
-		spec.Linux.CgroupsPath = strings.ReplaceAll(spec.Linux.CgroupsPath, from, id)
+		// Only the last element names the container ("/ns/id" or
+		// "slice:prefix:id"); the namespace may contain the id as a word.
+		if p := spec.Linux.CgroupsPath; strings.HasSuffix(p, from) {
+			spec.Linux.CgroupsPath = strings.TrimSuffix(p, from) + id
+		}
 	}
 	var ropts any
 	if info.Runtime.Options != nil {
