@@ -193,6 +193,14 @@ main() {
 	local before; before=$(last_tick "$WORK/logs/demo.log")
 	t=$(date +%s%N)
 	local ref how="demo keeps running"
+	if [ -z "${CRYO_DEMO_EXIT:-}" ] && [ "$MODE" = gpu ] && ! command -v iptables-restore >/dev/null; then
+		# The container shares the host's network namespace here (CRIU
+		# needs iptables to dump a private one), and CUDA binds an
+		# abstract unix socket, which lives in the network namespace: a
+		# copy cannot run next to its original, so the demo migrates.
+		say "no iptables on this host: the container shares the host network, so the demo migrates it (--exit) instead of cloning it"
+		CRYO_DEMO_EXIT=1
+	fi
 	if [ "${CRYO_DEMO_EXIT:-0}" = 1 ]; then
 		ref=$(ctr task checkpoint --exit demo | tail -1); how="--exit: demo stopped"
 	else
