@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,23 +77,6 @@ func timed(t *testing.T, env []string, name string, args ...string) time.Duratio
 
 var tickRe = regexp.MustCompile(`(?m)^tick (\d+) counter=(\d+) verify=(OK|BAD)`)
 
-// tickLog collects a workload's output, from a pipe or a file.
-type tickLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *tickLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *tickLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // lastTick returns the last tick number in out and fails on any verify=BAD.
 func lastTick(t *testing.T, out string) int {

@@ -21,7 +21,7 @@ type runcContainer struct {
 	root   string // runc --root
 	bundle string
 	id     string
-	log    *tickLog
+	log    *syncBuffer
 }
 
 func newGPUContainer(t *testing.T, runc, id string) *runcContainer {
@@ -32,7 +32,7 @@ func newGPUContainer(t *testing.T, runc, id string) *runcContainer {
 	}
 	gpuRootfs(t, bundle)
 	gpuSpec(t, bundle, "/bin/cudamem", gpuMiB(), "100")
-	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &tickLog{}}
+	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &syncBuffer{}}
 	t.Cleanup(func() {
 		_, _ = runErr(30*time.Second, nil, runc, "--root", c.root, "delete", "--force", c.id)
 	})
@@ -109,7 +109,7 @@ func TestGPURuncCheckpointRestore(t *testing.T) {
 	})
 	run(t, time.Minute, nil, wrap, "--root", c.root, "delete", "--force", c.id)
 	uuid := firstGPUUUID(t)
-	c.log = &tickLog{}
+	c.log = &syncBuffer{}
 	os.Setenv("CRYO_GPU_MAP", uuid+"="+uuid)
 	c.start("restore", "-d", "--image-path", img2, "--bundle", c.bundle, c.id)
 	os.Unsetenv("CRYO_GPU_MAP")

@@ -131,7 +131,7 @@ func stepPrinter() func(runtime.Event) {
 		if !e.Done {
 			fmt.Fprintf(os.Stderr, "%s: %s…\n", e.ID, what)
 			stop = make(chan struct{})
-			go tickStep(e.ID, what, stop)
+			go tick(e.ID+": "+what, stop)
 			return
 		}
 		close(stop)
@@ -140,19 +140,5 @@ func stepPrinter() func(runtime.Event) {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "%s: %s done in %s\n", e.ID, what, e.Elapsed.Round(time.Millisecond))
-	}
-}
-
-func tickStep(id, what string, stop chan struct{}) {
-	start := time.Now()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			fmt.Fprintf(os.Stderr, "%s: %s… %s\n", id, what, time.Since(start).Round(time.Second))
-		}
 	}
 }

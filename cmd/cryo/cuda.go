@@ -141,35 +141,30 @@ func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, erro
 }
 
 func cudaSuspend(c *cli.Context) error {
-	pids, err := pidArgs(c)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := signalContext()
-	defer cancel()
-	d := newDriver(c)
-	targets, err := cudaTargets(ctx, d, pids)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	err = d.Suspend(ctx, targets, cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter()})
-	if err != nil {
-		return fmt.Errorf("suspend: %w (every process was returned to running)", err)
-	}
-	fmt.Fprintf(os.Stderr, "suspended %d process(es) in %s\n", len(targets), time.Since(start).Round(time.Millisecond))
-	return nil
+	opts := cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter()}
+	return cudaSet(c, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
+		return d.Suspend(ctx, pids, opts)
+	})
 }
 
 func cudaResume(c *cli.Context) error {
-	pids, err := pidArgs(c)
-	if err != nil {
-		return err
-	}
 	pairs, err := runtime.ParseGPUMap(strings.Join(c.StringSlice("gpu-map"), ","))
 	if err != nil {
 		return err
 	}
+	opts := cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter()}
+	return cudaSet(c, "resume", "resumed", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
+		return d.Resume(ctx, pids, opts)
+	})
+}
+
+// cudaSet runs op on the CUDA processes among the PID arguments and reports
+// how long it took. Interrupting it cancels op, which still rolls back.
+func cudaSet(c *cli.Context, verb, done string, op func(context.Context, *cudacr.Driver, []int) error) error {
+	pids, err := pidArgs(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	d := newDriver(c)
@@ -178,9 +173,9 @@ func cudaResume(c *cli.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := d.Resume(ctx, targets, cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter()}); err != nil {
-		return fmt.Errorf("resume: %w", err)
+	if err := op(ctx, d, targets); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
 	}
-	fmt.Fprintf(os.Stderr, "resumed %d process(es) in %s\n", len(targets), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "%s %d process(es) in %s\n", done, len(targets), time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -22,7 +22,7 @@ func progressPrinter() func(cudacr.Progress) {
 			fmt.Fprintf(os.Stderr, "pid %d: %s…\n", p.PID, p.Step)
 			if p.Step == "checkpoint" || p.Step == "restore" {
 				stop = make(chan struct{})
-				go tick(p, stop)
+				go tick(fmt.Sprintf("pid %d: %s", p.PID, p.Step), stop)
 			}
 			return
 		}
@@ -38,7 +38,8 @@ func progressPrinter() func(cudacr.Progress) {
 	}
 }
 
-func tick(p cudacr.Progress, stop chan struct{}) {
+// tick prints "label… elapsed" every second until stop is closed.
+func tick(label string, stop chan struct{}) {
 	start := time.Now()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -47,7 +48,7 @@ func tick(p cudacr.Progress, stop chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			fmt.Fprintf(os.Stderr, "pid %d: %s… %s\n", p.PID, p.Step, time.Since(start).Round(time.Second))
+			fmt.Fprintf(os.Stderr, "%s… %s\n", label, time.Since(start).Round(time.Second))
 		}
 	}
 }
