@@ -69,6 +69,12 @@ func gpuRootfs(t *testing.T, dir string) string {
 // CRIU needs to dump a private network namespace.
 func gpuSpec(t *testing.T, bundle string, args ...string) {
 	t.Helper()
+	writeSpec(t, bundle, newGPUSpec(t, args...))
+}
+
+// newGPUSpec is gpuSpec's spec, for callers that add mounts or environment.
+func newGPUSpec(t *testing.T, args ...string) *specs.Spec {
+	t.Helper()
 	s := &specs.Spec{
 		Version:  specs.Version,
 		Root:     &specs.Root{Path: "rootfs"},
@@ -95,6 +101,12 @@ func gpuSpec(t *testing.T, bundle string, args ...string) {
 		s.Linux.Devices = append(s.Linux.Devices, d)
 		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, rule)
 	}
+	return s
+}
+
+// writeSpec writes s as the bundle's config.json.
+func writeSpec(t *testing.T, bundle string, s *specs.Spec) {
+	t.Helper()
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		t.Fatal(err)

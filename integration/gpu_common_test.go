@@ -77,7 +77,6 @@ func timed(t *testing.T, env []string, name string, args ...string) time.Duratio
 
 var tickRe = regexp.MustCompile(`(?m)^tick (\d+) counter=(\d+) verify=(OK|BAD)`)
 
-
 // lastTick returns the last tick number in out and fails on any verify=BAD.
 func lastTick(t *testing.T, out string) int {
 	t.Helper()

@@ -12,7 +12,10 @@
 // and the pattern must be intact; otherwise it prints verify=BAD and exits 3.
 // SIGUSR1 corrupts one byte of the pattern, to check the check itself.
 //
-// Usage: cudamem [SIZE_MIB [INTERVAL_MS]]   (defaults 64 and 200)
+// Usage: cudamem [SIZE_MIB [INTERVAL_MS [TAG]]]   (defaults 64 and 200)
+//
+// With a TAG, every tick line ends in " w=TAG", so that several workers can
+// share one output (contrib/workloads/multiproc).
 #include <cuda_runtime.h>
 #include <signal.h>
 #include <stdint.h>
@@ -63,6 +66,7 @@ int main(int argc, char **argv) {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 64;
 	long interval_ms = argc > 2 ? strtol(argv[2], NULL, 10) : 200;
+	const char *tag = argc > 3 ? argv[3] : NULL;
 	uint64_t n = mib * (1024 * 1024 / sizeof(uint32_t));
 	signal(SIGUSR1, on_usr1);
 
@@ -75,7 +79,8 @@ int main(int argc, char **argv) {
 	CHECK(cudaMemset(dev, 0, 2 * sizeof(unsigned long long)));
 	fill<<<4 * prop.multiProcessorCount, 256>>>(buf, n);
 	CHECK(cudaDeviceSynchronize());
-	printf("ready pid=%d size_mib=%llu gpu=\"%s\"\n", getpid(), (unsigned long long)mib, prop.name);
+	printf("ready pid=%d size_mib=%llu gpu=\"%s\"%s%s\n", getpid(), (unsigned long long)mib, prop.name,
+	       tag ? " w=" : "", tag ? tag : "");
 
 	unsigned long long host_ticks = 0, res[2];
 	for (;;) {
@@ -92,11 +97,10 @@ int main(int argc, char **argv) {
 		host_ticks++;
 		int ok = res[1] == 0 && res[0] == host_ticks;
 		printf("tick %llu counter=%llu verify=%s", host_ticks, res[0], ok ? "OK" : "BAD");
-		if (!ok) {
-			printf(" mismatches=%llu\n", res[1]);
-			return 3;
-		}
+		if (!ok) printf(" mismatches=%llu", res[1]);
+		if (tag) printf(" w=%s", tag);
 		printf("\n");
+		if (!ok) return 3;
 		struct timespec ts = {interval_ms / 1000, (interval_ms % 1000) * 1000000L};
 		nanosleep(&ts, NULL);
 	}

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""torchserve: a PyTorch "inference server" with a realistic cold start, that
+checks its own continuity across a checkpoint and restore.
+
+  serve.py --gen FILE [--gib G] [--seed S]
+      writes G GiB of bf16 weights (layers of DIM x DIM, from a fixed seed)
+      to the safetensors FILE (through FILE.tmp and a rename), once: an
+      existing FILE of the right size is kept.
+
+  serve.py --weights FILE --port P [--batch B]
+      the server: import PyTorch, load the weights onto the GPU, warm up,
+      capture the forward pass in a CUDA graph, then answer on
+      127.0.0.1:P, one request per connection, one line each:
+        "infer SEED"  -> "answer seed=SEED sum=<float.hex()>"
+           (a deterministic input from SEED through every layer)
+        "verify"      -> "verify=OK" or "verify=BAD layer=I"
+           (every layer's float64 sum against the one taken at load)
+      It prints "ready cold_start_s=... import_s=... load_s=... warmup_s=...
+      capture_s=... port=P" once it answers.
+
+SIGUSR1 flips one byte of layer 0 (answers change and verify says BAD:
+that checks the check).
+"""
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+
+T0 = time.time()
+DIM = 8192
+
+
+def gen(path, gib, seed):
+    import torch
+    from safetensors.torch import save_file
+    layers = max(1, gib * 1024 // (DIM * DIM * 2 >> 20))
+    want = layers * DIM * DIM * 2
+    if os.path.exists(path) and want <= os.path.getsize(path) < want + (1 << 20):
+        print(f"weights {path}: cached ({layers} layers)", flush=True)
+        return
+    t = time.time()
+    tensors = {}
+    g = torch.Generator(device="cuda")
+    for i in range(layers):
+        g.manual_seed(seed + i)
+        w = torch.randn(DIM, DIM, device="cuda", generator=g, dtype=torch.float32) * (1.0 / DIM**0.5)
+        tensors[f"layer.{i}"] = w.to(torch.bfloat16).cpu()
+    save_file(tensors, path + ".tmp")
+    os.rename(path + ".tmp", path)
+    print(f"weights {path}: wrote {layers} layers, {os.path.getsize(path) / 2**30:.2f} GiB in {time.time() - t:.1f} s", flush=True)
+
+
+def serve(path, port, batch):
+    import torch
+    from safetensors.torch import load_file
+    t_import = time.time()
+    state = load_file(path, device="cuda")
+    layers = [state[f"layer.{i}"] for i in range(len(state))]
+    del state
+    sums = [w.sum(dtype=torch.float64).item() for w in layers]
+    torch.cuda.synchronize()
+    t_load = time.time()
+
+    def forward(x):
+        for w in layers:
+            x = torch.tanh(x @ w)
+        return x
+
+    static_x = torch.zeros(batch, DIM, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            forward(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    t_warm = time.time()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = forward(static_x)
+    graph.replay()
+    torch.cuda.synchronize()
+    t_capture = time.time()
+
+    def corrupt(signum, frame):
+        layers[0].view(torch.uint8)[12345:12346].bitwise_xor_(0xFF)
+        torch.cuda.synchronize()
+        print("corrupted one byte on request", flush=True)
+
+    signal.signal(signal.SIGUSR1, corrupt)
+
+    def infer(seed):
+        gen = torch.Generator().manual_seed(seed)
+        static_x.copy_(torch.randn(batch, DIM, generator=gen).to(torch.bfloat16))
+        graph.replay()
+        return static_y.sum(dtype=torch.float64).item()
+
+    def verify():
+        for i, w in enumerate(layers):
+            if w.sum(dtype=torch.float64).item() != sums[i]:
+                return f"verify=BAD layer={i}"
+        return "verify=OK"
+
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(16)
+    t_ready = time.time()
+    print(f"ready cold_start_s={t_ready - T0:.3f} import_s={t_import - T0:.3f} load_s={t_load - t_import:.3f} "
+          f"warmup_s={t_warm - t_load:.3f} capture_s={t_capture - t_warm:.3f} layers={len(layers)} port={port}", flush=True)
+    while True:
+        conn, _ = srv.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            try:
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(256)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError:
+                continue
+            req = data.decode(errors="replace").split()
+            if len(req) == 2 and req[0] == "infer":
+                reply = f"answer seed={req[1]} sum={infer(int(req[1])).hex()}"
+            elif req == ["verify"]:
+                reply = verify()
+            else:
+                reply = "error: want 'infer SEED' or 'verify'"
+            try:
+                conn.sendall((reply + "\n").encode())
+            except OSError:
+                pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gen")
+    ap.add_argument("--gib", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=4321)
+    ap.add_argument("--weights")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--batch", type=int, default=8)
+    a = ap.parse_args()
+    if a.gen:
+        gen(a.gen, a.gib, a.seed)
+    elif a.weights and a.port:
+        serve(a.weights, a.port, a.batch)
+    else:
+        ap.error("want --gen FILE or --weights FILE --port P")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

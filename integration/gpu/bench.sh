@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# make bench: cryo's GPU benchmarks, on a host with an NVIDIA GPU, from the
+# bundle of `make dist` (like make gpu-test). It runs TestBenchGPU
+# (integration/gpu_bench_test.go): checkpoint and restore through cryo-runc
+# and through the raw sequence (`cryo cuda suspend` + plain runc; plain runc
+# restore + `cryo cuda resume`) side by side, at each size of
+# CRYO_BENCH_MIB (default "4096 16384"), several CUDA processes, and the
+# PyTorch inference server against its cold start. Then bench_report.py
+# writes $OUT/benchmarks-table.md and the plot $OUT/benchmarks.png.
+#
+# A 16 GiB workload makes a ~17 GB image: each image is deleted before the
+# next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
+# CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/cryo-bench-out}
+mkdir -p "$OUT"
+# shellcheck source=integration/gpu/setup.sh
+. "$here/integration/gpu/setup.sh"
+
+{
+	printf 'date\t%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)"
+	printf 'device\t%s\n' "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+	printf 'driver\t%s\n' "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+	printf 'kernel\t%s\n' "$(uname -r)"
+	printf 'cpus\t%s\n' "$(nproc)"
+	printf 'memory\t%s\n' "$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+	printf 'cryo\t%s\n' "$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "${CRYO_COMMIT:-unknown}")"
+	printf 'criu\t%s\n' "$(criu --version 2>/dev/null | sed -n 's/Version: //p')"
+	printf 'runc\t%s\n' "$("${CRYO_RUNC:-runc}" --version 2>/dev/null | sed -n '1s/runc version //p')"
+	printf 'python\t%s\n' "$("${CRYO_PYTHON:-python3}" -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null)"
+} | tee "$OUT/bench-host.tsv"
+
+say "benchmarks"
+export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
+: >"$CRYO_BENCH_OUT"
+(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-9m}") 2>&1 | tee "$OUT/bench.log"
+rc=${PIPESTATUS[0]}
+
+say "report"
+"${CRYO_PYTHON:-python3}" "$here/integration/gpu/bench_report.py" "$OUT/bench-host.tsv" "$OUT/bench.tsv" "$OUT/benchmarks-table.md" "$OUT/benchmarks.png" || rc=${rc/#0/1}
+cat "$OUT/benchmarks-table.md" 2>/dev/null
+[ "$rc" = 0 ] && say "bench PASSED" || say "bench FAILED ($rc)"
+exit "$rc"

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""bench_report.py HOST_TSV BENCH_TSV TABLE_MD PLOT_PNG: the tables and the
+plot of `make bench` from TestBenchGPU's rows (workload, size_mib, figure,
+value: seconds, or bytes where the figure says so)."""
+import sys
+from collections import OrderedDict, defaultdict
+
+
+def load(path):
+    rows = defaultdict(dict)  # (workload, mib) -> figure -> value
+    order = []
+    for line in open(path):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) != 4:
+            continue
+        w, mib, fig, v = parts[0], int(parts[1]), parts[2], float(parts[3])
+        if (w, mib) not in rows:
+            order.append((w, mib))
+        rows[(w, mib)][fig] = v
+    return rows, order
+
+
+def s(v):
+    return "—" if v is None else f"{v:.2f} s"
+
+
+def gb(v):
+    return "—" if v is None else f"{v / 1e9:.2f} GB"
+
+
+def ratio(a, b):
+    return "—" if a is None or b is None or b == 0 else f"{a / b:.2f}×"
+
+
+def main():
+    host_path, bench_path, table_path, png_path = sys.argv[1:5]
+    host = OrderedDict(l.rstrip("\n").split("\t", 1) for l in open(host_path) if "\t" in l)
+    rows, order = load(bench_path)
+    out = []
+    out.append("Measured by `make bench` on " + ", ".join(f"{k} {v}" for k, v in host.items() if v) + ".\n")
+
+    out.append("| workload | GPU memory | cryo checkpoint | raw checkpoint | cryo/raw | GPU free: cryo | GPU free: raw | cryo restore to first output | raw restore to first output | cryo/raw | cold start | image | zstd-fastest |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in order:
+        w, mib = key
+        r = rows[key]
+        if "cryo checkpoint" not in r and "raw checkpoint" not in r:
+            continue
+        g = r.get
+        out.append(f"| {w} | {mib / 1024:g} GiB | {s(g('cryo checkpoint'))} | {s(g('raw checkpoint'))} | "
+                   f"{ratio(g('cryo checkpoint'), g('raw checkpoint'))} | {s(g('cryo GPU free'))} | {s(g('raw GPU free'))} | "
+                   f"{s(g('cryo restore to first output'))} | {s(g('raw restore to first output'))} | "
+                   f"{ratio(g('cryo restore to first output'), g('raw restore to first output'))} | "
+                   f"{s(g('cold start to first answer'))} | {gb(g('image bytes'))} | {gb(g('image bytes zstd-fastest'))} |")
+
+    out.append("\nWhere the time goes (seconds; cryo's checkpoint steps from its manifest, the raw sequence's parts timed apart):\n")
+    out.append("| workload | GPU memory | " + " | ".join(["cryo: thaw+find+inventory", "cryo: suspend (driver)", "cryo: dump (runc/CRIU)", "cryo: digests", "cryo: other",
+                                                     "raw: driver suspend", "raw: runc checkpoint", "cryo restore command", "raw: runc restore", "raw: driver resume"]) + " |")
+    out.append("|---|---|" + "---|" * 10)
+    for key in order:
+        w, mib = key
+        r = rows[key]
+        st = {k[len("cryo checkpoint step: "):]: v for k, v in r.items() if k.startswith("cryo checkpoint step: ")}
+        if not st and "raw driver suspend" not in r:
+            continue
+        pre = sum(st.get(k, 0) for k in ("thaw", "find", "inventory"))
+        known = pre + sum(st.get(k, 0) for k in ("suspend", "dump", "digests"))
+        other = r.get("cryo checkpoint", 0) - known if "cryo checkpoint" in r else None
+        cells = [pre if st else None, st.get("suspend"), st.get("dump"), st.get("digests"), other,
+                 r.get("raw driver suspend"), r.get("raw runc checkpoint"), r.get("cryo restore command"),
+                 r.get("raw runc restore"), r.get("raw driver resume")]
+        out.append(f"| {w} | {mib / 1024:g} GiB | " + " | ".join("—" if c is None else f"{c:.2f}" for c in cells) + " |")
+
+    multi = [k for k in order if "cryo cuda suspend (sequential)" in rows[k]]
+    if multi:
+        out.append("\nSeveral CUDA processes, one `cryo cuda suspend`/`resume` call (driver calls one process after another):\n")
+        out.append("| processes | GPU memory in all | suspend | GPU free | resume |")
+        out.append("|---|---|---|---|---|")
+        for key in multi:
+            r = rows[key]
+            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(r.get('cryo cuda suspend (sequential)'))} | {s(r.get('cryo GPU free'))} | {s(r.get('cryo cuda resume (sequential)'))} |")
+    open(table_path, "w").write("\n".join(out) + "\n")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    series = [("cryo checkpoint", "o-"), ("raw checkpoint", "o--"), ("cryo restore to first output", "s-"),
+              ("raw restore to first output", "s--"), ("cryo GPU free", "^-"), ("raw GPU free", "^--")]
+    pts = sorted(k for k in order if k[0] == "cudamem")
+    for fig_name, style in series:
+        xs = [mib / 1024 for (_, mib) in pts if fig_name in rows[("cudamem", mib)]]
+        ys = [rows[("cudamem", mib)][fig_name] for (_, mib) in pts if fig_name in rows[("cudamem", mib)]]
+        if xs:
+            ax.plot(xs, ys, style, label=fig_name)
+    for key in order:
+        if key[0] == "serve":
+            r = rows[key]
+            for fig_name, marker in (("cryo restore to first output", "*"), ("cold start to first answer", "X")):
+                if fig_name in r:
+                    ax.plot([key[1] / 1024], [r[fig_name]], marker, markersize=12, label=f"inference server: {fig_name}")
+    ax.set_xlabel("GPU memory of the workload (GiB)")
+    ax.set_ylabel("seconds")
+    ax.set_title(f"cryo vs raw driver + runc ({host.get('device', '?')}, driver {host.get('driver', '?')}, {host.get('date', '?')[:10]})", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// TestBenchGPU is `make bench` (integration/gpu/bench.sh): cryo against the
+// raw sequence (the driver's suspend through `cryo cuda suspend`, then plain
+// runc), side by side in one run, for the CUDA workload at each size of
+// $CRYO_BENCH_MIB, for several CUDA processes, and for the inference server
+// against its cold start. Rows go to $CRYO_BENCH_OUT as
+// "workload<TAB>size_mib<TAB>figure<TAB>value"; bench_report.py makes the
+// table and the plot. It runs only with CRYO_BENCH=1.
+func TestBenchGPU(t *testing.T) {
+	if os.Getenv("CRYO_BENCH") == "" {
+		t.Skip("benchmarks run with `make bench` on a GPU host (CRYO_BENCH=1)")
+	}
+	gpuOrSkip(t)
+	b := &bench{t: t, path: os.Getenv("CRYO_BENCH_OUT")}
+	sizes := os.Getenv("CRYO_BENCH_MIB")
+	if sizes == "" {
+		sizes = "4096 16384"
+	}
+	for _, s := range strings.Fields(sizes) {
+		mib, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("CRYO_BENCH_MIB: %v", err)
+		}
+		b.cudamem(mib)
+	}
+	if n := envInt("CRYO_BENCH_PROCS", 4); n > 1 {
+		b.multi(n, envInt("CRYO_BENCH_PROC_MIB", 4096))
+	}
+	if os.Getenv("CRYO_BENCH_SERVE") != "0" {
+		b.serve(envInt("CRYO_SERVE_GIB", 3))
+	}
+}
+
+type bench struct {
+	t    *testing.T
+	path string
+	mu   sync.Mutex
+}
+
+// row records one figure (seconds, or bytes where the name says so).
+func (b *bench) row(workload string, mib int, figure string, v float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.t.Logf("BENCH %s %d MiB: %s = %.3f", workload, mib, figure, v)
+	if b.path == "" {
+		return
+	}
+	f, err := os.OpenFile(b.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\t%d\t%s\t%.4f\n", workload, mib, figure, v)
+}
+
+func (b *bench) steps(workload string, mib int, img string) {
+	m, err := snapshot.Read(img)
+	if err != nil {
+		b.t.Fatalf("manifest: %v", err)
+	}
+	for _, s := range m.Steps {
+		b.row(workload, mib, "cryo checkpoint step: "+s.Name, s.Seconds)
+	}
+}
+
+func (b *bench) sizes(workload string, mib int, img string, compress bool) {
+	b.row(workload, mib, "image bytes", float64(dirBytes(b.t, img)))
+	if compress {
+		start := time.Now()
+		n := zstdBytes(b.t, img)
+		b.row(workload, mib, "image bytes zstd-fastest", float64(n))
+		b.row(workload, mib, "zstd-fastest time", time.Since(start).Seconds())
+	}
+}
+
+// runcFor is cryo-runc for "cryo" and the plain runc for "raw".
+func runcFor(t *testing.T, mode string) string {
+	if mode == "cryo" {
+		return cryoBin(t, "cryo-runc")
+	}
+	if r := os.Getenv("CRYO_RUNC"); r != "" {
+		return r
+	}
+	return "runc"
+}
+
+// cudamem: checkpoint and restore of the CUDA workload at mib MiB, through
+// cryo-runc and through the raw sequence.
+func (b *bench) cudamem(mib int) {
+	t := b.t
+	cryo := cryoBin(t, "cryo")
+	base := gpuMemoryUsedMiB(t)
+	for _, mode := range []string{"cryo", "raw"} {
+		dir := t.TempDir()
+		bundle := filepath.Join(dir, "bundle")
+		gpuRootfs(t, bundle)
+		gpuSpec(t, bundle, "/bin/cudamem", strconv.Itoa(mib), "20")
+		c := &runcContainer{t: t, runc: runcFor(t, mode), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-" + mode, log: &syncBuffer{}}
+		c.start("run", "-d", "--bundle", c.bundle, c.id)
+		c.ticksAfter(1, "first ticks")
+		img := filepath.Join(dir, "img")
+		free := watchGPUFree(t, base)
+		if mode == "cryo" {
+			b.row("cudamem", mib, "cryo checkpoint", c.checkpoint(img).Seconds())
+			b.row("cudamem", mib, "cryo GPU free", free().Seconds())
+			b.steps("cudamem", mib, img)
+		} else {
+			d1 := timed(t, nil, cryo, "cuda", "suspend", strconv.Itoa(c.pid()))
+			b.row("cudamem", mib, "raw GPU free", free().Seconds())
+			d2 := c.checkpoint(img)
+			b.row("cudamem", mib, "raw driver suspend", d1.Seconds())
+			b.row("cudamem", mib, "raw runc checkpoint", d2.Seconds())
+			b.row("cudamem", mib, "raw checkpoint", (d1 + d2).Seconds())
+		}
+		b.sizes("cudamem", mib, img, mode == "cryo" && os.Getenv("CRYO_BENCH_ZSTD") != "0")
+		n := lastTick(t, c.log.String())
+		start := time.Now()
+		if mode == "cryo" {
+			b.row("cudamem", mib, "cryo restore command", c.restore(img).Seconds())
+		} else {
+			d1 := c.restore(img)
+			d2 := timed(t, nil, cryo, "cuda", "resume", strconv.Itoa(c.pid()))
+			b.row("cudamem", mib, "raw runc restore", d1.Seconds())
+			b.row("cudamem", mib, "raw driver resume", d2.Seconds())
+		}
+		waitTickFast(t, c, n)
+		b.row("cudamem", mib, mode+" restore to first output", time.Since(start).Seconds())
+		c.remove()
+		_ = os.RemoveAll(img)
+		waitFor(t, time.Minute, "the GPU memory to return to its baseline", func() bool { return gpuMemoryUsedMiB(t) <= base+8 })
+	}
+}
+
+// multi: n bare CUDA processes of mib MiB each, suspended and resumed by one
+// `cryo cuda suspend|resume` call (sequential driver calls).
+func (b *bench) multi(n, mib int) {
+	t := b.t
+	reapOrphans(t)
+	cryo, app := cryoBin(t, "cryo"), cudamemBin(t)
+	base := gpuMemoryUsedMiB(t)
+	dir := t.TempDir()
+	var pids []string
+	var logs []string
+	for i := 0; i < n; i++ {
+		logPath := filepath.Join(dir, fmt.Sprintf("w%d.log", i))
+		cmd := startDetached(t, logPath, app, strconv.Itoa(mib), "20")
+		pid := cmd.Process.Pid
+		t.Cleanup(func() { killPid(pid) })
+		pids, logs = append(pids, strconv.Itoa(pid)), append(logs, logPath)
+	}
+	for _, l := range logs {
+		waitTicks(t, func() string { return readFile(l) }, 1, "every worker's first ticks")
+	}
+	label := fmt.Sprintf("%d processes", n)
+	free := watchGPUFree(t, base)
+	b.row(label, n*mib, "cryo cuda suspend (sequential)", timed(t, nil, cryo, append([]string{"cuda", "suspend"}, pids...)...).Seconds())
+	b.row(label, n*mib, "cryo GPU free", free().Seconds())
+	b.row(label, n*mib, "cryo cuda resume (sequential)", timed(t, nil, cryo, append([]string{"cuda", "resume"}, pids...)...).Seconds())
+	for _, l := range logs {
+		m := lastTick(t, readFile(l))
+		waitTicks(t, func() string { return readFile(l) }, m, "every worker's ticks after the resume")
+	}
+	for _, p := range pids {
+		pid, _ := strconv.Atoi(p)
+		killPid(pid)
+	}
+}
+
+// serve: the inference server's cold start, then checkpoint and restore to
+// its first answer, through cryo-runc and through the raw sequence.
+func (b *bench) serve(gib int) {
+	t := b.t
+	py := torchPython(t)
+	cryo := cryoBin(t, "cryo")
+	weights := serveWeights(t, py, gib)
+	script := filepath.Join(workloadsDir(t), "torchserve/serve.py")
+	mib := gib * 1024
+	base := gpuMemoryUsedMiB(t)
+	for _, mode := range []string{"cryo", "raw"} {
+		s := startServe(t, runcFor(t, mode), "cryo-bench-serve-"+mode, py, script, weights)
+		b.row("serve", mib, "cold start to first answer", s.cold.Seconds())
+		t.Logf("%s", readyRe.FindString(s.c.log.String()))
+		img := filepath.Join(t.TempDir(), "img")
+		free := watchGPUFree(t, base)
+		if mode == "cryo" {
+			b.row("serve", mib, "cryo checkpoint", s.c.checkpoint(img).Seconds())
+			b.row("serve", mib, "cryo GPU free", free().Seconds())
+			b.steps("serve", mib, img)
+		} else {
+			d1 := timed(t, nil, cryo, "cuda", "suspend", strconv.Itoa(s.c.pid()))
+			b.row("serve", mib, "raw GPU free", free().Seconds())
+			d2 := s.c.checkpoint(img)
+			b.row("serve", mib, "raw driver suspend", d1.Seconds())
+			b.row("serve", mib, "raw runc checkpoint", d2.Seconds())
+			b.row("serve", mib, "raw checkpoint", (d1 + d2).Seconds())
+		}
+		b.sizes("serve", mib, img, false)
+		start := time.Now()
+		if mode == "cryo" {
+			b.row("serve", mib, "cryo restore command", s.c.restore(img).Seconds())
+		} else {
+			b.row("serve", mib, "raw runc restore", s.c.restore(img).Seconds())
+			b.row("serve", mib, "raw driver resume", timed(t, nil, cryo, "cuda", "resume", strconv.Itoa(s.c.pid())).Seconds())
+		}
+		first := firstAnswer(t, s.port, "infer 1", 3*time.Minute, s.c.log.String)
+		b.row("serve", mib, mode+" restore to first output", time.Since(start).Seconds())
+		if first != s.answers[0] {
+			t.Fatalf("serve (%s): after the restore %q, before %q", mode, first, s.answers[0])
+		}
+		s.c.remove()
+		_ = os.RemoveAll(img)
+		waitFor(t, time.Minute, "the GPU memory to return to its baseline", func() bool { return gpuMemoryUsedMiB(t) <= base+8 })
+	}
+}
+
+// watchGPUFree polls nvidia-smi from now on; the function it returns waits
+// until the GPU memory in use is back to base (+64 MiB) and returns how long
+// that took from the call of watchGPUFree.
+func watchGPUFree(t *testing.T, base int) func() time.Duration {
+	start := time.Now()
+	done := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(start) < 3*time.Minute {
+			if m := gpuMemoryUsedMiB(t); m >= 0 && m <= base+64 {
+				done <- time.Since(start)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		done <- -1
+	}()
+	return func() time.Duration { return <-done }
+}
+
+// waitTickFast waits, polling every 5 ms, for a tick beyond n.
+func waitTickFast(t *testing.T, c *runcContainer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		if lastTick(t, c.log.String()) > n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no tick after %d:\n%s", n, tail(c.log.String(), 20))
+}
+
+func dirBytes(t *testing.T, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// zstdBytes is the size of the image directory's files compressed with
+// zstd at its fastest level, all cores.
+func zstdBytes(t *testing.T, dir string) int64 {
+	cw := &countWriter{}
+	enc, err := zstd.NewWriter(cw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(enc, f)
+		return err
+	})
+	if err == nil {
+		err = enc.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cw.n
+}
