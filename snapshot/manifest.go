@@ -22,7 +22,9 @@ const ManifestName = "cryo-manifest.json"
 
 // FormatVersion is the manifest format this cryo writes. Read accepts it and
 // every older one; a newer one means an older cryo is reading it.
-const FormatVersion = 1
+// Version 2 records chunked digests (see ComputeDigests); version 1 plain
+// sha256 digests, which VerifyDigests still checks.
+const FormatVersion = 2
 
 // Manifest is the GPU manifest of one checkpoint.
 type Manifest struct {
@@ -41,7 +43,9 @@ type Manifest struct {
 	// Steps is how long each step of the checkpoint took, in order.
 	Steps []Step `json:"steps"`
 	// Digests maps every file of the image directory (but the manifest and
-	// logs) to its sha256, in hex. Nil until the dump has completed.
+	// logs) to its digest: "sha256-chunked-16MiB:<size>:<hex>" (version 2,
+	// see ComputeDigests) or the plain sha256 in hex (version 1). Nil until
+	// the dump has completed.
 	Digests map[string]string `json:"digests,omitempty"`
 
 	// RestorePairs maps the source GPUs to this host's, found by the host
