@@ -40,6 +40,12 @@ func newManager() *manager {
 
 func (m *manager) Name() string { return RuntimeName }
 
+// Stop is `delete`, which containerd also runs when a shim has died. The
+// runc manager's `runc delete --force` kills the container's processes
+// whatever their CUDA state (locked or checkpointed by a checkpoint that the
+// dead shim left half-way) and however frozen, so the task ends up stopped
+// and its container can start again; cryo's driver helper died with the
+// shim (Pdeathsig), so no CUDA call races the kill.
 func (m *manager) Stop(ctx context.Context, id string) (shim.StopStatus, error) {
 	return m.runc.Stop(ctx, id)
 }

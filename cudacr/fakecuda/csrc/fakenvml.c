@@ -8,6 +8,9 @@
  *   CRYO_FAKE_GPUS            GPUs separated by ';', each
  *                             name|uuid|memory_total_bytes|compute_capability[|memory_free_bytes]
  *                             default: one NVIDIA H100 80GB HBM3
+ *   CRYO_FAKE_GPUS_FILE       a file holding the same text; read at every
+ *                             nvmlInit, so GPUs can change at run time;
+ *                             when set and readable it wins over CRYO_FAKE_GPUS
  *   CRYO_FAKE_DRIVER_VERSION  default 580.159.04
  *   CRYO_FAKE_CUDA_VERSION    default 13000
  */
@@ -73,10 +76,32 @@ static void parse_gpu(char *spec)
 	ngpus++;
 }
 
+/* read_gpus_file returns the text of CRYO_FAKE_GPUS_FILE, trimmed, or NULL
+ * when the variable is unset or the file cannot be read. */
+static char *read_gpus_file(void)
+{
+	const char *path = getenv("CRYO_FAKE_GPUS_FILE");
+	char buf[4096];
+	size_t n;
+	FILE *f;
+
+	if (!path || !*path || !(f = fopen(path, "r")))
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = 0;
+	return strdup(buf);
+}
+
 static void load_gpus(void)
 {
 	const char *env = getenv("CRYO_FAKE_GPUS");
-	char *copy = strdup(env ? env : DEFAULT_GPUS), *save = NULL;
+	char *copy = read_gpus_file(), *save = NULL;
+
+	if (!copy)
+		copy = strdup(env ? env : DEFAULT_GPUS);
 
 	ngpus = 0;
 	for (char *t = strtok_r(copy, ";", &save); t && ngpus < MAX_GPUS; t = strtok_r(NULL, ";", &save))
