@@ -64,8 +64,8 @@ func checkpointAction(c *cli.Context) error {
 func restoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "restore",
-		Usage:     "restore a process tree checkpointed by `cryo checkpoint`",
-		UsageText: "cryo restore --dir DIR [--shell-job] [--tcp-established]",
+		Usage:     "restore a process tree checkpointed by `cryo checkpoint`, or a checkpoint image",
+		UsageText: "cryo restore --dir DIR [--shell-job] [--tcp-established]\n   cryo restore --image REF [--pull] [--address SOCK --namespace NS --name NEW --log FILE]",
 		Description: `Verifies DIR before touching anything: the manifest, the sha256 of every
 image file, and that this host has the GPUs, free GPU memory and driver the
 checkpoint needs. Then restores the tree with CRIU, detached (it is
@@ -73,13 +73,20 @@ re-parented to init when cryo exits), resumes CUDA with the GPUs remapped to
 this host's, and prints the restored root's pid on stdout.
 
 The processes get back their old pids, which must be free. CRIU's log is
-DIR/criu-restore.log.`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "dir", Required: true, Usage: "the image `DIR` written by \"cryo checkpoint\""},
+DIR/criu-restore.log.
+
+With --image, REF is a checkpoint image of the local store (pulled first
+with --pull), restored as "cryo image restore REF" does: a containerd
+checkpoint into the containerd at --address, as container --name.`,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "dir", Usage: "the image `DIR` written by \"cryo checkpoint\""},
+			&cli.StringFlag{Name: "image", Usage: "restore the checkpoint image `REF` instead (see \"cryo image restore\")"},
+			&cli.BoolFlag{Name: "pull", Usage: "--image: pull REF from its registry first"},
+			storeFlag, keyFlag(),
 			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
 			&cli.StringSliceFlag{Name: "gpu-map", EnvVars: []string{runtime.GPUMapEnv}, Usage: "restore the GPU OLD-UUID onto NEW-UUID of this host (OLD=NEW, repeatable); default: the same UUID if present, else any free GPU of the same model"},
-		},
+		}, append(containerdRestoreFlags(), remoteFlags()...)...),
 		Action: restoreAction,
 	}
 }
@@ -87,6 +94,12 @@ DIR/criu-restore.log.`,
 func restoreAction(c *cli.Context) error {
 	ctx, stop := signalContext()
 	defer stop()
+	if (c.String("dir") == "") == (c.String("image") == "") {
+		return fmt.Errorf("give one of --dir DIR and --image REF")
+	}
+	if ref := c.String("image"); ref != "" {
+		return restoreImage(ctx, c, ref, "")
+	}
 	pairs, err := runtime.ParseGPUMap(strings.Join(c.StringSlice("gpu-map"), ","))
 	if err != nil {
 		return err

@@ -35,6 +35,15 @@ owner only. See docs/images.md.`,
 	}
 }
 
+var (
+	addressFlag   = &cli.StringFlag{Name: "address", Value: "/run/containerd/containerd.sock", EnvVars: []string{"CONTAINERD_ADDRESS"}, Usage: "containerd's socket"}
+	namespaceFlag = &cli.StringFlag{Name: "namespace", Value: "default", EnvVars: []string{"CONTAINERD_NAMESPACE"}, Usage: "containerd namespace"}
+)
+
+func containerdOptions(c *cli.Context) ociimage.ContainerdOptions {
+	return ociimage.ContainerdOptions{Address: c.String("address"), Namespace: c.String("namespace")}
+}
+
 var storeFlag = &cli.StringFlag{Name: "store", Value: ociimage.DefaultStoreRoot(), EnvVars: []string{"CRYO_IMAGE_STORE"}, Usage: "local image store (an OCI image layout)"}
 
 func remoteFlags() []cli.Flag {
@@ -67,13 +76,24 @@ func imageBuildCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "build",
 		Usage:     "turn a checkpoint into an OCI image in the local store",
-		UsageText: "cryo image build [--encrypt --recipient PUB.pem] SOURCE REF",
+		UsageText: "cryo image build [--encrypt --recipient PUB.pem] SOURCE REF\n   cryo image build --containerd [--address SOCK] [--namespace NS] CHECKPOINT REF",
 		Description: `SOURCE is a "cryo checkpoint --dir" directory, a Podman/CRI-O export tar
 ("podman container checkpoint --export", plain, gzip or zstd) or its
-extracted directory. The checkpoint's files are verified against cryo's
-manifest first. Pages files of at least --split bytes get a layer each.`,
+extracted directory, or a containerd checkpoint exported with
+"ctr image export" (tar or extracted directory).
+
+With --containerd, CHECKPOINT is a checkpoint image in containerd's
+namespace (the name "ctr task checkpoint" prints, or the REF of
+"ctr container checkpoint --task [--rw]"). The image then carries the CRIU
+images with cryo's GPU manifest, the container's spec, the rw layer and the
+base image's name; restore it with "cryo image restore --containerd".
+
+The checkpoint's files are verified against cryo's manifest first. Pages
+files of at least --split bytes get a layer each.`,
 		Flags: []cli.Flag{
 			storeFlag,
+			&cli.BoolFlag{Name: "containerd", Usage: "SOURCE is a checkpoint image in containerd (see --address, --namespace)"},
+			addressFlag, namespaceFlag,
 			&cli.Int64Flag{Name: "split", Value: ociimage.DefaultSplitAt, Usage: "pages files this big or bigger get their own layer (-1: one layer)"},
 			&cli.StringFlag{Name: "level", Value: "default", Usage: "zstd level: fastest, default, better, best"},
 			&cli.BoolFlag{Name: "encrypt", Usage: "encrypt the layers (ocicrypt JWE) for --recipient"},
@@ -98,7 +118,12 @@ func imageBuildAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := ociimage.OpenSource(c.Args().Get(0), c.String("tmp"))
+	var src *ociimage.Source
+	if c.Bool("containerd") {
+		src, err = ociimage.OpenContainerd(ctx, containerdOptions(c), c.Args().Get(0), c.String("tmp"))
+	} else {
+		src, err = ociimage.OpenSource(c.Args().Get(0), c.String("tmp"))
+	}
 	if err != nil {
 		return err
 	}
@@ -272,21 +297,40 @@ func imageRestoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "restore",
 		Usage:     "restore a checkpoint image (pulled first with --pull)",
-		UsageText: "cryo image restore [--pull] [--key PRIV.pem] [--dir WORK] REF",
+		UsageText: "cryo image restore [--pull] [--key PRIV.pem] [--dir WORK] REF\n   cryo image restore --containerd [--address SOCK] [--namespace NS] [--name NEW] [--log FILE] [--pull] REF",
 		Description: `Unpacks REF (verified, see "cryo image unpack") into WORK and restores it:
   - a bare-process checkpoint ("cryo checkpoint --dir") as "cryo restore --dir"
     does, printing the restored root's pid;
   - a Podman checkpoint with "podman container restore --import", so the
-    container's runtime (cryo-runc for GPU containers) resumes CUDA.
-For containerd, see docs/images.md.`,
-		Flags: append([]cli.Flag{storeFlag, keyFlag(),
+    container's runtime (cryo-runc for GPU containers) resumes CUDA;
+  - a containerd checkpoint ("cryo image build --containerd") into the
+    containerd at --address: the CRIU images and the rw layer go into its
+    content store, container NEW is created from the base image (which must
+    already be in the namespace: cryo does not pull it), the rw layer and the
+    carried spec on the cryo runtime, and its task is restored and started;
+    its stdout and stderr go to --log. It prints the container and the pid.
+    The work directory is removed afterwards unless --dir was given.
+--containerd refuses any other kind of checkpoint.`,
+		Flags: append(append([]cli.Flag{storeFlag, keyFlag(),
 			&cli.BoolFlag{Name: "pull", Usage: "pull REF from its registry first"},
 			&cli.StringFlag{Name: "dir", Usage: "work directory for the unpacked checkpoint (default: a new one under /var/lib/cryo/restore)"},
-			&cli.StringFlag{Name: "name", Usage: "Podman: name of the restored container"},
 			&cli.BoolFlag{Name: "shell-job", Usage: "bare process: restore into this terminal"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
-		}, remoteFlags()...),
+		}, containerdRestoreFlags()...), remoteFlags()...),
 		Action: imageRestoreAction,
+	}
+}
+
+// containerdRestoreFlags are the flags of a restore into containerd, shared
+// by "cryo image restore" and "cryo restore --image".
+func containerdRestoreFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "containerd", Usage: "restore into containerd (automatic for containerd checkpoints)"},
+		addressFlag, namespaceFlag,
+		&cli.StringFlag{Name: "name", Usage: "name of the restored container (containerd, Podman); default: the checkpointed one's"},
+		&cli.StringFlag{Name: "log", Usage: "containerd: file for the restored task's stdout and stderr (default: discarded)"},
+		&cli.StringFlag{Name: "runtime", Usage: "containerd: runtime type (default: the checkpointed container's, else " + ociimage.CryoRuntime + ")"},
+		&cli.StringFlag{Name: "snapshotter", Usage: "containerd: snapshotter (default: the checkpointed container's, else containerd's default)"},
 	}
 }
 
@@ -296,12 +340,37 @@ func imageRestoreAction(c *cli.Context) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	dir, err := workDir(c.String("dir"))
+	return restoreImage(ctx, c, c.Args().First(), c.String("dir"))
+}
+
+// restoreImage pulls (with --pull), checks the kind, unpacks into dir
+// (default: a new work directory) and restores by kind.
+func restoreImage(ctx context.Context, c *cli.Context, ref, dir string) error {
+	st, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
-	im, err := unpack(ctx, c, c.Args().First(), dir)
+	if c.Bool("pull") {
+		if _, err := st.Pull(ctx, ref, transferOptions(c)); err != nil {
+			return err
+		}
+	}
+	im, err := st.LoadImage(ctx, ref)
 	if err != nil {
+		return err
+	}
+	if c.Bool("containerd") && im.Kind() != ociimage.KindContainerd {
+		return fmt.Errorf("%s is a %q checkpoint, not a containerd one; remedy: build it with `cryo image build --containerd`, or restore it without --containerd: %w", ref, im.Kind(), ociimage.ErrNotCheckpointImage)
+	}
+	keep := dir != ""
+	if dir, err = workDir(dir); err != nil {
+		return err
+	}
+	dec, err := decryptOptions(c)
+	if err != nil {
+		return err
+	}
+	if _, err := st.Unpack(ctx, ref, dir, dec); err != nil {
 		return err
 	}
 	switch im.Kind() {
@@ -309,8 +378,30 @@ func imageRestoreAction(c *cli.Context) error {
 		return restoreProcess(ctx, c, dir)
 	case ociimage.KindPodman:
 		return restorePodman(ctx, c, dir)
+	case ociimage.KindContainerd:
+		if !keep {
+			// The files now live in containerd; the copy holds the
+			// process's memory, secrets included.
+			defer os.RemoveAll(dir)
+		}
+		return restoreContainerd(ctx, c, dir)
 	}
-	return fmt.Errorf("%s is a %q checkpoint; its verified files are in %s: restore it with the tool that took it (see docs/images.md)", c.Args().First(), im.Kind(), dir)
+	return fmt.Errorf("%s is a %q checkpoint; its verified files are in %s: restore it with the tool that took it (see docs/images.md)", ref, im.Kind(), dir)
+}
+
+func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
+	res, err := ociimage.RestoreContainerd(ctx, dir, ociimage.ContainerdRestoreOptions{
+		ContainerdOptions: containerdOptions(c),
+		Name:              c.String("name"), Runtime: c.String("runtime"), Snapshotter: c.String("snapshotter"),
+		LogPath: c.String("log"),
+		Log:     func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "restored container %s in namespace %s\n", res.ID, res.Namespace)
+	fmt.Println(res.PID)
+	return nil
 }
 
 func workDir(dir string) (string, error) {

@@ -188,8 +188,8 @@ func (st *Store) pushJSON(ctx context.Context, mediaType string, v any) (ocispec
 }
 
 // imageAnnotations are cryo's summary plus, for container checkpoints (which
-// carry config.dump and spec.dump), the annotations Podman, CRI-O and
-// checkpointctl look for.
+// carry config.dump and spec.dump), the annotations checkpointctl and CRI-O
+// look for, and Podman's for Podman checkpoints.
 func imageAnnotations(src *Source, sum *Summary) map[string]string {
 	a := sum.annotations()
 	a[AnnCRIUEngine] = engineName
@@ -197,8 +197,14 @@ func imageAnnotations(src *Source, sum *Summary) map[string]string {
 		return a
 	}
 	name := firstNonEmpty(src.Name, "checkpoint")
-	a[AnnCRIUContainerName], a[AnnPodmanName] = name, name
+	a[AnnCRIUContainerName] = name
 	setIf(a, AnnCRIURootfsImage, src.BaseImage)
+	if src.Kind == KindContainerd {
+		// Podman cannot restore a containerd checkpoint: do not invite it.
+		setIf(a, AnnContainerdRuntime, src.Runtime)
+		return a
+	}
+	a[AnnPodmanName] = name
 	setIf(a, AnnPodmanRootfsImage, src.BaseImage)
 	setIf(a, AnnPodmanRawImageName, src.BaseImage)
 	setIf(a, AnnPodmanRuntime, src.Runtime)

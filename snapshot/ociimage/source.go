@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -46,8 +47,11 @@ func (s *Source) Close() {
 
 // OpenSource opens a checkpoint directory or export tar. A directory holding
 // inventory.img is a `cryo checkpoint --dir` directory; one holding
-// checkpoint/ is an extracted export; a file is a Podman or CRI-O export
-// tar (plain, gzip or zstd), extracted safely under tmp.
+// checkpoint/ is an extracted export; an OCI image layout is a containerd
+// checkpoint exported with `ctr image export`; a file is a Podman or CRI-O
+// export tar (plain, gzip or zstd) or a `ctr image export` tar, extracted
+// safely under tmp. A checkpoint still in containerd is opened with
+// OpenContainerd.
 func OpenSource(path, tmp string) (*Source, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -62,7 +66,10 @@ func OpenSource(path, tmp string) (*Source, error) {
 	if isCRIUDir(filepath.Join(path, checkpointDir)) {
 		return openExportDir(path, nil)
 	}
-	return nil, fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/; remedy: give a `cryo checkpoint --dir` directory, a Podman export tar or a containerd checkpoint: %w", path, ErrUnknownSource)
+	if isOCILayout(path) {
+		return openLayoutCheckpoint(context.Background(), path, tmp, nil)
+	}
+	return nil, fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/ nor an exported containerd checkpoint; remedy: give a `cryo checkpoint --dir` directory, a Podman export tar, a `ctr image export` of a containerd checkpoint, or a containerd checkpoint image with --containerd: %w", path, ErrUnknownSource)
 }
 
 func isCRIUDir(dir string) bool {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,9 @@ func openExportTar(path, tmp string) (*Source, error) {
 	if err := extractAny(f, dir); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("extract checkpoint archive %s: %w", path, err)
+	}
+	if isOCILayout(dir) {
+		return openLayoutCheckpoint(context.Background(), dir, tmp, cleanup)
 	}
 	if !isCRIUDir(dir + "/" + checkpointDir) {
 		cleanup()

@@ -1,0 +1,273 @@
+package ociimage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/api/types"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	ctrdcontent "github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+)
+
+// ContainerdRestoreOptions configures RestoreContainerd.
+type ContainerdRestoreOptions struct {
+	ContainerdOptions
+	Name        string               // the new container's id; default: the checkpointed container's
+	Runtime     string               // default: the recorded runtime, else io.containerd.cryo.v2
+	Snapshotter string               // default: the recorded one, else containerd's default
+	LogPath     string               // the task's stdout and stderr; "" discards them
+	Log         func(string, ...any) // progress lines; nil: silent
+}
+
+// Restored is the container that RestoreContainerd created.
+type Restored struct {
+	ID        string
+	Namespace string
+	PID       uint32
+}
+
+// RestoreContainerd restores an unpacked (verified) containerd checkpoint
+// in dir into containerd: it writes the CRIU images and the rw layer into
+// the daemon's content store under a lease, creates container o.Name from
+// the base image (which must already be in the namespace), the rw layer and
+// the carried spec, on the cryo runtime, and starts its task from the
+// checkpoint, as `ctr container restore` would. The shim checks the GPUs
+// and resumes CUDA.
+func RestoreContainerd(ctx context.Context, dir string, o ContainerdRestoreOptions) (*Restored, error) {
+	var meta containerdMeta
+	if err := readJSONFile(filepath.Join(dir, configDumpName), &meta); err != nil || meta.CryoKind != KindContainerd {
+		return nil, fmt.Errorf("%s is not a containerd checkpoint (config.dump: %v); remedy: restore it with `cryo image restore` without --containerd: %w", dir, err, ErrNotCheckpointImage)
+	}
+	var spec specs.Spec
+	if err := readJSONFile(filepath.Join(dir, specDumpName), &spec); err != nil {
+		return nil, fmt.Errorf("spec of the checkpoint: %w", err)
+	}
+	o.Name = firstNonEmpty(o.Name, meta.Name, meta.ID)
+	o.Runtime = firstNonEmpty(o.Runtime, meta.Runtime, CryoRuntime)
+	o.Snapshotter = firstNonEmpty(o.Snapshotter, meta.Snapshotter)
+	if meta.RootfsImage == "" {
+		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
+	}
+	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
+	if r.logf == nil {
+		r.logf = func(string, ...any) {}
+	}
+	return r.run(ctx, &spec)
+}
+
+type ctrdRestore struct {
+	o    ContainerdRestoreOptions
+	meta containerdMeta
+	dir  string
+	c    *client.Client
+	logf func(string, ...any)
+}
+
+func (r *ctrdRestore) run(ctx context.Context, spec *specs.Spec) (res *Restored, err error) {
+	c, ctx, err := r.o.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r.c = c
+	if _, err := c.LoadContainer(ctx, r.o.Name); err == nil {
+		return nil, fmt.Errorf("container %s already exists in containerd namespace %q; remedy: pass --name NEW, or remove it (ctr -n %s container rm %s)", r.o.Name, r.o.Namespace, r.o.Namespace, r.o.Name)
+	}
+	img, err := r.baseImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The lease keeps the checkpoint's blobs until the task has been
+	// created from them; the container holds its snapshot after that.
+	ctx, done, err := c.WithLease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("containerd lease: %w", err)
+	}
+	defer done(context.WithoutCancel(ctx))
+	criu, err := r.writeCRIU(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := []client.NewContainerOpts{client.WithImage(img)}
+	if r.o.Snapshotter != "" {
+		opts = append(opts, client.WithSnapshotter(r.o.Snapshotter))
+	}
+	opts = append(opts, client.WithNewSnapshot(r.o.Name+"-snapshot", img))
+	if rw, ok, err := r.writeRW(ctx); err != nil {
+		return nil, err
+	} else if ok {
+		opts = append(opts, applyRW(rw))
+	}
+	renameCgroup(spec, r.meta, r.o.Namespace, r.o.Name)
+	opts = append(opts, client.WithSpec(spec), client.WithRuntime(r.o.Runtime, nil))
+	r.logf("creating container %s (%s, runtime %s)", r.o.Name, img.Name(), r.o.Runtime)
+	ctr, err := c.NewContainer(ctx, r.o.Name, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", r.o.Name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = ctr.Delete(context.WithoutCancel(ctx), client.WithSnapshotCleanup)
+		}
+	}()
+	return r.startTask(ctx, ctr, criu)
+}
+
+// baseImage finds the image the container was created from, unpacked for
+// the snapshotter. cryo does not pull it: registries, credentials and
+// platforms of base images are the node's business.
+func (r *ctrdRestore) baseImage(ctx context.Context) (client.Image, error) {
+	ref := r.meta.RootfsImage
+	img, err := r.c.GetImage(ctx, ref)
+	if errdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s; remedy: pull or import it there first (ctr -n %s image pull %s): %w",
+			ref, r.o.Namespace, r.o.Address, r.o.Namespace, ref, ErrBaseImage)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("base image %s: %w", ref, err)
+	}
+	if r.meta.RootfsImageID != "" && img.Target().Digest.String() != r.meta.RootfsImageID {
+		r.logf("warning: base image %s is %s here, %s at checkpoint; the rootfs diff may not fit", ref, img.Target().Digest, r.meta.RootfsImageID)
+	}
+	ok, err := img.IsUnpacked(ctx, r.o.Snapshotter)
+	if err == nil && !ok {
+		r.logf("unpacking base image %s", ref)
+		err = img.Unpack(ctx, r.o.Snapshotter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unpack base image %s: %w", ref, err)
+	}
+	return img, nil
+}
+
+// writeCRIU tars the verified CRIU directory into the content store.
+func (r *ctrdRestore) writeCRIU(ctx context.Context) (ocispec.Descriptor, error) {
+	files, err := listFiles(filepath.Join(r.dir, checkpointDir), "")
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(archive.Write(pw, files)) }()
+	defer pr.Close()
+	d, err := r.ingest(ctx, pr, images.MediaTypeContainerd1Checkpoint, "criu")
+	if err != nil {
+		return d, fmt.Errorf("write the CRIU images into containerd's content store: %w", err)
+	}
+	return d, nil
+}
+
+// writeRW puts the rw layer (an uncompressed layer tar) into the store.
+func (r *ctrdRestore) writeRW(ctx context.Context) (ocispec.Descriptor, bool, error) {
+	f, err := os.Open(filepath.Join(r.dir, rootfsDiffName))
+	if os.IsNotExist(err) {
+		return ocispec.Descriptor{}, false, nil
+	}
+	if err != nil {
+		return ocispec.Descriptor{}, false, err
+	}
+	defer f.Close()
+	d, err := r.ingest(ctx, f, ocispec.MediaTypeImageLayer, "rw")
+	if err != nil {
+		return d, false, fmt.Errorf("write the rootfs diff into containerd's content store: %w", err)
+	}
+	return d, true, nil
+}
+
+func (r *ctrdRestore) ingest(ctx context.Context, rd io.Reader, mediaType, what string) (ocispec.Descriptor, error) {
+	ref := fmt.Sprintf("cryo-restore-%s-%s-%d", r.o.Name, what, time.Now().UnixNano())
+	w, err := r.c.ContentStore().Writer(ctx, ctrdcontent.WithRef(ref))
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer w.Close()
+	n, err := io.Copy(w, rd)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if err := w.Commit(ctx, n, ""); err != nil && !errdefs.IsAlreadyExists(err) {
+		return ocispec.Descriptor{}, err
+	}
+	return ocispec.Descriptor{MediaType: mediaType, Digest: w.Digest(), Size: n}, nil
+}
+
+// applyRW applies the rw layer onto the container's new snapshot, as
+// containerd's WithRestoreRW does.
+func applyRW(rw ocispec.Descriptor) client.NewContainerOpts {
+	return func(ctx context.Context, c *client.Client, ctr *containers.Container) error {
+		mounts, err := c.SnapshotService(ctr.Snapshotter).Mounts(ctx, ctr.SnapshotKey)
+		if err != nil {
+			return err
+		}
+		if _, err := c.DiffService().Apply(ctx, rw, mounts); err != nil {
+			return fmt.Errorf("apply the rootfs diff: %w", err)
+		}
+		return nil
+	}
+}
+
+var nsIDCgroup = regexp.MustCompile(`^/[^/]+/[^/]+$`)
+
+// renameCgroup gives the restored container its own cgroup: containerd's
+// default "/NS/ID" becomes "/NS/NAME"; otherwise only a last element that
+// names the old container is replaced.
+func renameCgroup(spec *specs.Spec, meta containerdMeta, ns, name string) {
+	if spec.Linux == nil || spec.Linux.CgroupsPath == "" {
+		return
+	}
+	p := spec.Linux.CgroupsPath
+	switch {
+	case nsIDCgroup.MatchString(p) && (meta.Namespace == "" || strings.HasPrefix(p, "/"+meta.Namespace+"/")):
+		spec.Linux.CgroupsPath = "/" + ns + "/" + name
+	case meta.ID != "" && strings.HasSuffix(p, meta.ID):
+		spec.Linux.CgroupsPath = strings.TrimSuffix(p, meta.ID) + name
+	}
+}
+
+// startTask creates the task from the checkpoint blob and starts it: the
+// shim runs `runc restore` and resumes CUDA on Start.
+func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, criu ocispec.Descriptor) (*Restored, error) {
+	creator := cio.NullIO
+	if r.o.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(r.o.LogPath), 0o755); err != nil {
+			return nil, err
+		}
+		creator = cio.LogFile(r.o.LogPath)
+	}
+	withCheckpoint := func(_ context.Context, _ *client.Client, ti *client.TaskInfo) error {
+		ti.Checkpoint = &types.Descriptor{MediaType: criu.MediaType, Digest: criu.Digest.String(), Size: criu.Size}
+		return nil
+	}
+	r.logf("restoring %s from the checkpoint (runtime %s)", ctr.ID(), r.o.Runtime)
+	task, err := ctr.NewTask(ctx, creator, withCheckpoint)
+	if err != nil {
+		return nil, fmt.Errorf("restore task %s: %w; remedy: read the shim's lines in containerd's log", ctr.ID(), err)
+	}
+	if err := task.Start(ctx); err != nil {
+		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
+		return nil, fmt.Errorf("start restored task %s: %w; remedy: read the shim's lines in containerd's log (CRIU's restore log is quoted there)", ctr.ID(), err)
+	}
+	return &Restored{ID: ctr.ID(), Namespace: r.o.Namespace, PID: task.Pid()}, nil
+}
+
+func readJSONFile(p string, v any) error {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
