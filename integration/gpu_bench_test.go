@@ -21,7 +21,7 @@ import (
 // raw sequence (the driver's suspend through `cryo cuda suspend`, then plain
 // runc), side by side in one run, for the CUDA workload at each size of
 // $CRYO_BENCH_MIB, for several CUDA processes, and for the inference server
-// against its cold start. Rows go to $CRYO_BENCH_OUT as
+// against its cold start (also with the page cache dropped, for both). Rows go to $CRYO_BENCH_OUT as
 // "workload<TAB>size_mib<TAB>figure<TAB>value"; bench_report.py makes the
 // table and the plot. It runs only with CRYO_BENCH=1.
 func TestBenchGPU(t *testing.T) {
@@ -33,6 +33,9 @@ func TestBenchGPU(t *testing.T) {
 	sizes := os.Getenv("CRYO_BENCH_MIB")
 	if sizes == "" {
 		sizes = "4096 16384"
+	}
+	if sizes == "none" {
+		sizes = ""
 	}
 	for _, s := range strings.Fields(sizes) {
 		mib, err := strconv.Atoi(s)
@@ -220,7 +223,7 @@ func (b *bench) serve(gib int) {
 			b.row("serve", mib, "raw runc restore", s.c.restore(img).Seconds())
 			b.row("serve", mib, "raw driver resume", timed(t, nil, cryo, "cuda", "resume", strconv.Itoa(s.c.pid())).Seconds())
 		}
-		first := firstAnswer(t, s.port, "infer 1", 3*time.Minute, s.c.log.String)
+		first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
 		b.row("serve", mib, mode+" restore to first output", time.Since(start).Seconds())
 		if first != s.answers[0] {
 			t.Fatalf("serve (%s): after the restore %q, before %q", mode, first, s.answers[0])
@@ -229,6 +232,34 @@ func (b *bench) serve(gib int) {
 		_ = os.RemoveAll(img)
 		waitFor(t, time.Minute, "the GPU memory to return to its baseline", func() bool { return gpuMemoryUsedMiB(t) <= base+8 })
 	}
+
+	// Cold caches: the page cache dropped before the cold start and before
+	// the restore (a fresh node, or one whose memory went to other work).
+	if !dropCaches(t) {
+		return
+	}
+	s := startServe(t, cryoBin(t, "cryo-runc"), "cryo-bench-serve-cold", py, script, weights)
+	b.row("serve", mib, "cold start to first answer, page cache dropped", s.cold.Seconds())
+	img := filepath.Join(t.TempDir(), "img")
+	s.c.checkpoint(img)
+	dropCaches(t)
+	start := time.Now()
+	s.c.restore(img)
+	if first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String); first != s.answers[0] {
+		t.Fatalf("serve: after the restore %q, before %q", first, s.answers[0])
+	}
+	b.row("serve", mib, "cryo restore to first output, page cache dropped", time.Since(start).Seconds())
+	s.c.remove()
+	_ = os.RemoveAll(img)
+}
+
+// dropCaches empties the page cache (as root), reporting whether it could.
+func dropCaches(t *testing.T) bool {
+	if out, err := runErr(time.Minute, nil, "sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"); err != nil {
+		t.Logf("cannot drop the page cache: %v %s", err, out)
+		return false
+	}
+	return true
 }
 
 // watchGPUFree polls nvidia-smi from now on; the function it returns waits

@@ -297,9 +297,10 @@ func compareLosses(got, ref map[int]string, upto int) error {
 	return nil
 }
 
-// ask sends one request line to 127.0.0.1:port and returns the reply line.
-func ask(port int, req string, timeout time.Duration) (string, error) {
-	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+// ask sends one request line to the server at addr (a unix socket, "@NAME"
+// for an abstract one) and returns the reply line.
+func ask(addr string, req string, timeout time.Duration) (string, error) {
+	conn, err := net.DialTimeout("unix", addr, time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -313,28 +314,24 @@ func ask(port int, req string, timeout time.Duration) (string, error) {
 }
 
 // firstAnswer polls the server until it answers req, and returns the answer.
-func firstAnswer(t *testing.T, port int, req string, timeout time.Duration, log func() string) string {
+func firstAnswer(t *testing.T, addr string, req string, timeout time.Duration, log func() string) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if a, err := ask(port, req, 60*time.Second); err == nil && a != "" {
+		if a, err := ask(addr, req, 60*time.Second); err == nil && a != "" {
 			return a
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no answer to %q on port %d within %s:\n%s", req, port, timeout, tail(log(), 30))
+	t.Fatalf("no answer to %q on %s within %s:\n%s", req, addr, timeout, tail(log(), 30))
 	return ""
 }
 
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+// serveAddr is a fresh abstract unix socket name for the inference server.
+// (The container shares the host's network namespace, where abstract names
+// live. CRIU 4.1.1 cannot dump INET sockets on Linux >= 6.16.)
+func serveAddr(id string) string {
+	return fmt.Sprintf("@cryo-%s-%d-%d", id, os.Getpid(), time.Now().UnixNano())
 }
 
 // serveWeights generates torchserve's weights once, cached under

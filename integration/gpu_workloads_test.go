@@ -102,7 +102,7 @@ func TestGPUWorkloadServe(t *testing.T) {
 	report(t, "serve: cryo-runc checkpoint", s.c.checkpoint(img))
 	t0 := time.Now()
 	s.c.restore(img)
-	first := firstAnswer(t, s.port, "infer 1", 3*time.Minute, s.c.log.String)
+	first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
 	restore := time.Since(t0)
 	report(t, "serve: restore to first answer", restore)
 	t.Logf("cold start %.2fs, restore to first answer %.2fs: %.1fx faster", s.cold.Seconds(), restore.Seconds(), s.cold.Seconds()/restore.Seconds())
@@ -117,8 +117,8 @@ func TestGPUWorkloadServe(t *testing.T) {
 	waitFor(t, 30*time.Second, "the server to corrupt its weights", func() bool {
 		return strings.Contains(s.c.log.String(), "corrupted one byte")
 	})
-	a, err := ask(s.port, "infer 2", time.Minute)
-	v, err2 := ask(s.port, "verify", time.Minute)
+	a, err := ask(s.addr, "infer 2", time.Minute)
+	v, err2 := ask(s.addr, "verify", time.Minute)
 	if err != nil || err2 != nil {
 		t.Fatalf("server after corruption: %v %v", err, err2)
 	}
@@ -131,7 +131,7 @@ func TestGPUWorkloadServe(t *testing.T) {
 // served is a running torchserve container and its answers before any checkpoint.
 type served struct {
 	c       *runcContainer
-	port    int
+	addr    string // the server's unix socket
 	cold    time.Duration
 	answers []string // infer 1, 2, 3
 }
@@ -140,18 +140,18 @@ var readyRe = regexp.MustCompile(`(?m)^ready cold_start_s=.*$`)
 
 func startServe(t *testing.T, runc, id string, py *hostPython, script, weights string) *served {
 	t.Helper()
-	s := &served{port: freePort(t)}
+	s := &served{addr: serveAddr(id)}
 	mounts := []specs.Mount{roBind(filepath.Dir(weights), "/weights")}
 	s.c = pyContainer(t, runc, id, py, map[string]string{"/app/serve.py": script}, mounts,
-		py.exe, "/app/serve.py", "--weights", "/weights/"+filepath.Base(weights), "--port", strconv.Itoa(s.port))
+		py.exe, "/app/serve.py", "--weights", "/weights/"+filepath.Base(weights), "--listen", s.addr)
 	t0 := time.Now()
 	s.c.start("run", "-d", "--bundle", s.c.bundle, s.c.id)
-	first := firstAnswer(t, s.port, "infer 1", 4*time.Minute, s.c.log.String)
+	first := firstAnswer(t, s.addr, "infer 1", 4*time.Minute, s.c.log.String)
 	s.cold = time.Since(t0)
 	t.Logf("%s", readyRe.FindString(s.c.log.String()))
 	s.answers = []string{first}
 	for _, seed := range []string{"2", "3"} {
-		a, err := ask(s.port, "infer "+seed, time.Minute)
+		a, err := ask(s.addr, "infer "+seed, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,12 +165,12 @@ func startServe(t *testing.T, runc, id string, py *hostPython, script, weights s
 func (s *served) check(t *testing.T) {
 	t.Helper()
 	for i, want := range s.answers {
-		got, err := ask(s.port, fmt.Sprintf("infer %d", i+1), time.Minute)
+		got, err := ask(s.addr, fmt.Sprintf("infer %d", i+1), time.Minute)
 		if err != nil || got != want {
 			t.Fatalf("answer %d: %q (%v), want %q", i+1, got, err, want)
 		}
 	}
-	if v, err := ask(s.port, "verify", time.Minute); err != nil || v != "verify=OK" {
+	if v, err := ask(s.addr, "verify", time.Minute); err != nil || v != "verify=OK" {
 		t.Fatalf("server verify: %q %v\n%s", v, err, tail(s.c.log.String(), 20))
 	}
 }

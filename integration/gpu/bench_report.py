@@ -71,6 +71,16 @@ def main():
                  r.get("raw runc restore"), r.get("raw driver resume")]
         out.append(f"| {w} | {mib / 1024:g} GiB | " + " | ".join("—" if c is None else f"{c:.2f}" for c in cells) + " |")
 
+    cold = [k for k in order if "cold start to first answer, page cache dropped" in rows[k]]
+    if cold:
+        out.append("\nThe inference server with the page cache dropped before its cold start and before the restore:\n")
+        out.append("| workload | GPU memory | cold start to first answer | cryo restore to first output | cold/restore |")
+        out.append("|---|---|---|---|---|")
+        for key in cold:
+            r = rows[key]
+            a, b = r.get("cold start to first answer, page cache dropped"), r.get("cryo restore to first output, page cache dropped")
+            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(a)} | {s(b)} | {ratio(a, b)} |")
+
     multi = [k for k in order if "cryo cuda suspend (sequential)" in rows[k]]
     if multi:
         out.append("\nSeveral CUDA processes, one `cryo cuda suspend`/`resume` call (driver calls one process after another):\n")

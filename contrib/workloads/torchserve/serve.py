@@ -7,16 +7,21 @@ checks its own continuity across a checkpoint and restore.
       to the safetensors FILE (through FILE.tmp and a rename), once: an
       existing FILE of the right size is kept.
 
-  serve.py --weights FILE --port P [--batch B]
+  serve.py --weights FILE --listen ADDR [--batch B]
       the server: import PyTorch, load the weights onto the GPU, warm up,
-      capture the forward pass in a CUDA graph, then answer on
-      127.0.0.1:P, one request per connection, one line each:
+      capture the forward pass in a CUDA graph, then answer on ADDR, a unix
+      socket ("@NAME": abstract, or a path) or "tcp:PORT" (127.0.0.1), one
+      request per connection, one line each:
         "infer SEED"  -> "answer seed=SEED sum=<float.hex()>"
            (a deterministic input from SEED through every layer)
         "verify"      -> "verify=OK" or "verify=BAD layer=I"
            (every layer's float64 sum against the one taken at load)
       It prints "ready cold_start_s=... import_s=... load_s=... warmup_s=...
-      capture_s=... port=P" once it answers.
+      capture_s=... listen=ADDR" once it answers.
+
+CRIU 4.1.1 cannot dump an INET socket on Linux >= 6.16 (getsockopt
+SO_PASSCRED now fails there with EOPNOTSUPP), so the tests listen on an
+abstract unix socket.
 
 SIGUSR1 flips one byte of layer 0 (answers change and verify says BAD:
 that checks the check).
@@ -52,7 +57,7 @@ def gen(path, gib, seed):
     print(f"weights {path}: wrote {layers} layers, {os.path.getsize(path) / 2**30:.2f} GiB in {time.time() - t:.1f} s", flush=True)
 
 
-def serve(path, port, batch):
+def serve(path, listen, batch):
     import torch
     from safetensors.torch import load_file
     t_import = time.time()
@@ -103,13 +108,17 @@ def serve(path, port, batch):
                 return f"verify=BAD layer={i}"
         return "verify=OK"
 
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", port))
+    if listen.startswith("tcp:"):
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", int(listen[4:])))
+    else:
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind("\0" + listen[1:] if listen.startswith("@") else listen)
     srv.listen(16)
     t_ready = time.time()
     print(f"ready cold_start_s={t_ready - T0:.3f} import_s={t_import - T0:.3f} load_s={t_load - t_import:.3f} "
-          f"warmup_s={t_warm - t_load:.3f} capture_s={t_capture - t_warm:.3f} layers={len(layers)} port={port}", flush=True)
+          f"warmup_s={t_warm - t_load:.3f} capture_s={t_capture - t_warm:.3f} layers={len(layers)} listen={listen}", flush=True)
     while True:
         conn, _ = srv.accept()
         with conn:
@@ -142,15 +151,15 @@ def main():
     ap.add_argument("--gib", type=int, default=3)
     ap.add_argument("--seed", type=int, default=4321)
     ap.add_argument("--weights")
-    ap.add_argument("--port", type=int)
+    ap.add_argument("--listen")
     ap.add_argument("--batch", type=int, default=8)
     a = ap.parse_args()
     if a.gen:
         gen(a.gen, a.gib, a.seed)
-    elif a.weights and a.port:
-        serve(a.weights, a.port, a.batch)
+    elif a.weights and a.listen:
+        serve(a.weights, a.listen, a.batch)
     else:
-        ap.error("want --gen FILE or --weights FILE --port P")
+        ap.error("want --gen FILE or --weights FILE --listen ADDR")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ also checks itself every step: a step counter kept on the GPU must equal the
 host's, and the data set's float64 checksum must equal the one taken at start;
 otherwise it prints verify=BAD and exits 3.
 
-SIGUSR1 flips one byte of the first layer's weights (the loss sequence then
+SIGUSR1 flips the top byte (sign and exponent) of one weight of the first layer (the loss sequence then
 departs from the reference: that checks the check).
 
 Usage: train.py [--steps N (0: forever)] [--interval-ms MS] [--data-mib MIB] [--seed S]
@@ -78,7 +78,7 @@ def main():
         if corrupt:
             corrupt = False
             with torch.no_grad():
-                model[0].weight.view(torch.uint8)[12345:12346].bitwise_xor_(0xFF)
+                model[0].weight.view(torch.uint8)[12347:12348].bitwise_xor_(0xFF)
             print("corrupted one byte on request", flush=True)
         step += 1
         lo = (step * batch) % (rows - batch)
