@@ -90,7 +90,7 @@ def serve(path, listen, batch):
     t_capture = time.time()
 
     def corrupt(signum, frame):
-        layers[0].view(torch.uint8)[12345:12346].bitwise_xor_(0xFF)
+        layers[0].view(torch.uint8).view(-1)[12345:12346].bitwise_xor_(0xFF)
         torch.cuda.synchronize()
         print("corrupted one byte on request", flush=True)
 

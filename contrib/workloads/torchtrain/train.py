@@ -78,7 +78,7 @@ def main():
         if corrupt:
             corrupt = False
             with torch.no_grad():
-                model[0].weight.view(torch.uint8)[12347:12348].bitwise_xor_(0xFF)
+                model[0].weight.view(torch.uint8).view(-1)[12347:12348].bitwise_xor_(0xFF)
             print("corrupted one byte on request", flush=True)
         step += 1
         lo = (step * batch) % (rows - batch)
