@@ -36,6 +36,8 @@ def main():
     host_path, bench_path, table_path, png_path = sys.argv[1:5]
     host = OrderedDict(l.rstrip("\n").split("\t", 1) for l in open(host_path) if "\t" in l)
     rows, order = load(bench_path)
+    # The CUDA workload by size first, then the rest as they came.
+    order = sorted(order, key=lambda k: (k[0] != "cudamem", order.index(k) if k[0] != "cudamem" else k[1]))
     out = []
     out.append("Measured by `make bench` on " + ", ".join(f"{k} {v}" for k, v in host.items() if v) + ".\n")
 
