@@ -49,7 +49,7 @@ func (c *runcContainer) start(args ...string) time.Duration {
 		c.t.Fatal(err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, w, w
-	go func() { _, _ = io.Copy(c.log, r) }()
+	go func() { _, _ = io.Copy(c.log, r); r.Close() }()
 	start := time.Now()
 	err = cmd.Run()
 	d := time.Since(start)
