@@ -142,8 +142,11 @@ func startServe(t *testing.T, runc, id string, py *hostPython, script, weights s
 	t.Helper()
 	s := &served{addr: serveAddr(id)}
 	mounts := []specs.Mount{roBind(filepath.Dir(weights), "/weights")}
-	s.c = pyContainer(t, runc, id, py, map[string]string{"/app/serve.py": script}, mounts,
-		py.exe, "/app/serve.py", "--weights", "/weights/"+filepath.Base(weights), "--listen", s.addr)
+	args := []string{py.exe, "/app/serve.py", "--weights", "/weights/" + filepath.Base(weights), "--listen", s.addr}
+	if os.Getenv("CRYO_SERVE_COMPILE") == "1" {
+		args = append(args, "--compile") // a production-like cold start: torch.compile with autotuning
+	}
+	s.c = pyContainer(t, runc, id, py, map[string]string{"/app/serve.py": script}, mounts, args...)
 	t0 := time.Now()
 	s.c.start("run", "-d", "--bundle", s.c.bundle, s.c.id)
 	first := firstAnswer(t, s.addr, "infer 1", 4*time.Minute, s.c.log.String)

@@ -7,9 +7,12 @@ checks its own continuity across a checkpoint and restore.
       to the safetensors FILE (through FILE.tmp and a rename), once: an
       existing FILE of the right size is kept.
 
-  serve.py --weights FILE --listen ADDR [--batch B]
-      the server: import PyTorch, load the weights onto the GPU, warm up,
-      capture the forward pass in a CUDA graph, then answer on ADDR, a unix
+  serve.py --weights FILE --listen ADDR [--batch B] [--compile]
+      the server: import PyTorch, load the weights onto the GPU, warm up
+      (with --compile: compile the forward pass with torch.compile and
+      autotune its kernels, as production servers do, which makes the cold
+      start much longer), capture the forward pass in a CUDA graph, then
+      answer on ADDR, a unix
       socket ("@NAME": abstract, or a path) or "tcp:PORT" (127.0.0.1), one
       request per connection, one line each:
         "infer SEED"  -> "answer seed=SEED sum=<float.hex()>"
@@ -57,7 +60,13 @@ def gen(path, gib, seed):
     print(f"weights {path}: wrote {layers} layers, {os.path.getsize(path) / 2**30:.2f} GiB in {time.time() - t:.1f} s", flush=True)
 
 
-def serve(path, listen, batch):
+def serve(path, listen, batch, compile_=False):
+    if compile_:
+        # Compiler caches on the container's writable /tmp, and no worker
+        # pool: its idle processes would only be checkpointed along.
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/inductor")
+        os.environ.setdefault("TRITON_CACHE_DIR", "/tmp/triton")
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
     from safetensors.torch import load_file
     t_import = time.time()
@@ -72,6 +81,9 @@ def serve(path, listen, batch):
         for w in layers:
             x = torch.tanh(x @ w)
         return x
+
+    if compile_:
+        forward = torch.compile(forward, mode="max-autotune-no-cudagraphs", dynamic=False)
 
     static_x = torch.zeros(batch, DIM, device="cuda", dtype=torch.bfloat16)
     side = torch.cuda.Stream()
@@ -153,11 +165,12 @@ def main():
     ap.add_argument("--weights")
     ap.add_argument("--listen")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--compile", action="store_true", help="torch.compile + autotune the forward pass")
     a = ap.parse_args()
     if a.gen:
         gen(a.gen, a.gib, a.seed)
     elif a.weights and a.listen:
-        serve(a.weights, a.listen, a.batch)
+        serve(a.weights, a.listen, a.batch, a.compile)
     else:
         ap.error("want --gen FILE or --weights FILE --listen ADDR")
 
