@@ -112,6 +112,26 @@ func runErr(timeout time.Duration, env []string, name string, args ...string) (s
 	return buf.String(), err
 }
 
+// cryoFails runs cryo with args, expecting it to fail, and returns its output.
+func cryoFails(t testing.TB, timeout time.Duration, env []string, args ...string) string {
+	t.Helper()
+	out, err := runErr(timeout, env, cryoBin(t, "cryo"), args...)
+	if err == nil {
+		t.Fatalf("cryo %s succeeded, want a failure:\n%s", strings.Join(args, " "), out)
+	}
+	return out
+}
+
+// wantIn fails the test unless out contains every one of wants.
+func wantIn(t testing.TB, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
 // waitFor polls cond until it is true or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

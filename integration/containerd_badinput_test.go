@@ -379,16 +379,7 @@ func (d *daemon) imageCount() int {
 // taskPid is the pid of a container's task.
 func (d *daemon) taskPid(id string) int {
 	d.t.Helper()
-	ctx := namespacedCtx()
-	c, err := d.client.LoadContainer(ctx, id)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	task, err := c.Task(ctx, nil)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return int(task.Pid())
+	return int(d.task(id).Pid())
 }
 
 // shimPid finds the serving shim of task id: containerd-shim-cryo-v2 with

@@ -190,8 +190,8 @@ func (d *daemon) attach(id string) {
 	}
 }
 
-// taskStatus is the task's status as containerd reports it.
-func (d *daemon) taskStatus(id string) client.ProcessStatus {
+// task loads a container's task, failing the test if there is none.
+func (d *daemon) task(id string) client.Task {
 	d.t.Helper()
 	ctx := namespacedCtx()
 	c, err := d.client.LoadContainer(ctx, id)
@@ -202,7 +202,13 @@ func (d *daemon) taskStatus(id string) client.ProcessStatus {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	st, err := task.Status(ctx)
+	return task
+}
+
+// taskStatus is the task's status as containerd reports it.
+func (d *daemon) taskStatus(id string) client.ProcessStatus {
+	d.t.Helper()
+	st, err := d.task(id).Status(namespacedCtx())
 	if err != nil {
 		d.t.Fatal(err)
 	}
