@@ -78,12 +78,23 @@ type CRIUError struct {
 
 func (e *CRIUError) Error() string {
 	if line := logCause(e.LogPath); line != "" {
-		return fmt.Sprintf("criu %s failed: %s", e.Op, line)
+		return fmt.Sprintf("criu %s failed: %s%s", e.Op, line, knownCause(line))
 	}
 	return fmt.Sprintf("criu %s failed: %s", e.Op, strings.Join(strings.Fields(e.Err.Error()), " "))
 }
 
 func (e *CRIUError) Unwrap() error { return e.Err }
+
+// knownCause explains CRIU failures whose log line does not say what to do.
+func knownCause(line string) string {
+	// Linux 6.16 restricted SO_PASSCRED/SO_PASSSEC to unix and netlink
+	// sockets; CRIU before 4.2 asks for them on every socket.
+	if strings.Contains(line, "Can't get 1:16 opt") || strings.Contains(line, "Can't get 1:34 opt") {
+		return " (CRIU older than 4.2 cannot checkpoint TCP or UDP sockets on Linux 6.16 and later: " +
+			"use CRIU 4.2 or later, or let the application use unix sockets)"
+	}
+	return ""
+}
 
 // logCause returns the first "Error" line of a CRIU log that says why: the
 // lines after it are the unwinding, "… FAILED." is a summary, and CRIU

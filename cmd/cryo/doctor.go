@@ -89,8 +89,12 @@ func checkCRIU(ctx context.Context) []check {
 	minor, _ := strconv.Atoi(m[2])
 	version := strings.TrimPrefix(m[0], "Version: ")
 	res := []check{{"criu", "ok", version + " (" + path + ")", ""}}
-	if major < 4 || (major == 4 && minor < 1) {
+	switch {
+	case major < 4 || (major == 4 && minor < 1):
 		res[0] = check{"criu", "FAIL", version + " (" + path + ") is too old", "CRIU < 4.1 fails on kernels ≥ 6.13 (vDSO); install 4.1.1 with `make deps`"}
+	case major == 4 && minor < 2 && kernelAtLeast(6, 16):
+		res = append(res, check{"criu sockets", "warn", "CRIU " + version + " cannot checkpoint TCP or UDP sockets on this kernel (≥ 6.16)",
+			"use CRIU ≥ 4.2, or let the workload use unix sockets; everything else works"})
 	}
 	out, err = exec.CommandContext(ctx, path, "check").CombinedOutput()
 	if err != nil {
@@ -99,6 +103,17 @@ func checkCRIU(ctx context.Context) []check {
 		res = append(res, check{"criu check", "ok", lastLine(string(out)), ""})
 	}
 	return res
+}
+
+// kernelAtLeast compares the running kernel's release with major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var kmaj, kmin int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &kmaj, &kmin)
+	return kmaj > major || (kmaj == major && kmin >= minor)
 }
 
 func checkRunc(ctx context.Context) check {
