@@ -83,20 +83,13 @@ func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 
 // find lists the target's processes and the CUDA ones among them.
 func (c *checkpoint) find(ctx context.Context) error {
-	pids, err := c.t.PIDs(ctx)
-	if err != nil {
-		return err
-	}
-	if len(pids) == 0 {
-		return ErrNoProcess
-	}
-	c.pids = pids
 	// Find asks the driver only about processes that map libcuda or hold
 	// /dev/nvidia*, so a CPU-only target works on a host without a driver.
-	procs, skipped, err := c.o.driver().Find(ctx, pids)
+	pids, procs, skipped, err := c.o.findCUDA(ctx, c.t)
 	if err != nil {
 		return err
 	}
+	c.pids = pids
 	for _, s := range skipped {
 		c.o.log().Debug("not a CUDA process", "id", c.t.ID, "pid", s.PID, "reason", s.Reason)
 	}

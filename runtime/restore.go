@@ -124,11 +124,7 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 }
 
 func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot.Manifest) error {
-	pids, err := t.PIDs(ctx)
-	if err != nil {
-		return err
-	}
-	procs, _, err := o.driver().Find(ctx, pids)
+	pids, procs, _, err := o.findCUDA(ctx, t)
 	if err != nil {
 		return err
 	}
