@@ -250,6 +250,20 @@ func (b *bench) serve(gib int) {
 	}
 	b.row("serve", mib, "cryo restore to first output, page cache dropped", time.Since(start).Seconds())
 	s.c.remove()
+
+	// The raw sequence on the same image, the page cache dropped again:
+	// plain runc restore, then the driver's resume.
+	raw := *s.c
+	raw.runc, raw.log = runcFor(t, "raw"), &syncBuffer{}
+	dropCaches(t)
+	start = time.Now()
+	raw.restore(img)
+	timed(t, nil, cryoBin(t, "cryo"), "cuda", "resume", strconv.Itoa(raw.pid()))
+	if first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, raw.log.String); first != s.answers[0] {
+		t.Fatalf("serve (raw): after the restore %q, before %q", first, s.answers[0])
+	}
+	b.row("serve", mib, "raw restore to first output, page cache dropped", time.Since(start).Seconds())
+	raw.remove()
 	_ = os.RemoveAll(img)
 }
 

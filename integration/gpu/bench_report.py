@@ -76,12 +76,13 @@ def main():
     cold = [k for k in order if "cold start to first answer, page cache dropped" in rows[k]]
     if cold:
         out.append("\nThe inference server with the page cache dropped before its cold start and before the restore:\n")
-        out.append("| workload | GPU memory | cold start to first answer | cryo restore to first output | cold/restore |")
-        out.append("|---|---|---|---|---|")
+        out.append("| workload | GPU memory | cold start to first answer | cryo restore to first output | cold/restore | raw restore to first output | cryo/raw |")
+        out.append("|---|---|---|---|---|---|---|")
         for key in cold:
             r = rows[key]
             a, b = r.get("cold start to first answer, page cache dropped"), r.get("cryo restore to first output, page cache dropped")
-            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(a)} | {s(b)} | {ratio(a, b)} |")
+            c = r.get("raw restore to first output, page cache dropped")
+            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(a)} | {s(b)} | {ratio(a, b)} | {s(c)} | {ratio(b, c)} |")
 
     multi = [k for k in order if "cryo cuda suspend (sequential)" in rows[k]]
     if multi:
