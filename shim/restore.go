@@ -17,6 +17,7 @@ import (
 // only records the checkpoint; runc restore runs in Start.
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
 	runcOptionsOnly(ctx, r)
+	systemdCgroupFromSpec(ctx, r)
 	if r.Checkpoint == "" {
 		resp, err := s.TTRPCTaskService.Create(ctx, r)
 		if err == nil {
