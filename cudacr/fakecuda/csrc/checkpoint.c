@@ -141,6 +141,32 @@ static CUresult begin(const char *op, int pid, int *fd, uint64_t *state)
 	return attach(pid, fd, state);
 }
 
+/* begin_in is begin for a transition that needs the process in state want:
+ * otherwise the page is closed and the driver's ILLEGAL_STATE returned. */
+static CUresult begin_in(const char *op, int pid, uint64_t want, int *fd, uint64_t *state)
+{
+	CUresult r = begin(op, pid, fd, state);
+
+	if (r)
+		return r;
+	if (*state != want) {
+		close(*fd);
+		return CUDA_ERROR_ILLEGAL_STATE;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* query reads the state of pid for a call that changes nothing. */
+static CUresult query(const char *op, int pid, uint64_t *state)
+{
+	int fd;
+	CUresult r = begin(op, pid, &fd, state);
+
+	if (!r)
+		close(fd);
+	return r;
+}
+
 /* wait_idle waits for the application to leave its current CUDA call. */
 static CUresult wait_idle(int fd, unsigned int timeout_ms)
 {
@@ -162,14 +188,10 @@ EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
 	unsigned int timeout = args ? args->timeoutMs : 0;
 	uint64_t state;
 	int fd;
-	CUresult r = begin("lock", pid, &fd, &state);
+	CUresult r = begin_in("lock", pid, FAKECU_RUNNING, &fd, &state);
 
 	if (r)
 		return r;
-	if (state != FAKECU_RUNNING) {
-		close(fd);
-		return CUDA_ERROR_ILLEGAL_STATE;
-	}
 	put_u64(fd, FIELD(state), FAKECU_LOCKED);
 	r = wait_idle(fd, timeout);
 	if (r) {
@@ -186,15 +208,11 @@ EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArg
 {
 	uint64_t state, dev = 0, save = 0, size = 0;
 	int fd;
-	CUresult r = begin("checkpoint", pid, &fd, &state);
+	CUresult r = begin_in("checkpoint", pid, FAKECU_LOCKED, &fd, &state);
 
 	(void)args;
 	if (r)
 		return r;
-	if (state != FAKECU_LOCKED) {
-		close(fd);
-		return CUDA_ERROR_ILLEGAL_STATE;
-	}
 	get_u64(fd, FIELD(dev_addr), &dev);
 	get_u64(fd, FIELD(save_addr), &save);
 	get_u64(fd, FIELD(dev_size), &size);
@@ -227,14 +245,10 @@ EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *arg
 {
 	uint64_t state, dev = 0, save = 0, size = 0;
 	int fd;
-	CUresult r = begin("restore", pid, &fd, &state);
+	CUresult r = begin_in("restore", pid, FAKECU_CHECKPOINTED, &fd, &state);
 
 	if (r)
 		return r;
-	if (state != FAKECU_CHECKPOINTED) {
-		close(fd);
-		return CUDA_ERROR_ILLEGAL_STATE;
-	}
 	if (args && args->gpuPairsCount && !args->gpuPairs) {
 		close(fd);
 		return CUDA_ERROR_INVALID_VALUE;
@@ -258,15 +272,11 @@ EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)
 {
 	uint64_t state;
 	int fd;
-	CUresult r = begin("unlock", pid, &fd, &state);
+	CUresult r = begin_in("unlock", pid, FAKECU_LOCKED, &fd, &state);
 
 	(void)args;
 	if (r)
 		return r;
-	if (state != FAKECU_LOCKED) {
-		close(fd);
-		return CUDA_ERROR_ILLEGAL_STATE;
-	}
 	put_u64(fd, FIELD(state), FAKECU_RUNNING);
 	bump(fd, FIELD(unlocks));
 	close(fd);
@@ -276,15 +286,13 @@ EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)
 EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *out)
 {
 	uint64_t state;
-	int fd;
 	CUresult r;
 
 	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = begin("state", pid, &fd, &state);
+	r = query("state", pid, &state);
 	if (r)
 		return r;
-	close(fd);
 	*out = (CUprocessState)state;
 	return CUDA_SUCCESS;
 }
@@ -293,15 +301,13 @@ EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *out)
 EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 {
 	uint64_t state;
-	int fd;
 	CUresult r;
 
 	if (!tid)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = begin("tid", pid, &fd, &state);
+	r = query("tid", pid, &state);
 	if (r)
 		return r;
-	close(fd);
 	*tid = pid;
 	return CUDA_SUCCESS;
 }
