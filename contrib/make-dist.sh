@@ -15,6 +15,16 @@ deps=${CRYO_DEPS:-/opt/cryo-deps}
 b="$out/cryo-bundle"
 
 say() { printf 'make-dist: %s\n' "$*"; }
+wrap() { # wrap NAME BINARY: sbin/NAME runs libexec/BINARY with the bundle's libraries
+	cat >"$b/sbin/$1" <<WRAP
+#!/bin/sh
+here=\$(cd "\$(dirname "\$0")/.." && pwd)
+LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$here/libexec/$2" "\$@"
+WRAP
+	chmod +x "$b/sbin/$1"
+}
+libs_of() { ldd "$1" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+	while read -r lib; do cp -L "$lib" "$b/lib/"; done; }
 need() { [ -e "$1" ] || { echo "make-dist: ERROR: $1 missing; run \`make deps build\` first" >&2; exit 1; }; }
 
 criu=$(command -v criu || true)
@@ -34,16 +44,23 @@ say "GPU acceptance tests (integration.test)"
 say "CRIU $("$criu" --version | sed -n 's/Version: //p') and its libraries"
 cp "$criu" "$b/libexec/criu"
 # Copy every library CRIU loads except glibc's own, which the host provides.
-ldd "$criu" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
-	while read -r lib; do cp -L "$lib" "$b/lib/"; done
-cat >"$b/sbin/criu" <<'WRAP'
-#!/bin/sh
-# CRIU with the libraries it was built against (from the bundle), so that the
-# host's own libraries are not disturbed.
-here=$(cd "$(dirname "$0")/.." && pwd)
-LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/libexec/criu" "$@"
-WRAP
-chmod +x "$b/sbin/criu"
+libs_of "$criu"
+# CRIU runs with the libraries it was built against (from the bundle), so that
+# the host's own libraries are not disturbed.
+wrap criu criu
+
+# CRIU runs `ip` (addresses, routes) and, where present, iptables-save and
+# iptables-restore when it checkpoints a container's own network namespace.
+# A GPU host may have neither, so the bundle carries them, wrapped like CRIU.
+if [ -x /usr/sbin/ip ] && [ -x /usr/sbin/xtables-legacy-multi ]; then
+	say "ip and iptables (legacy) for CRIU's network namespaces"
+	cp /usr/sbin/ip "$b/libexec/ip" && libs_of /usr/sbin/ip && wrap ip ip
+	cp /usr/sbin/xtables-legacy-multi "$b/libexec/" && libs_of /usr/sbin/xtables-legacy-multi
+	# xtables-legacy-multi picks its personality from argv[0]: one link per name.
+	for n in iptables-save iptables-restore ip6tables-save ip6tables-restore; do
+		ln -s xtables-legacy-multi "$b/libexec/$n" && wrap "$n" "$n"
+	done
+fi
 
 say "runc $(/usr/sbin/runc --version | sed -n '1s/runc version //p') (+ libseccomp)"
 cp /usr/sbin/runc "$b/sbin/runc"

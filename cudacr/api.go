@@ -160,6 +160,10 @@ type SetOptions struct {
 	LockTimeout time.Duration
 	// GPUPairs remaps GPUs on Resume.
 	GPUPairs []GPUPair
-	// OnProgress, if set, is called at the start and end of every step.
+	// OnProgress, if set, is called at the start and end of every step,
+	// never concurrently.
 	OnProgress func(Progress)
+	// Parallel caps the driver calls of one phase that run at once:
+	// 0 is the default (up to 16), 1 is one process after another.
+	Parallel int
 }

@@ -21,10 +21,11 @@ const (
 
 // Driver runs every call of the CUDA checkpoint API in a helper child
 // process that is killed at a deadline: the real driver has hung past its
-// own timeout (on a frozen process, and with parallel callers), and a
-// caller such as the shim must never hang with it. A Driver holds no
-// library handle and is safe for concurrent use, but callers should keep
-// driver calls sequential (see Suspend).
+// own timeout (on a frozen process), and a caller such as the shim must
+// never hang with it. A Driver holds no library handle and is safe for
+// concurrent use. Calls for different processes may overlap, each in its
+// own helper (Suspend and Resume run each phase so); calls for one process
+// must not, and a set operation never issues them so.
 type Driver struct{ opts Options }
 
 // New returns a Driver; it loads nothing until a call is made.

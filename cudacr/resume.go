@@ -16,28 +16,14 @@ func (d *Driver) Resume(ctx context.Context, pids []int, o SetOptions) error {
 
 // bringUp moves every member to running, in phases (see set.go).
 func (d *Driver) bringUp(ctx context.Context, ms []*member, o SetOptions) error {
-	var errs []error
-	for _, m := range ms {
-		if m.state != stateUnknown {
-			continue
-		}
-		if err := d.learn(ctx, []*member{m}, o); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, m := range ms {
-		if m.state != StateCheckpointed {
-			continue
-		}
-		err := d.step(m, stepRestore, StateLocked, o, func() error { return d.Restore(ctx, m.pid, o.GPUPairs) })
-		errs = append(errs, err)
-	}
-	for _, m := range ms {
-		if m.state != StateLocked {
-			continue
-		}
-		err := d.step(m, stepUnlock, StateRunning, o, func() error { return d.Unlock(ctx, m.pid) })
-		errs = append(errs, err)
-	}
+	// learn sets aside the members it cannot ask; they stay unknown and
+	// are skipped by the phases below.
+	errs := []error{d.learn(ctx, ms, o)}
+	errs = append(errs, phase(ms, StateCheckpointed, o, func(m *member) error {
+		return d.step(m, stepRestore, StateLocked, o, func() error { return d.Restore(ctx, m.pid, o.GPUPairs) })
+	}))
+	errs = append(errs, phase(ms, StateLocked, o, func(m *member) error {
+		return d.step(m, stepUnlock, StateRunning, o, func() error { return d.Unlock(ctx, m.pid) })
+	}))
 	return errors.Join(errs...)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,17 +19,51 @@ type recorder struct {
 
 func (r *recorder) add(p Progress) { r.mu.Lock(); r.events = append(r.events, p); r.mu.Unlock() }
 
-// steps lists finished steps as "step:pid".
-func (r *recorder) steps() []string {
+// phases lists finished steps grouped into runs of one step, each with its
+// pids sorted, e.g. "lock{3 5} checkpoint{3 5}": the order inside a phase
+// is not defined when its calls run in parallel; the order of the phases is.
+func (r *recorder) phases() string {
+	var out []string
+	var pids []int
+	step := ""
+	flush := func() {
+		if step != "" {
+			sort.Ints(pids)
+			out = append(out, fmt.Sprintf("%s%v", step, pids))
+		}
+	}
+	for _, e := range r.finished() {
+		if e.Step != step {
+			flush()
+			step, pids = e.Step, nil
+		}
+		pids = append(pids, e.PID)
+	}
+	flush()
+	return strings.Join(out, " ")
+}
+
+func (r *recorder) finished() []Progress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
+	var out []Progress
 	for _, e := range r.events {
 		if e.Done {
-			out = append(out, fmt.Sprintf("%s:%d", e.Step, e.PID))
+			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// phaseString is the phases() form of steps given as step, pids, step, pids….
+func phaseString(parts ...any) string {
+	var out []string
+	for i := 0; i < len(parts); i += 2 {
+		pids := append([]int(nil), parts[i+1].([]int)...)
+		sort.Ints(pids)
+		out = append(out, fmt.Sprintf("%s%v", parts[i], pids))
+	}
+	return strings.Join(out, " ")
 }
 
 func startApps(t *testing.T, n int) ([]*app, []int) {
@@ -54,8 +90,7 @@ func TestSuspendResume(t *testing.T) {
 		}
 	}
 	apps[0].assertStalled(t)
-	want := fmt.Sprintf("[lock:%d lock:%d checkpoint:%d checkpoint:%d]", pids[0], pids[1], pids[0], pids[1])
-	if got := fmt.Sprint(rec.steps()); got != want {
+	if got, want := rec.phases(), phaseString("lock", pids, "checkpoint", pids); got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
 	checkProgress(t, rec)
@@ -73,14 +108,23 @@ func TestSuspendResume(t *testing.T) {
 	}
 }
 
-// checkProgress checks that every step has a start and an end, in order.
+// checkProgress checks that every step of a process has a start, then an
+// end with its duration, before that process's next step starts.
 func checkProgress(t *testing.T, rec *recorder) {
 	t.Helper()
-	for i := 0; i+1 < len(rec.events); i += 2 {
-		s, e := rec.events[i], rec.events[i+1]
-		if s.Done || !e.Done || s.Step != e.Step || s.PID != e.PID || e.Elapsed <= 0 {
-			t.Fatalf("progress events %d,%d: %+v %+v", i, i+1, s, e)
+	open := map[int]string{}
+	for i, e := range rec.events {
+		switch {
+		case !e.Done && open[e.PID] == "":
+			open[e.PID] = e.Step
+		case e.Done && open[e.PID] == e.Step && e.Elapsed > 0:
+			delete(open, e.PID)
+		default:
+			t.Fatalf("progress event %d out of order: %+v (open: %v)", i, e, open)
 		}
+	}
+	if len(open) != 0 {
+		t.Fatalf("steps without an end: %v", open)
 	}
 }
 
@@ -95,11 +139,14 @@ func TestSuspendFailureRollsBack(t *testing.T) {
 		t.Fatalf("got %v, want the injected error of pid %d", err, pids[1])
 	}
 	mustContain(t, err, fmt.Sprintf("pid %d: checkpoint", pids[1]), "returned to running")
-	want := fmt.Sprintf("[lock:%d lock:%d lock:%d checkpoint:%d checkpoint:%d restore:%d unlock:%d unlock:%d unlock:%d]",
-		pids[0], pids[1], pids[2], pids[0], pids[1], pids[0], pids[0], pids[1], pids[2])
-	if got := fmt.Sprint(rec.steps()); got != want {
+	// The checkpoints run in parallel: the other two completed and are
+	// restored; all three are unlocked.
+	ok := []int{pids[0], pids[2]}
+	want := phaseString("lock", pids, "checkpoint", pids, "restore", ok, "unlock", pids)
+	if got := rec.phases(); got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
+	checkProgress(t, rec)
 	for _, a := range apps {
 		wantState(t, d, a.pid, StateRunning)
 		a.waitTicks(t, 2)
@@ -152,13 +199,13 @@ func TestResumeIdempotent(t *testing.T) {
 	if err := d.Resume(ctx, pids, SetOptions{OnProgress: rec.add}); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("[restore:%d unlock:%d unlock:%d]", pids[0], pids[0], pids[1])
-	if got := fmt.Sprint(rec.steps()); got != want {
+	want := phaseString("restore", pids[:1], "unlock", pids[:2])
+	if got := rec.phases(); got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
 	rec2 := &recorder{}
 	if err := d.Resume(ctx, pids, SetOptions{OnProgress: rec2.add}); err != nil || len(rec2.events) != 0 {
-		t.Fatalf("second resume: %v, steps %v; want nothing to do", err, rec2.steps())
+		t.Fatalf("second resume: %v, steps %v; want nothing to do", err, rec2.phases())
 	}
 	for _, a := range apps {
 		a.waitTicks(t, 2)
@@ -209,4 +256,69 @@ func TestSuspendDeadPID(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoProcess", err)
 	}
 	wantState(t, d, a.pid, StateRunning)
+}
+
+// TestSuspendParallel: the checkpoints of a set overlap (each call in its
+// own helper), and the phases stay barriers: no checkpoint starts before
+// every lock has ended.
+func TestSuspendParallel(t *testing.T) {
+	d, ctx := newDriver(), context.Background()
+	_, pids := startApps(t, 3)
+	for _, p := range pids {
+		fault(t, "checkpoint", p, "delay 300")
+	}
+	rec := &recorder{}
+	if err := d.Suspend(ctx, pids, SetOptions{OnProgress: rec.add}); err != nil {
+		t.Fatal(err)
+	}
+	seq := eventString(rec)
+	ckpt := strings.Index(seq, "start:checkpoint")
+	if strings.Count(seq[:ckpt], "end:lock") != 3 {
+		t.Fatalf("a checkpoint started before every lock ended: %s", seq)
+	}
+	if !strings.HasPrefix(seq[ckpt:], "start:checkpoint start:checkpoint start:checkpoint end:") {
+		t.Fatalf("the checkpoints did not overlap: %s", seq)
+	}
+	checkProgress(t, rec)
+	if err := d.Resume(ctx, pids, SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSuspendSequential: Parallel 1 runs one driver call at a time.
+func TestSuspendSequential(t *testing.T) {
+	d, ctx := newDriver(), context.Background()
+	_, pids := startApps(t, 3)
+	rec := &recorder{}
+	if err := d.Suspend(ctx, pids, SetOptions{OnProgress: rec.add, Parallel: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("start:lock end:lock ", 3) + strings.Repeat("start:checkpoint end:checkpoint ", 3)
+	if got := eventString(rec) + " "; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+	rec = &recorder{}
+	if err := d.Resume(ctx, pids, SetOptions{OnProgress: rec.add, Parallel: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Repeat("start:restore end:restore ", 3) + strings.Repeat("start:unlock end:unlock ", 3)
+	if got := eventString(rec) + " "; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+}
+
+// eventString is the sequence of progress events without pids, e.g.
+// "start:lock end:lock".
+func eventString(rec *recorder) string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []string
+	for _, e := range rec.events {
+		kind := "start:"
+		if e.Done {
+			kind = "end:"
+		}
+		out = append(out, kind+e.Step)
+	}
+	return strings.Join(out, " ")
 }

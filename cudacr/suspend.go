@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Suspend locks and then checkpoints every pid, in order (see the table in
+// Suspend locks and then checkpoints every pid, in phases (see the table in
 // set.go). A member already locked or checkpointed is taken as it is. If
 // any step fails, every member is returned to running (restore, unlock)
 // and the error names the pid and the step and wraps the cause.
@@ -16,21 +16,15 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 		return d.rollback(ctx, ms, o, err)
 	}
 	lock := positive(o.LockTimeout, defaultLockTimeout)
-	for _, m := range ms {
-		if m.state != StateRunning {
-			continue
-		}
-		if err := d.step(m, stepLock, StateLocked, o, func() error { return d.Lock(ctx, m.pid, lock) }); err != nil {
-			return d.rollback(ctx, ms, o, err)
-		}
+	if err := phase(ms, StateRunning, o, func(m *member) error {
+		return d.step(m, stepLock, StateLocked, o, func() error { return d.Lock(ctx, m.pid, lock) })
+	}); err != nil {
+		return d.rollback(ctx, ms, o, err)
 	}
-	for _, m := range ms {
-		if m.state != StateLocked {
-			continue
-		}
-		if err := d.step(m, stepCkpt, StateCheckpointed, o, func() error { return d.Checkpoint(ctx, m.pid) }); err != nil {
-			return d.rollback(ctx, ms, o, err)
-		}
+	if err := phase(ms, StateLocked, o, func(m *member) error {
+		return d.step(m, stepCkpt, StateCheckpointed, o, func() error { return d.Checkpoint(ctx, m.pid) })
+	}); err != nil {
+		return d.rollback(ctx, ms, o, err)
 	}
 	return nil
 }
@@ -38,10 +32,7 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 // learn asks the driver for the state of every unknown member; a failed
 // process cannot be suspended.
 func (d *Driver) learn(ctx context.Context, ms []*member, o SetOptions) error {
-	for _, m := range ms {
-		if m.state != stateUnknown {
-			continue
-		}
+	return phase(ms, stateUnknown, o, func(m *member) error {
 		st, err := d.State(ctx, m.pid)
 		if err != nil {
 			return fmt.Errorf("pid %d: %s: %w", m.pid, stepState, err)
@@ -50,8 +41,8 @@ func (d *Driver) learn(ctx context.Context, ms []*member, o SetOptions) error {
 			return failedError(m.pid)
 		}
 		m.state = st
-	}
-	return nil
+		return nil
+	})
 }
 
 func failedError(pid int) error {
@@ -62,7 +53,7 @@ func failedError(pid int) error {
 // survives the caller's cancellation (each call still has its deadline).
 // The GPUs did not change, so no pairs; progress is still reported.
 func (d *Driver) rollback(ctx context.Context, ms []*member, o SetOptions, cause error) error {
-	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{OnProgress: o.OnProgress})
+	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{OnProgress: o.OnProgress, Parallel: o.Parallel})
 	if rb != nil {
 		return errors.Join(fmt.Errorf("suspend: %w", cause),
 			fmt.Errorf("rollback left some processes suspended; run `cryo cuda resume` or restart them: %w", rb))

@@ -42,6 +42,7 @@ hung driver call becomes an error instead of a hung cryo.`,
 				ArgsUsage: "PID...",
 				Flags: append(driverFlags(),
 					&cli.DurationFlag{Name: "lock-timeout", Value: 10 * time.Second, Usage: "how long the driver may wait for in-flight GPU work before locking"},
+					parallelFlag,
 				),
 				Action: cudaSuspend,
 			},
@@ -51,12 +52,18 @@ hung driver call becomes an error instead of a hung cryo.`,
 				ArgsUsage: "PID...",
 				Flags: append(driverFlags(),
 					&cli.StringSliceFlag{Name: "gpu-map", Usage: "remap a GPU: OLD-UUID=NEW-UUID (repeatable)"},
+					parallelFlag,
 				),
 				Action: cudaResume,
 			},
 		},
 	}
 }
+
+// parallelFlag caps the processes whose driver calls run at once; the copies
+// are bound by the kernel faulting in host memory, one CPU per process.
+var parallelFlag = &cli.IntFlag{Name: "parallel", Value: 0, DefaultText: "up to 16",
+	Usage: "processes handled at once (1: one after another)"}
 
 // driverFlags are the options every command that calls the driver takes.
 func driverFlags() []cli.Flag {
@@ -141,7 +148,7 @@ func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, erro
 }
 
 func cudaSuspend(c *cli.Context) error {
-	opts := cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter()}
+	opts := cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter(), Parallel: c.Int("parallel")}
 	return cudaSet(c, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
 		return d.Suspend(ctx, pids, opts)
 	})
@@ -152,7 +159,7 @@ func cudaResume(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter()}
+	opts := cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter(), Parallel: c.Int("parallel")}
 	return cudaSet(c, "resume", "resumed", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
 		return d.Resume(ctx, pids, opts)
 	})

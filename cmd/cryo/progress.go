@@ -14,21 +14,22 @@ import (
 // elapsed time every second: a user sees work, not a hang.
 func progressPrinter() func(cudacr.Progress) {
 	var mu sync.Mutex
-	var stop chan struct{}
+	// One ticker per process: the processes of a set are copied in parallel.
+	stops := map[int]chan struct{}{}
 	return func(p cudacr.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !p.Done {
 			fmt.Fprintf(os.Stderr, "pid %d: %s…\n", p.PID, p.Step)
 			if p.Step == "checkpoint" || p.Step == "restore" {
-				stop = make(chan struct{})
-				go tick(fmt.Sprintf("pid %d: %s", p.PID, p.Step), stop)
+				stops[p.PID] = make(chan struct{})
+				go tick(fmt.Sprintf("pid %d: %s", p.PID, p.Step), stops[p.PID])
 			}
 			return
 		}
-		if stop != nil {
+		if stop, ok := stops[p.PID]; ok {
 			close(stop)
-			stop = nil
+			delete(stops, p.PID)
 		}
 		if p.Err != nil {
 			fmt.Fprintf(os.Stderr, "pid %d: %s failed after %s: %v\n", p.PID, p.Step, p.Elapsed.Round(time.Millisecond), p.Err)
