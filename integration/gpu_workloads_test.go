@@ -22,7 +22,7 @@ import (
 // workload with leak checks, and rollback on a failure injected into CRIU.
 // Each one also checks the check: a byte corrupted on purpose is noticed.
 
-// TestGPUWorkloadTrain: workload (b) through cryo-runc. A reference run
+// TestGPUWorkloadTrain: workload (b) through cryo-runc and the shim. A reference run
 // without interruption, then the same training in a container, checkpointed
 // and restored mid-way: every loss must be the same, bit for bit.
 func TestGPUWorkloadTrain(t *testing.T) {
@@ -37,48 +37,53 @@ func TestGPUWorkloadTrain(t *testing.T) {
 		t.Fatalf("reference run printed %d steps, want 60:\n%s", len(ref), tail(refOut, 20))
 	}
 
-	wrap := cryoBin(t, "cryo-runc")
-	c := pyContainer(t, wrap, "cryo-gpu-train", py, map[string]string{"/app/train.py": script}, nil,
-		py.exe, "/app/train.py", "--steps", "0", "--interval-ms", "100")
-	c.start("run", "-d", "--bundle", c.bundle, c.id)
-	waitSteps(t, c, 8, "training steps")
+	for _, f := range gpuFlavors() {
+		t.Run(f.name, func(t *testing.T) {
+			c := pyContainer(t, cryoBin(t, "cryo-runc"), "cryo-gpu-train", py, map[string]string{"/app/train.py": script}, nil,
+				py.exe, "/app/train.py", "--steps", "0", "--interval-ms", "100")
+			trainAcrossRestore(t, f.name, f.start(t, c), ref, upto)
+		})
+	}
+}
 
-	img := filepath.Join(t.TempDir(), "img")
-	report(t, "train: cryo-runc checkpoint", c.checkpoint(img))
-	at := lastStep(trainSteps(t, c.log.String()))
+// trainAcrossRestore checkpoints the running training, restores it, and
+// compares its losses with the reference run's; then checks the check.
+func trainAcrossRestore(t *testing.T, flavor string, c gpuTask, ref map[int]string, upto int) {
+	waitSteps(t, c, 8, "training steps")
+	report(t, "train ("+flavor+"): checkpoint", c.checkpoint())
+	at := lastStep(trainSteps(t, c.output()))
 	t0 := time.Now()
-	report(t, "train: cryo-runc restore", c.restore(img))
+	report(t, "train ("+flavor+"): restore", c.restore())
 	waitSteps(t, c, at, "a training step after the restore")
-	report(t, "train: restore to next step", time.Since(t0))
-	_ = os.RemoveAll(img)
+	report(t, "train ("+flavor+"): restore to next step", time.Since(t0))
 	waitSteps(t, c, upto, "training steps after the restore")
-	got := trainSteps(t, c.log.String())
+	got := trainSteps(t, c.output())
 	if err := compareLosses(got, ref, upto); err != nil {
 		t.Fatalf("the restored training departs from the uninterrupted run (checkpoint after step %d): %v", at, err)
 	}
 	t.Logf("steps 1..%d equal the uninterrupted run bit for bit (checkpoint after step %d)", upto, at)
 
 	// Check the check: a flipped byte in the weights must show in the losses.
-	c.kill("USR1")
+	c.signal("USR1")
 	waitFor(t, 30*time.Second, "the workload to corrupt its weights", func() bool {
-		return strings.Contains(c.log.String(), "corrupted one byte")
+		return strings.Contains(c.output(), "corrupted one byte")
 	})
-	bad := lastStep(trainSteps(t, c.log.String()))
+	bad := lastStep(trainSteps(t, c.output()))
 	if bad+3 > 60 {
 		t.Fatalf("too late to compare with the reference (step %d)", bad)
 	}
 	waitSteps(t, c, bad+3, "steps after the corruption")
-	if err := compareLosses(trainSteps(t, c.log.String()), ref, bad+3); err == nil {
+	if err := compareLosses(trainSteps(t, c.output()), ref, bad+3); err == nil {
 		t.Fatalf("a corrupted weight went unnoticed: the losses still equal the reference")
 	} else {
 		t.Logf("check of the check: corruption noticed (%v)", err)
 	}
 }
 
-func waitSteps(t *testing.T, c *runcContainer, after int, what string) {
+func waitSteps(t *testing.T, c gpuTask, after int, what string) {
 	t.Helper()
 	waitFor(t, 3*time.Minute, what, func() bool {
-		out := c.log.String()
+		out := c.output()
 		if strings.Contains(out, "Traceback") {
 			t.Fatalf("torchtrain failed:\n%s", tail(out, 30))
 		}
@@ -94,28 +99,34 @@ func TestGPUWorkloadServe(t *testing.T) {
 	gib := envInt("CRYO_SERVE_GIB", 3)
 	weights := serveWeights(t, py, gib)
 	script := filepath.Join(workloadsDir(t), "torchserve/serve.py")
-	wrap := cryoBin(t, "cryo-runc")
-	s := startServe(t, wrap, "cryo-gpu-serve", py, script, weights)
-	report(t, "serve: cold start to first answer", s.cold)
+	for _, f := range gpuFlavors() {
+		t.Run(f.name, func(t *testing.T) {
+			s := startServeWith(t, f, "cryo-gpu-serve", py, script, weights)
+			serveAcrossRestore(t, f.name, s)
+		})
+	}
+}
 
-	img := filepath.Join(t.TempDir(), "img")
-	report(t, "serve: cryo-runc checkpoint", s.c.checkpoint(img))
+// serveAcrossRestore checkpoints and restores the server: its answers after
+// the restore must equal those before; then checks the check.
+func serveAcrossRestore(t *testing.T, flavor string, s *served) {
+	report(t, "serve ("+flavor+"): cold start to first answer", s.cold)
+	report(t, "serve ("+flavor+"): checkpoint", s.task.checkpoint())
 	t0 := time.Now()
-	s.c.restore(img)
-	first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
+	s.task.restore()
+	first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.task.output)
 	restore := time.Since(t0)
-	report(t, "serve: restore to first answer", restore)
+	report(t, "serve ("+flavor+"): restore to first answer", restore)
 	t.Logf("cold start %.2fs, restore to first answer %.2fs: %.1fx faster", s.cold.Seconds(), restore.Seconds(), s.cold.Seconds()/restore.Seconds())
-	_ = os.RemoveAll(img)
 	if first != s.answers[0] {
 		t.Fatalf("after the restore %q, before %q", first, s.answers[0])
 	}
 	s.check(t)
 
 	// Check the check: one flipped byte of layer 0.
-	s.c.kill("USR1")
+	s.task.signal("USR1")
 	waitFor(t, 30*time.Second, "the server to corrupt its weights", func() bool {
-		return strings.Contains(s.c.log.String(), "corrupted one byte")
+		return strings.Contains(s.task.output(), "corrupted one byte")
 	})
 	a, err := ask(s.addr, "infer 2", time.Minute)
 	v, err2 := ask(s.addr, "verify", time.Minute)
@@ -130,7 +141,8 @@ func TestGPUWorkloadServe(t *testing.T) {
 
 // served is a running torchserve container and its answers before any checkpoint.
 type served struct {
-	c       *runcContainer
+	c       *runcContainer // its bundle (and runc container, for cryo-runc and plain runc)
+	task    gpuTask
 	addr    string // the server's unix socket
 	cold    time.Duration
 	answers []string // infer 1, 2, 3
@@ -138,7 +150,19 @@ type served struct {
 
 var readyRe = regexp.MustCompile(`(?m)^ready cold_start_s=.*$`)
 
+// startServe starts the server in a container of runc (cryo-runc or plain
+// runc), and waits for its first answers.
 func startServe(t *testing.T, runc, id string, py *hostPython, script, weights string) *served {
+	f := gpuFlavor{name: filepath.Base(runc), start: func(t *testing.T, c *runcContainer) gpuTask {
+		c.start("run", "-d", "--bundle", c.bundle, c.id)
+		return &runcTask{c: c}
+	}}
+	return startServeWith(t, f, id, py, script, weights, runc)
+}
+
+// startServeWith starts the server through the front end f and waits for
+// its first answers; runc (default cryo-runc) runs the bundle's container.
+func startServeWith(t *testing.T, f gpuFlavor, id string, py *hostPython, script, weights string, runc ...string) *served {
 	t.Helper()
 	s := &served{addr: serveAddr(id)}
 	mounts := []specs.Mount{roBind(filepath.Dir(weights), "/weights")}
@@ -146,12 +170,16 @@ func startServe(t *testing.T, runc, id string, py *hostPython, script, weights s
 	if os.Getenv("CRYO_SERVE_COMPILE") == "1" {
 		args = append(args, "--compile") // a production-like cold start: torch.compile with autotuning
 	}
-	s.c = pyContainer(t, runc, id, py, map[string]string{"/app/serve.py": script}, mounts, args...)
+	r := cryoBin(t, "cryo-runc")
+	if len(runc) > 0 {
+		r = runc[0]
+	}
+	s.c = pyContainer(t, r, id, py, map[string]string{"/app/serve.py": script}, mounts, args...)
 	t0 := time.Now()
-	s.c.start("run", "-d", "--bundle", s.c.bundle, s.c.id)
-	first := firstAnswer(t, s.addr, "infer 1", 4*time.Minute, s.c.log.String)
+	s.task = f.start(t, s.c)
+	first := firstAnswer(t, s.addr, "infer 1", 4*time.Minute, s.task.output)
 	s.cold = time.Since(t0)
-	t.Logf("%s", readyRe.FindString(s.c.log.String()))
+	t.Logf("%s", readyRe.FindString(s.task.output()))
 	s.answers = []string{first}
 	for _, seed := range []string{"2", "3"} {
 		a, err := ask(s.addr, "infer "+seed, time.Minute)
@@ -174,7 +202,7 @@ func (s *served) check(t *testing.T) {
 		}
 	}
 	if v, err := ask(s.addr, "verify", time.Minute); err != nil || v != "verify=OK" {
-		t.Fatalf("server verify: %q %v\n%s", v, err, tail(s.c.log.String(), 20))
+		t.Fatalf("server verify: %q %v\n%s", v, err, tail(s.task.output(), 20))
 	}
 }
 
@@ -193,24 +221,38 @@ func workerTicks(t *testing.T, out string) map[string]int {
 }
 
 // TestGPUWorkloadMulti: workload (d), a container with a parent shell and
-// three CUDA workers, through cryo-runc: all three are suspended, dumped,
-// restored and resumed, and each verifies its memory and counter.
+// three CUDA workers, through cryo-runc and the shim: all three are
+// suspended (in parallel), dumped, restored and resumed, and each verifies
+// its memory and counter.
 func TestGPUWorkloadMulti(t *testing.T) {
 	gpuOrSkip(t)
 	workers := []string{"w1", "w2", "w3"}
-	wrap := cryoBin(t, "cryo-runc")
-	dir := t.TempDir()
-	bundle := filepath.Join(dir, "bundle")
-	root := gpuRootfs(t, bundle)
-	copyFile(t, filepath.Join(workloadsDir(t), "multiproc/multi.sh"), filepath.Join(root, "bin/multi"), 0o755)
-	gpuSpec(t, bundle, append([]string{"/bin/sh", "/bin/multi", "256", "100"}, workers...)...)
-	c := &runcContainer{t: t, runc: wrap, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-multi", log: &syncBuffer{}}
-	t.Cleanup(c.remove)
-	c.start("run", "-d", "--bundle", c.bundle, c.id)
-	waitWorkers(t, c, workers, nil, "every worker's first ticks")
+	for _, f := range gpuFlavors() {
+		t.Run(f.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bundle := filepath.Join(dir, "bundle")
+			root := gpuRootfs(t, bundle)
+			copyFile(t, filepath.Join(workloadsDir(t), "multiproc/multi.sh"), filepath.Join(root, "bin/multi"), 0o755)
+			gpuSpec(t, bundle, append([]string{"/bin/sh", "/bin/multi", "256", "100"}, workers...)...)
+			c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-multi", log: &syncBuffer{}}
+			t.Cleanup(c.remove)
+			task := f.start(t, c)
+			waitWorkers(t, task, workers, nil, "every worker's first ticks")
+			report(t, "multi (3 processes, "+f.name+"): checkpoint", task.checkpoint())
+			if r, ok := task.(*runcTask); ok {
+				multiManifest(t, r.img, workers)
+			}
+			at := workerTicks(t, task.output())
+			report(t, "multi (3 processes, "+f.name+"): restore", task.restore())
+			waitWorkers(t, task, workers, at, "every worker's ticks after the restore")
+			t.Logf("ticks at the checkpoint %v, after the restore %v", at, workerTicks(t, task.output()))
+		})
+	}
+}
 
-	img := filepath.Join(dir, "img")
-	report(t, "multi (3 processes): cryo-runc checkpoint", c.checkpoint(img))
+// multiManifest checks that a cryo-runc checkpoint of the multi container
+// lists every worker.
+func multiManifest(t *testing.T, img string, workers []string) {
 	m, err := snapshot.Read(img)
 	if err != nil {
 		t.Fatal(err)
@@ -219,16 +261,12 @@ func TestGPUWorkloadMulti(t *testing.T) {
 		t.Fatalf("the manifest lists %d CUDA processes, want %d: %+v", len(m.Processes), len(workers), m.Processes)
 	}
 	t.Logf("checkpoint steps: %s", stepsString(m.Steps))
-	at := workerTicks(t, c.log.String())
-	report(t, "multi (3 processes): cryo-runc restore", c.restore(img))
-	waitWorkers(t, c, workers, at, "every worker's ticks after the restore")
-	t.Logf("ticks at the checkpoint %v, after the restore %v", at, workerTicks(t, c.log.String()))
 }
 
-func waitWorkers(t *testing.T, c *runcContainer, workers []string, after map[string]int, what string) {
+func waitWorkers(t *testing.T, c gpuTask, workers []string, after map[string]int, what string) {
 	t.Helper()
 	waitFor(t, 2*time.Minute, what, func() bool {
-		ticks := workerTicks(t, c.log.String())
+		ticks := workerTicks(t, c.output())
 		for _, w := range workers {
 			if ticks[w] <= after[w]+1 {
 				return false
