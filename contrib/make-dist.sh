@@ -15,10 +15,11 @@ deps=${CRYO_DEPS:-/opt/cryo-deps}
 b="$out/cryo-bundle"
 
 say() { printf 'make-dist: %s\n' "$*"; }
-wrap() { # wrap NAME BINARY: sbin/NAME runs libexec/BINARY with the bundle's libraries
+wrap() { # wrap NAME BINARY [VAR=VALUE]: sbin/NAME runs libexec/BINARY with the bundle's libraries
 	cat >"$b/sbin/$1" <<WRAP
 #!/bin/sh
 here=\$(cd "\$(dirname "\$0")/.." && pwd)
+${3:+export $3}
 LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$here/libexec/$2" "\$@"
 WRAP
 	chmod +x "$b/sbin/$1"
@@ -56,9 +57,12 @@ if [ -x /usr/sbin/ip ] && [ -x /usr/sbin/xtables-legacy-multi ]; then
 	say "ip and iptables (legacy) for CRIU's network namespaces"
 	cp /usr/sbin/ip "$b/libexec/ip" && libs_of /usr/sbin/ip && wrap ip ip
 	cp /usr/sbin/xtables-legacy-multi "$b/libexec/" && libs_of /usr/sbin/xtables-legacy-multi
+	# The matches and targets (CRIU's network lock uses "mark" and
+	# "standard") are plugins, found through XTABLES_LIBDIR.
+	cp -r "$(dirname "$(ldd /usr/sbin/xtables-legacy-multi | awk '/libxtables/{print $3}')")/xtables" "$b/lib/xtables"
 	# xtables-legacy-multi picks its personality from argv[0]: one link per name.
 	for n in iptables-save iptables-restore ip6tables-save ip6tables-restore; do
-		ln -s xtables-legacy-multi "$b/libexec/$n" && wrap "$n" "$n"
+		ln -s xtables-legacy-multi "$b/libexec/$n" && wrap "$n" "$n" 'XTABLES_LIBDIR="$here/lib/xtables"'
 	done
 fi
 

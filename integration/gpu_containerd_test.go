@@ -8,8 +8,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
-	"github.com/containerd/containerd/v2/pkg/oci"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 const gpuImage = "localhost/cryo/cudamem:test"
@@ -65,25 +63,9 @@ func TestGPUContainerd(t *testing.T) {
 }
 
 // newGPUContainer creates a container of the CUDA image on the cryo runtime
-// with the GPU device nodes and the host's network (no iptables needed).
+// with the GPU device nodes and the host's network.
 func (d *daemon) newGPUContainer(t *testing.T, id string) client.Container {
-	t.Helper()
-	ctx := namespacedCtx()
-	img, err := d.client.GetImage(ctx, gpuImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs("/bin/cudamem", gpuMiB(), "100"),
-		oci.WithEnv([]string{"LD_LIBRARY_PATH=/usr/lib"}), oci.WithHostNamespace(specs.NetworkNamespace)}
-	for _, dev := range gpuDevices {
-		opts = append(opts, oci.WithLinuxDevice(dev, "rwm"))
-	}
-	c, err := d.client.NewContainer(ctx, id, client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
-		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(opts...))
-	if err != nil {
-		t.Fatalf("new GPU container: %v", err)
-	}
-	return c
+	return d.newGPUContainerNet(t, id, true)
 }
 
 func (d *daemon) startGPUTask(t *testing.T, c client.Container) {
