@@ -153,7 +153,8 @@ func (b *bench) cudamem(mib int) {
 }
 
 // multi: n bare CUDA processes of mib MiB each, suspended and resumed by one
-// `cryo cuda suspend|resume` call (sequential driver calls).
+// `cryo cuda suspend|resume` call, the driver calls one process after
+// another and then all at once.
 func (b *bench) multi(n, mib int) {
 	t := b.t
 	reapOrphans(t)
@@ -173,13 +174,17 @@ func (b *bench) multi(n, mib int) {
 		waitTicks(t, func() string { return readFile(l) }, 1, "every worker's first ticks")
 	}
 	label := fmt.Sprintf("%d processes", n)
-	free := watchGPUFree(t, base)
-	b.row(label, n*mib, "cryo cuda suspend (sequential)", timed(t, nil, cryo, append([]string{"cuda", "suspend"}, pids...)...).Seconds())
-	b.row(label, n*mib, "cryo GPU free", free().Seconds())
-	b.row(label, n*mib, "cryo cuda resume (sequential)", timed(t, nil, cryo, append([]string{"cuda", "resume"}, pids...)...).Seconds())
-	for _, l := range logs {
-		m := lastTick(t, readFile(l))
-		waitTicks(t, func() string { return readFile(l) }, m, "every worker's ticks after the resume")
+	// One after another (--parallel 1), then cryo's default: every process's
+	// driver calls at once, each in its own helper.
+	for _, mode := range []struct{ name, flag string }{{"sequential", "--parallel=1"}, {"parallel", "--parallel=0"}} {
+		free := watchGPUFree(t, base)
+		b.row(label, n*mib, "cryo cuda suspend ("+mode.name+")", timed(t, nil, cryo, append([]string{"cuda", "suspend", mode.flag}, pids...)...).Seconds())
+		b.row(label, n*mib, "cryo GPU free ("+mode.name+")", free().Seconds())
+		b.row(label, n*mib, "cryo cuda resume ("+mode.name+")", timed(t, nil, cryo, append([]string{"cuda", "resume", mode.flag}, pids...)...).Seconds())
+		for _, l := range logs {
+			m := lastTick(t, readFile(l))
+			waitTicks(t, func() string { return readFile(l) }, m, "every worker's ticks after the resume")
+		}
 	}
 	for _, p := range pids {
 		pid, _ := strconv.Atoi(p)

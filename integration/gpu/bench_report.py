@@ -86,12 +86,17 @@ def main():
 
     multi = [k for k in order if "cryo cuda suspend (sequential)" in rows[k]]
     if multi:
-        out.append("\nSeveral CUDA processes, one `cryo cuda suspend`/`resume` call (driver calls one process after another):\n")
-        out.append("| processes | GPU memory in all | suspend | GPU free | resume |")
-        out.append("|---|---|---|---|---|")
+        out.append("\nSeveral CUDA processes, one `cryo cuda suspend`/`resume` call: the driver calls one process after another (`--parallel 1`), then all at once (the default):\n")
+        out.append("| processes | GPU memory in all | suspend: sequential | suspend: parallel | speed-up | GPU free: sequential | GPU free: parallel | resume: sequential | resume: parallel | speed-up |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         for key in multi:
             r = rows[key]
-            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(r.get('cryo cuda suspend (sequential)'))} | {s(r.get('cryo GPU free'))} | {s(r.get('cryo cuda resume (sequential)'))} |")
+            g = lambda f: r.get(f)
+            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(g('cryo cuda suspend (sequential)'))} | {s(g('cryo cuda suspend (parallel)'))} | "
+                       f"{ratio(g('cryo cuda suspend (sequential)'), g('cryo cuda suspend (parallel)'))} | "
+                       f"{s(g('cryo GPU free (sequential)'))} | {s(g('cryo GPU free (parallel)'))} | "
+                       f"{s(g('cryo cuda resume (sequential)'))} | {s(g('cryo cuda resume (parallel)'))} | "
+                       f"{ratio(g('cryo cuda resume (sequential)'), g('cryo cuda resume (parallel)'))} |")
     open(table_path, "w").write("\n".join(out) + "\n")
 
     import matplotlib
