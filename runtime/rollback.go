@@ -13,6 +13,10 @@ import (
 // succeeded, or with leaveRunning, the processes are still there: resume
 // their CUDA so that they carry on as if nothing happened.
 func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
+	if c.watch != nil {
+		c.watch.Stop()
+		c.watch = nil
+	}
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
 	switch {
 	case c.dumped && !c.leaveRunning:

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // A digest in Manifest.Digests is one of:
@@ -53,6 +54,16 @@ func chunkedName(chunk int64) string { return fmt.Sprintf("%s%dMiB", chunkedPref
 // files are hashed in parallel, GOMAXPROCS at a time: the pages of a GPU
 // checkpoint run to tens of GB.
 func ComputeDigests(dir string) (map[string]string, error) {
+	return computeDigests(dir, nil)
+}
+
+// earlySums returns chunk sums already known for the file rel of dir (inode
+// ino, size bytes), or nil.
+type earlySums func(rel string, ino uint64, size int64) map[int64][sha256.Size]byte
+
+// computeDigests is ComputeDigests, hashing only the chunks that early
+// does not already know.
+func computeDigests(dir string, early earlySums) (map[string]string, error) {
 	files, err := digestedFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("digest checkpoint files in %s: %w", dir, err)
@@ -65,6 +76,9 @@ func ComputeDigests(dir string) (map[string]string, error) {
 			return nil, fmt.Errorf("digest checkpoint files in %s: %w", dir, err)
 		}
 		work[i] = &hashFile{path: path, size: st.Size(), chunk: DigestChunkSize}
+		if early != nil {
+			work[i].known = early(f, st.Sys().(*syscall.Stat_t).Ino, st.Size())
+		}
 	}
 	hashAll(work)
 	out := make(map[string]string, len(files))
@@ -185,7 +199,8 @@ type hashFile struct {
 	path  string
 	size  int64
 	chunk int64
-	want  string // for VerifyDigests
+	want  string                      // for VerifyDigests
+	known map[int64][sha256.Size]byte // chunk sums hashed earlier (DigestWatcher)
 
 	sums [][sha256.Size]byte // one per chunk (one for a plain sha256)
 	mu   sync.Mutex
@@ -248,6 +263,10 @@ func hashAll(files []*hashFile) {
 		n := f.chunks()
 		f.sums = make([][sha256.Size]byte, n)
 		for i := int64(0); i < n; i++ {
+			if sum, ok := f.known[i]; ok && i < n-1 {
+				f.sums[i] = sum // the last chunk is always read: it checks the file's end
+				continue
+			}
 			j := hashJob{f: f, i: i, n: f.size, final: i == n-1}
 			if f.chunk != 0 {
 				j.off = i * f.chunk
@@ -288,6 +307,11 @@ func (j hashJob) run(buf []byte) error {
 		return err
 	}
 	defer f.Close()
+	return j.runOn(f, buf)
+}
+
+// runOn is run on an open file.
+func (j hashJob) runOn(f *os.File, buf []byte) error {
 	// Ask for the whole chunk at once: on a cold page cache (a restore on a
 	// fresh node) the kernel then reads it in large requests instead of
 	// ramping its readahead up chunk by chunk. It is only advice.
