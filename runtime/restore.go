@@ -48,8 +48,12 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string) (*snapshot.Ma
 	if err != nil {
 		return nil, err
 	}
-	if err := snapshot.VerifyDigests(dir, m); err != nil {
+	stamped, err := snapshot.VerifyDigestsStamped(dir, m)
+	if err != nil {
 		return nil, err
+	}
+	if stamped {
+		o.log().Info("image files unchanged since cryo hashed them on this host: not hashed again (CRYO_VERIFY=full to hash them)", "id", id, "dir", dir)
 	}
 	if m.HasCUDA() {
 		if m.RestorePairs, err = o.checkHost(ctx, m); err != nil {

@@ -1,0 +1,182 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Verification stamps let a restore skip re-hashing an image directory that
+// cryo itself hashed on this host (when it wrote the checkpoint, or on an
+// earlier verification) and that nobody has changed since.
+//
+// A stamp records each digested file's identity: device, inode, size,
+// mtime and ctime in nanoseconds. The kernel sets a file's ctime to the
+// current time on every change of its content or metadata, and no system
+// call sets it back, so an unchanged identity means that the bytes hashed
+// then are the bytes there now. What a stamp cannot see is the storage
+// itself corrupting data under the file system; CRYO_VERIFY=full re-hashes
+// every restore. Stamps live in a root-only directory of this host, never
+// in the image directory: a stamp that travelled with the image would
+// prove nothing.
+const (
+	EnvVerify   = "CRYO_VERIFY"       // "full": always re-hash; default "auto": trust a valid stamp
+	EnvStampDir = "CRYO_STAMP_DIR"    // default /var/lib/cryo/verified
+	stampMaxAge = 14 * 24 * time.Hour // older stamps are pruned when one is written
+)
+
+// fileID is what a stamp records of one file.
+type fileID struct {
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Size  int64  `json:"size"`
+	Mtime int64  `json:"mtime_ns"`
+	Ctime int64  `json:"ctime_ns"`
+}
+
+type stamp struct {
+	Dir   string            `json:"dir"`
+	Files map[string]fileID `json:"files"`
+}
+
+func stampDir() string {
+	if d := os.Getenv(EnvStampDir); d != "" {
+		return d
+	}
+	return "/var/lib/cryo/verified"
+}
+
+// stampPath names the stamp of dir with these digests: a different image
+// in the same directory, or the same image elsewhere, has another stamp.
+func stampPath(dir string, digests map[string]string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(digests))
+	for n := range digests {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", abs)
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%s\x00", n, digests[n])
+	}
+	return filepath.Join(stampDir(), hex.EncodeToString(h.Sum(nil))+".json"), nil
+}
+
+func identify(path string) (fileID, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{Dev: st.Dev, Ino: st.Ino, Size: st.Size,
+		Mtime: st.Mtim.Sec*1e9 + st.Mtim.Nsec, Ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec}, nil
+}
+
+// Stamp records that the files of dir have the given digests, as hashed by
+// this process a moment ago. It is best effort: without a writable stamp
+// directory (not root) the next restore simply hashes again.
+func Stamp(dir string, digests map[string]string) error {
+	if len(digests) == 0 {
+		return nil
+	}
+	path, err := stampPath(dir, digests)
+	if err != nil {
+		return err
+	}
+	s := stamp{Dir: dir, Files: map[string]fileID{}}
+	for name := range digests {
+		if s.Files[name], err = identify(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(stampDir(), 0o700); err != nil {
+		return err
+	}
+	pruneStamps()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// stamped reports whether dir has a valid stamp for m's digests: the stamp
+// directory is root's alone, and every file's identity is unchanged.
+func stamped(dir string, m *Manifest) bool {
+	if os.Getenv(EnvVerify) == "full" || len(m.Digests) == 0 || !trustedStampDir() {
+		return false
+	}
+	path, err := stampPath(dir, m.Digests)
+	if err != nil {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var s stamp
+	if json.Unmarshal(data, &s) != nil || len(s.Files) != len(m.Digests) {
+		return false
+	}
+	for name := range m.Digests {
+		id, err := identify(filepath.Join(dir, name))
+		if err != nil || id != s.Files[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// trustedStampDir: a stamp counts only if nobody but root could have
+// written it.
+func trustedStampDir() bool {
+	var st syscall.Stat_t
+	if err := syscall.Stat(stampDir(), &st); err != nil {
+		return false
+	}
+	return st.Uid == 0 && st.Mode&0o022 == 0
+}
+
+// pruneStamps removes stamps not written for stampMaxAge.
+func pruneStamps() {
+	entries, err := os.ReadDir(stampDir())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".json") && time.Since(info.ModTime()) > stampMaxAge {
+			_ = os.Remove(filepath.Join(stampDir(), e.Name()))
+		}
+	}
+}
+
+// VerifyDigestsStamped is VerifyDigests, skipping the hashing when dir has a
+// valid stamp (see above) and stamping it after a full verification. It
+// reports whether the stamp was used.
+func VerifyDigestsStamped(dir string, m *Manifest) (bool, error) {
+	if m.Digests != nil && stamped(dir, m) {
+		if err := uncovered(dir, m.Digests); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	if err := VerifyDigests(dir, m); err != nil {
+		return false, err
+	}
+	_ = Stamp(dir, m.Digests) // best effort: without it only a speed-up is lost
+	return false, nil
+}

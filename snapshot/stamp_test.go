@@ -1,0 +1,92 @@
+package snapshot
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// stampedImage writes a small image directory with its digests, and points
+// the stamps at a fresh directory of the test.
+func stampedImage(t *testing.T) (string, *Manifest) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("stamps count only in a root-owned directory; run as root")
+	}
+	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "verified"))
+	dir := t.TempDir()
+	writeFileT(t, filepath.Join(dir, "inventory.img"), "inventory")
+	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages pages pages")
+	d, err := ComputeDigests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Stamp(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	return dir, &Manifest{Digests: d}
+}
+
+func TestStampSkipsUnchanged(t *testing.T) {
+	dir, m := stampedImage(t)
+	used, err := VerifyDigestsStamped(dir, m)
+	if err != nil || !used {
+		t.Fatalf("unchanged image: stamp used %v, err %v; want used", used, err)
+	}
+	t.Setenv(EnvVerify, "full")
+	if used, err := VerifyDigestsStamped(dir, m); err != nil || used {
+		t.Fatalf("CRYO_VERIFY=full: stamp used %v, err %v; want a full verification", used, err)
+	}
+}
+
+// A byte rewritten in place, even with the same size and mtime put back,
+// changes the ctime: the stamp no longer holds and the hash catches it.
+func TestStampDetectsRewrite(t *testing.T) {
+	dir, m := stampedImage(t)
+	path := filepath.Join(dir, "pages-1.img")
+	st, _ := os.Stat(path)
+	time.Sleep(10 * time.Millisecond)
+	writeFileT(t, path, "pages PAGES pages")
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := VerifyDigestsStamped(dir, m)
+	var cf *CorruptFileError
+	if !errors.As(err, &cf) || cf.File != "pages-1.img" {
+		t.Fatalf("rewritten file: got %v, want a CorruptFileError for pages-1.img", err)
+	}
+}
+
+// A file added next to a stamped image is still refused.
+func TestStampStillChecksCoverage(t *testing.T) {
+	dir, m := stampedImage(t)
+	writeFileT(t, filepath.Join(dir, "extra.img"), "x")
+	if _, err := VerifyDigestsStamped(dir, m); err == nil {
+		t.Fatal("an image file not covered by the digests was accepted")
+	}
+}
+
+// A stamp directory others can write to is not trusted.
+func TestStampUntrustedDir(t *testing.T) {
+	dir, m := stampedImage(t)
+	if err := os.Chmod(os.Getenv(EnvStampDir), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if used, err := VerifyDigestsStamped(dir, m); err != nil || used {
+		t.Fatalf("world-writable stamp directory: stamp used %v, err %v; want a full verification", used, err)
+	}
+}
+
+// The stamp of a verified directory makes the next verification skip.
+func TestVerifyStamps(t *testing.T) {
+	dir, m := stampedImage(t)
+	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "other"))
+	if used, _ := VerifyDigestsStamped(dir, m); used {
+		t.Fatal("used a stamp from another directory")
+	}
+	if used, err := VerifyDigestsStamped(dir, m); err != nil || !used {
+		t.Fatalf("second verification: stamp used %v, err %v; want used", used, err)
+	}
+}
