@@ -10,7 +10,8 @@
 #
 # A 16 GiB workload makes a ~17 GB image: each image is deleted before the
 # next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
-# CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0.
+# CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0, CRYO_BENCH_THP=1
+# (the CUDA workload again with transparent huge pages "always").
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,8 +39,24 @@ export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
 (cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-9m}") 2>&1 | tee "$OUT/bench.log"
 rc=${PIPESTATUS[0]}
 
+# CRYO_BENCH_THP=1: the CUDA workload again with transparent huge pages set
+# to "always" (a host-wide setting, put back afterwards), side by side.
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+if [ "${CRYO_BENCH_THP:-0}" = 1 ] && [ -w "$thp" ]; then
+	was=$(sed 's/.*\[\(.*\)\].*/\1/' "$thp")
+	say "transparent huge pages: always (was $was)"
+	echo always >"$thp"
+	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-thp.tsv CRYO_BENCH_MIB=${CRYO_BENCH_THP_MIB:-4096} CRYO_BENCH_PROCS=1 CRYO_BENCH_SERVE=0 \
+		"$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout 5m) 2>&1 | tee "$OUT/bench-thp.log"
+	echo "$was" >"$thp"
+fi
+
 say "report"
 "${CRYO_PYTHON:-python3}" "$here/integration/gpu/bench_report.py" "$OUT/bench-host.tsv" "$OUT/bench.tsv" "$OUT/benchmarks-table.md" "$OUT/benchmarks.png" || rc=${rc/#0/1}
 cat "$OUT/benchmarks-table.md" 2>/dev/null
+if [ -s "$OUT/bench-thp.tsv" ]; then
+	say "with transparent huge pages always"
+	"${CRYO_PYTHON:-python3}" "$here/integration/gpu/bench_report.py" "$OUT/bench-host.tsv" "$OUT/bench-thp.tsv" "$OUT/benchmarks-thp-table.md" "$OUT/benchmarks-thp.png" && cat "$OUT/benchmarks-thp-table.md"
+fi
 [ "$rc" = 0 ] && say "bench PASSED" || say "bench FAILED ($rc)"
 exit "$rc"
