@@ -120,14 +120,17 @@ blob() {
 }
 size() { stat -c %s "$1"; }
 
+# private_net: the container gets a network namespace of its own, which CRIU
+# checkpoints with iptables; CRYO_DEMO_NET=host shares the host's instead.
+private_net() { [ "${CRYO_DEMO_NET:-}" != host ] && command -v iptables-restore >/dev/null; }
+
 # run_counter starts the counter container with cryo's runtime.
 run_counter() {
 	local args=(--runtime io.containerd.cryo.v2 --log-uri "file://$WORK/logs/demo.log")
 	if [ "$MODE" = gpu ]; then
 		for dev in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools; do args+=(--device "$dev"); done
 		args+=(--env "LD_LIBRARY_PATH=/usr/lib")
-		# CRIU needs iptables to dump a private network namespace.
-		command -v iptables-restore >/dev/null || args+=(--net-host)
+		private_net || args+=(--net-host)
 		ctr run -d "${args[@]}" "$IMAGE" demo /bin/cudamem 1024 200
 	else
 		ctr run -d "${args[@]}" "$IMAGE" demo /bin/sh -c 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
@@ -193,12 +196,12 @@ main() {
 	local before; before=$(last_tick "$WORK/logs/demo.log")
 	t=$(date +%s%N)
 	local ref how="demo keeps running"
-	if [ -z "${CRYO_DEMO_EXIT:-}" ] && [ "$MODE" = gpu ] && ! command -v iptables-restore >/dev/null; then
-		# The container shares the host's network namespace here (CRIU
-		# needs iptables to dump a private one), and CUDA binds an
-		# abstract unix socket, which lives in the network namespace: a
-		# copy cannot run next to its original, so the demo migrates.
-		say "no iptables on this host: the container shares the host network, so the demo migrates it (--exit) instead of cloning it"
+	if [ -z "${CRYO_DEMO_EXIT:-}" ] && [ "$MODE" = gpu ] && ! private_net; then
+		# The container shares the host's network namespace here, and
+		# CUDA binds an abstract unix socket, which lives in the network
+		# namespace: a copy cannot run next to its original, so the demo
+		# migrates.
+		say "the container shares the host network, so the demo migrates it (--exit) instead of cloning it"
 		CRYO_DEMO_EXIT=1
 	fi
 	if [ "${CRYO_DEMO_EXIT:-0}" = 1 ]; then
