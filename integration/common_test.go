@@ -10,6 +10,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,7 +106,14 @@ func runErr(timeout time.Duration, env []string, name string, args ...string) (s
 	cmd.Env = append(os.Environ(), env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
+	// A command that leaves a process behind holding its output (runc run
+	// -d of a container with runc's stdio) must not hold the test until
+	// that process ends: stop reading a moment after the command exits.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // it exited successfully; only its output was held open
+	}
 	if ctx.Err() != nil {
 		err = fmt.Errorf("timed out after %s: %w", timeout, err)
 	}

@@ -75,7 +75,18 @@ func gpuSpec(t *testing.T, bundle string, args ...string) {
 // newGPUSpec is gpuSpec's spec, for callers that add mounts or environment.
 func newGPUSpec(t *testing.T, args ...string) *specs.Spec {
 	t.Helper()
-	s := &specs.Spec{
+	s := baseSpec(args...)
+	for _, dev := range gpuDevices {
+		d, rule := deviceOf(t, dev)
+		s.Linux.Devices = append(s.Linux.Devices, d)
+		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, rule)
+	}
+	return s
+}
+
+// baseSpec is a container spec without devices, in the host's network.
+func baseSpec(args ...string) *specs.Spec {
+	return &specs.Spec{
 		Version:  specs.Version,
 		Root:     &specs.Root{Path: "rootfs"},
 		Hostname: "cryo-gpu",
@@ -96,12 +107,6 @@ func newGPUSpec(t *testing.T, args ...string) *specs.Spec {
 			Resources:  &specs.LinuxResources{},
 		},
 	}
-	for _, dev := range gpuDevices {
-		d, rule := deviceOf(t, dev)
-		s.Linux.Devices = append(s.Linux.Devices, d)
-		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, rule)
-	}
-	return s
 }
 
 // writeSpec writes s as the bundle's config.json.

@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"context"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,17 +51,30 @@ func probePrivateNet(t *testing.T) error {
 	}
 	copyFile(t, filepath.Join(binDir(), "busybox"), filepath.Join(root, "bin/busybox"), 0o755)
 	_ = os.Symlink("busybox", filepath.Join(root, "bin/sleep"))
-	s := newGPUSpec(t, "/bin/sleep", "600")
-	s.Linux.Devices, s.Linux.Resources.Devices = nil, nil
+	s := baseSpec("/bin/sleep", "600")
 	withPrivateNet(s)
 	writeSpec(t, dir, s)
 	runc := rawRunc()
 	state := filepath.Join(dir, "state")
 	id := "cryo-netns-probe"
 	defer func() { _, _ = runErr(30*time.Second, nil, runc, "--root", state, "delete", "--force", id) }()
-	cmd := []string{"--root", state, "run", "-d", "--bundle", dir, id}
-	if out, err := runErr(time.Minute, nil, runc, cmd...); err != nil {
-		return &probeError{"runc run", out, err}
+	// The detached container keeps runc's stdio: a pipe (CRIU dumps pipes,
+	// not host files) that this process stops reading at the end.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	out := &syncBuffer{}
+	go func() { _, _ = io.Copy(out, r) }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, runc, "--root", state, "run", "-d", "--bundle", dir, id)
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	w.Close()
+	if err != nil {
+		return &probeError{"runc run", out.String(), err}
 	}
 	img := filepath.Join(dir, "img")
 	if out, err := runErr(time.Minute, nil, runc, "--root", state, "checkpoint", "--leave-running", "--image-path", img, id); err != nil {
