@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
@@ -151,10 +152,14 @@ func (c *checkpoint) writeManifest(ctx context.Context) error { return snapshot.
 // runDump dumps with the digest watcher running, so that most of the pages
 // are hashed by the time the dump ends (cores CRIU does not use).
 func (c *checkpoint) runDump(ctx context.Context) error {
-	c.watch = snapshot.WatchDigests(c.dir)
+	if os.Getenv(EnvDigestWatch) != "0" {
+		c.watch = snapshot.WatchDigests(c.dir)
+	}
 	if err := c.dump(ctx); err != nil {
-		c.watch.Stop()
-		c.watch = nil
+		if c.watch != nil {
+			c.watch.Stop()
+			c.watch = nil
+		}
 		return err
 	}
 	c.dumped = true
@@ -172,10 +177,20 @@ func (c *checkpoint) resume(ctx context.Context) error {
 	return nil
 }
 
+// EnvDigestWatch set to 0 hashes the image after the dump instead of
+// during it.
+const EnvDigestWatch = "CRYO_DIGEST_WATCH"
+
 func (c *checkpoint) digests(ctx context.Context) error {
 	w := c.watch
 	c.watch = nil
-	d, err := w.Finish()
+	var d map[string]string
+	var err error
+	if w != nil {
+		d, err = w.Finish()
+	} else {
+		d, err = snapshot.ComputeDigests(c.dir)
+	}
 	if err != nil {
 		return err
 	}
