@@ -30,6 +30,7 @@ const (
 	EnvVerify   = "CRYO_VERIFY"       // "full": always re-hash; default "auto": trust a valid stamp
 	EnvStampDir = "CRYO_STAMP_DIR"    // default /var/lib/cryo/verified
 	stampMaxAge = 14 * 24 * time.Hour // older stamps are pruned when one is written
+	maxStamps   = 1000                // and the oldest beyond these
 )
 
 // fileID is what a stamp records of one file.
@@ -151,16 +152,33 @@ func trustedStampDir() bool {
 	return st.Uid == 0 && st.Mode&0o022 == 0
 }
 
-// pruneStamps removes stamps not written for stampMaxAge.
+// pruneStamps removes stamps not written for stampMaxAge, and the oldest
+// beyond maxStamps (a host that checkpoints every few minutes, into work
+// directories that come and go, must not grow the directory without end).
 func pruneStamps() {
 	entries, err := os.ReadDir(stampDir())
 	if err != nil {
 		return
 	}
+	type aged struct {
+		name string
+		mod  time.Time
+	}
+	var keep []aged
 	for _, e := range entries {
-		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".json") && time.Since(info.ModTime()) > stampMaxAge {
-			_ = os.Remove(filepath.Join(stampDir(), e.Name()))
+		info, err := e.Info()
+		if err != nil || !strings.HasSuffix(e.Name(), ".json") {
+			continue
 		}
+		if time.Since(info.ModTime()) > stampMaxAge {
+			_ = os.Remove(filepath.Join(stampDir(), e.Name()))
+			continue
+		}
+		keep = append(keep, aged{e.Name(), info.ModTime()})
+	}
+	sort.Slice(keep, func(i, j int) bool { return keep[i].mod.After(keep[j].mod) })
+	for _, a := range keep[min(len(keep), maxStamps):] {
+		_ = os.Remove(filepath.Join(stampDir(), a.name))
 	}
 }
 

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,5 +89,36 @@ func TestVerifyStamps(t *testing.T) {
 	}
 	if used, err := VerifyDigestsStamped(dir, m); err != nil || !used {
 		t.Fatalf("second verification: stamp used %v, err %v; want used", used, err)
+	}
+}
+
+// The stamp directory keeps at most maxStamps records, the newest.
+func TestStampPrune(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run as root")
+	}
+	dir := filepath.Join(t.TempDir(), "verified")
+	t.Setenv(EnvStampDir, dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for i := 0; i < maxStamps+5; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("%04d.json", i))
+		writeFileT(t, p, "{}")
+		_ = os.Chtimes(p, old, old.Add(time.Duration(i)*time.Second))
+	}
+	stale := filepath.Join(dir, "stale.json")
+	writeFileT(t, stale, "{}")
+	_ = os.Chtimes(stale, old, time.Now().Add(-stampMaxAge-time.Hour))
+	pruneStamps()
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != maxStamps {
+		t.Fatalf("%d stamps left, want %d", len(entries), maxStamps)
+	}
+	for _, gone := range []string{"0000.json", "0004.json", "stale.json"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); err == nil {
+			t.Errorf("%s was kept", gone)
+		}
 	}
 }
