@@ -51,9 +51,11 @@ func failedError(pid int) error {
 
 // rollback returns every member to running after cause, on a context that
 // survives the caller's cancellation (each call still has its deadline).
-// The GPUs did not change, so no pairs; progress is still reported.
+// The GPUs did not change, so no pairs; progress is still reported. It
+// goes one process at a time: something already went wrong, and the
+// sequential path is the one the driver has never been seen to hang on.
 func (d *Driver) rollback(ctx context.Context, ms []*member, o SetOptions, cause error) error {
-	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{OnProgress: o.OnProgress, Parallel: o.Parallel})
+	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{OnProgress: o.OnProgress, Parallel: 1})
 	if rb != nil {
 		return errors.Join(fmt.Errorf("suspend: %w", cause),
 			fmt.Errorf("rollback left some processes suspended; run `cryo cuda resume` or restart them: %w", rb))

@@ -33,12 +33,15 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 
 // rollback resumes CUDA after a failed checkpoint. It uses a fresh context:
 // the caller's may be the one that just expired, and the processes must not
-// be left suspended because of it.
+// be left suspended because of it. Like cudacr's own rollback it goes one
+// process at a time: the safe path, when something has already failed.
 func (c *checkpoint) rollback(ctx context.Context) string {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
+	opts := c.o.setOptions(nil)
+	opts.Parallel = 1
 	d, err := c.o.step(rctx, c.t.ID, StepRollback, func(ctx context.Context) error {
-		return c.o.driver().Resume(ctx, c.toSuspend, c.o.setOptions(nil))
+		return c.o.driver().Resume(ctx, c.toSuspend, opts)
 	})
 	c.m.AddStep(string(StepRollback), d, err)
 	if err != nil {
