@@ -27,10 +27,12 @@ var ctrdVersions = []ctrdVersion{
 	{name: "containerd-2", dir: "containerd-2", configVersion: 3},
 }
 
-const (
-	testNamespace = "cryo-test"
-	cryoRuntime   = "io.containerd.cryo.v2"
-)
+const cryoRuntime = "io.containerd.cryo.v2"
+
+// testNamespace is this test process's containerd namespace. The shims keep
+// runc's state and the cgroups under the namespace's name, host-wide, so two
+// test runs on one host must not share it.
+var testNamespace = fmt.Sprintf("cryo-test-%d", os.Getpid())
 
 // daemon is a private containerd: its own root, state, sockets and log
 // under a temporary directory, with cryo's bin/ first in PATH so that it
