@@ -144,10 +144,7 @@ func runcFor(t *testing.T, mode string) string {
 	if mode == "cryo" {
 		return cryoBin(t, "cryo-runc")
 	}
-	if r := os.Getenv("CRYO_RUNC"); r != "" {
-		return r
-	}
-	return "runc"
+	return rawRunc()
 }
 
 // cudamem: checkpoint and restore of the CUDA workload at mib MiB, through

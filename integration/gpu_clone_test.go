@@ -109,6 +109,7 @@ func withPrivateNet(s *specs.Spec) {
 	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 }
 
+// rawRunc is the plain runc the tests compare with and that cryo-runc wraps.
 func rawRunc() string {
 	if r := os.Getenv("CRYO_RUNC"); r != "" {
 		return r

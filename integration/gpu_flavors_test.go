@@ -35,15 +35,21 @@ type gpuFlavor struct {
 // them runs once per flavor, as a subtest named after it.
 func gpuFlavors() []gpuFlavor {
 	return []gpuFlavor{
-		{"cryo-runc", func(t *testing.T, c *runcContainer) gpuTask {
-			c.start("run", "-d", "--bundle", c.bundle, c.id)
-			return &runcTask{c: c}
-		}},
+		runcFlavor("cryo-runc"),
 		{"shim", func(t *testing.T, c *runcContainer) gpuTask {
 			d := startDaemonWith(t, ctrdVersions[1], true)
 			return startShimTask(t, d, c.id, c.bundle)
 		}},
 	}
+}
+
+// runcFlavor runs the bundle with the runcContainer's own runc (cryo-runc,
+// or plain runc for a baseline).
+func runcFlavor(name string) gpuFlavor {
+	return gpuFlavor{name, func(t *testing.T, c *runcContainer) gpuTask {
+		c.start("run", "-d", "--bundle", c.bundle, c.id)
+		return &runcTask{c: c}
+	}}
 }
 
 // runcTask is a runcContainer with its checkpoint image kept between

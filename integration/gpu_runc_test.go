@@ -122,10 +122,7 @@ func TestGPURuncCheckpointRestore(t *testing.T) {
 // the driver's resume.
 func runcBaseline(t *testing.T) {
 	cryo := cryoBin(t, "cryo")
-	runc := os.Getenv("CRYO_RUNC")
-	if runc == "" {
-		runc = "runc"
-	}
+	runc := rawRunc()
 	c := newGPUContainer(t, runc, "cryo-gpu-raw")
 	c.start("run", "-d", "--bundle", c.bundle, c.id)
 	c.ticksAfter(2, "raw first ticks")

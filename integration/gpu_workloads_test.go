@@ -153,11 +153,7 @@ var readyRe = regexp.MustCompile(`(?m)^ready cold_start_s=.*$`)
 // startServe starts the server in a container of runc (cryo-runc or plain
 // runc), and waits for its first answers.
 func startServe(t *testing.T, runc, id string, py *hostPython, script, weights string) *served {
-	f := gpuFlavor{name: filepath.Base(runc), start: func(t *testing.T, c *runcContainer) gpuTask {
-		c.start("run", "-d", "--bundle", c.bundle, c.id)
-		return &runcTask{c: c}
-	}}
-	return startServeWith(t, f, id, py, script, weights, runc)
+	return startServeWith(t, runcFlavor(filepath.Base(runc)), id, py, script, weights, runc)
 }
 
 // startServeWith starts the server through the front end f and waits for
@@ -354,10 +350,7 @@ func TestGPURollback(t *testing.T) {
 	dir := t.TempDir()
 	failCRIU := filepath.Join(dir, "criu-fail")
 	writeFile(t, failCRIU, "#!/bin/sh\necho 'cryo test: injected CRIU failure' >&2\nexit 1\n")
-	realRunc := os.Getenv("CRYO_RUNC")
-	if realRunc == "" {
-		realRunc = "runc"
-	}
+	realRunc := rawRunc()
 	wrapper := filepath.Join(dir, "runc-inject")
 	writeFile(t, wrapper, fmt.Sprintf(`#!/bin/sh
 # runc, with a failing CRIU for checkpoints

@@ -156,11 +156,7 @@ func (c *checkpoint) runDump(ctx context.Context) error {
 		c.watch = snapshot.WatchDigests(c.dir)
 	}
 	if err := c.dump(ctx); err != nil {
-		if c.watch != nil {
-			c.watch.Stop()
-			c.watch = nil
-		}
-		return err
+		return err // fail stops the watcher
 	}
 	c.dumped = true
 	return nil

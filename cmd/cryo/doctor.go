@@ -69,9 +69,9 @@ func checkKernel() check {
 // checkTHP reports the transparent huge page mode. The driver's suspend
 // writes the GPU memory into fresh host memory, and CRIU's restore fills
 // fresh memory again: with 4 KiB pages both are bound by page faults. On an
-// H200 host, "always" made a 4 GiB suspend 26 % faster and CRIU's restore
-// 26 % faster (docs/benchmarks.md). It is a host-wide setting, so cryo only
-// points it out.
+// H200 host, "always" made a 4 GiB suspend and restore about a third faster
+// (docs/benchmarks.md). It is a host-wide setting, so cryo only points it
+// out.
 func checkTHP() check {
 	data, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil {

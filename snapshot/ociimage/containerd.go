@@ -175,19 +175,28 @@ func (ck *ctrdCheckpoint) extractCRIU(ctx context.Context, d ocispec.Descriptor,
 	return ck.verifyErr(d, vr, err)
 }
 
-// writeSpec decodes containerd's checkpoint config (a protobuf Any around
-// the spec's JSON) into spec.dump.
-func (ck *ctrdCheckpoint) writeSpec(ctx context.Context, d ocispec.Descriptor, out string) error {
-	if d.Size > 16<<20 {
-		return fmt.Errorf("spec blob %s of %s is %d bytes: %w", d.Digest, ck.ref, d.Size, ErrIntegrity)
+// readSmall reads a blob of at most limit bytes whole, verified against d.
+func (ck *ctrdCheckpoint) readSmall(ctx context.Context, d ocispec.Descriptor, what string, limit int64) ([]byte, error) {
+	if d.Size > limit {
+		return nil, fmt.Errorf("%s %s of %s is %d bytes: %w", what, d.Digest, ck.ref, d.Size, ErrIntegrity)
 	}
 	vr, c, err := ck.openVerified(ctx, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
 	data, err := io.ReadAll(vr)
 	if err := ck.verifyErr(d, vr, err); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// writeSpec decodes containerd's checkpoint config (a protobuf Any around
+// the spec's JSON) into spec.dump.
+func (ck *ctrdCheckpoint) writeSpec(ctx context.Context, d ocispec.Descriptor, out string) error {
+	data, err := ck.readSmall(ctx, d, "spec blob", 16<<20)
+	if err != nil {
 		return err
 	}
 	var a ptypes.Any
@@ -241,16 +250,8 @@ func (ck *ctrdCheckpoint) decodeIndex(ctx context.Context, d ocispec.Descriptor)
 	if !images.IsIndexType(d.MediaType) {
 		return fmt.Errorf("%s is a %s, not a checkpoint index; remedy: give the image that `ctr task checkpoint` or `ctr container checkpoint --task` printed: %w", ck.ref, d.MediaType, ErrUnknownSource)
 	}
-	if d.Size > 4<<20 {
-		return fmt.Errorf("index %s of %s is %d bytes: %w", d.Digest, ck.ref, d.Size, ErrIntegrity)
-	}
-	vr, c, err := ck.openVerified(ctx, d)
+	data, err := ck.readSmall(ctx, d, "index", 4<<20)
 	if err != nil {
-		return err
-	}
-	defer c.Close()
-	data, err := io.ReadAll(vr)
-	if err := ck.verifyErr(d, vr, err); err != nil {
 		return err
 	}
 	return json.Unmarshal(data, &ck.index)
