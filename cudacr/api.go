@@ -124,6 +124,18 @@ type GPU struct {
 	MemoryTotal       uint64 `json:"memory_total"`       // bytes
 	MemoryFree        uint64 `json:"memory_free"`        // bytes
 	ComputeCapability string `json:"compute_capability"` // "9.0"
+	// Minor is the GPU's device node, /dev/nvidia<Minor>; -1 if NVML
+	// could not tell.
+	Minor int `json:"minor"`
+	// Processes are the processes NVML lists on this GPU (those holding
+	// memory there), with what each holds.
+	Processes []GPUProcess `json:"processes,omitempty"`
+}
+
+// GPUProcess is one process NVML lists on a GPU.
+type GPUProcess struct {
+	PID    int    `json:"pid"`    // host pid
+	Memory uint64 `json:"memory"` // bytes of GPU memory, 0 if NVML cannot tell
 }
 
 // Inventory is the GPUs of a host and its driver.
@@ -158,8 +170,12 @@ type Progress struct {
 type SetOptions struct {
 	// LockTimeout is passed to cuCheckpointProcessLock; default 10s.
 	LockTimeout time.Duration
-	// GPUPairs remaps GPUs on Resume.
+	// GPUPairs remaps GPUs on Resume, for every process not in PIDPairs.
 	GPUPairs []GPUPair
+	// PIDPairs remaps GPUs on Resume per process: the driver takes only a
+	// one-to-one map over exactly the GPUs each process sees, which may
+	// differ between the processes of one container.
+	PIDPairs map[int][]GPUPair
 	// OnProgress, if set, is called at the start and end of every step,
 	// never concurrently.
 	OnProgress func(Progress)

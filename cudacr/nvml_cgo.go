@@ -73,6 +73,22 @@ func readGPU(lib nvml.Interface, i int) (GPU, *wireError) {
 		return g, nvmlFail(fmt.Sprintf("GPU %d compute capability", i), ret, "").Err
 	}
 	g.ComputeCapability = fmt.Sprintf("%d.%d", major, minor)
+	// The minor number ties a /dev/nvidiaN that a process holds to this
+	// GPU; the process list says how much memory each process holds here.
+	// Neither is essential to the inventory, so a failure leaves them out.
+	g.Minor = -1
+	if m, ret := dev.GetMinorNumber(); ret == nvml.SUCCESS {
+		g.Minor = m
+	}
+	if procs, ret := dev.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
+		for _, p := range procs {
+			mem := p.UsedGpuMemory
+			if mem == ^uint64(0) { // NVML_VALUE_NOT_AVAILABLE (some VMs, MIG)
+				mem = 0
+			}
+			g.Processes = append(g.Processes, GPUProcess{PID: int(p.Pid), Memory: mem})
+		}
+	}
 	return g, nil
 }
 

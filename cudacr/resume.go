@@ -20,10 +20,18 @@ func (d *Driver) bringUp(ctx context.Context, ms []*member, o SetOptions) error 
 	// are skipped by the phases below.
 	errs := []error{d.learn(ctx, ms, o)}
 	errs = append(errs, phase(ms, StateCheckpointed, o, func(m *member) error {
-		return d.step(m, stepRestore, StateLocked, o, func() error { return d.Restore(ctx, m.pid, o.GPUPairs) })
+		return d.step(m, stepRestore, StateLocked, o, func() error { return d.Restore(ctx, m.pid, o.pairs(m.pid)) })
 	}))
 	errs = append(errs, phase(ms, StateLocked, o, func(m *member) error {
 		return d.step(m, stepUnlock, StateRunning, o, func() error { return d.Unlock(ctx, m.pid) })
 	}))
 	return errors.Join(errs...)
+}
+
+// pairs returns the GPU pairs for pid's restore.
+func (o SetOptions) pairs(pid int) []GPUPair {
+	if p, ok := o.PIDPairs[pid]; ok {
+		return p
+	}
+	return o.GPUPairs
 }

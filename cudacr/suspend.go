@@ -55,10 +55,22 @@ func failedError(pid int) error {
 // goes one process at a time: something already went wrong, and the
 // sequential path is the one the driver has never been seen to hang on.
 func (d *Driver) rollback(ctx context.Context, ms []*member, o SetOptions, cause error) error {
-	rb := d.bringUp(context.WithoutCancel(ctx), ms, SetOptions{OnProgress: o.OnProgress, Parallel: 1})
+	rctx := context.WithoutCancel(ctx)
+	rb := d.bringUp(rctx, ms, SetOptions{OnProgress: o.OnProgress, Parallel: 1})
+	if lost := d.LostPIDs(rctx, memberPIDs(ms), rb); rb != nil && len(lost) > 0 {
+		return errors.Join(fmt.Errorf("suspend: %w", cause), LostError(lost, rb))
+	}
 	if rb != nil {
 		return errors.Join(fmt.Errorf("suspend: %w", cause),
 			fmt.Errorf("rollback left some processes suspended; run `cryo cuda resume` or restart them: %w", rb))
 	}
 	return fmt.Errorf("suspend: %w; every process was returned to running", cause)
+}
+
+func memberPIDs(ms []*member) []int {
+	pids := make([]int, len(ms))
+	for i, m := range ms {
+		pids[i] = m.pid
+	}
+	return pids
 }

@@ -15,7 +15,9 @@ func preRestore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = orchestrator().CheckRestore(ctx, containerID(), dir)
+	// CRIU does not say which spec the container restores with; the GPUs
+	// are matched after the restore, to the nodes its /dev then has.
+	_, err = orchestrator().CheckRestore(ctx, containerID(), dir, cryoruntime.GPUScope{Deferred: true})
 	return err
 }
 
@@ -38,8 +40,10 @@ func postResume(ctx context.Context) error {
 		return err
 	}
 	t := cryoruntime.Target{
-		ID:   containerID(),
-		PIDs: func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
+		ID:      containerID(),
+		PIDs:    func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
+		Scope:   cryoruntime.GPUScope{Deferred: true},
+		InitPID: pid,
 	}
 	return orchestrator().ResumeRestored(ctx, t, m)
 }

@@ -94,7 +94,7 @@ func prepareDir(dir string) error {
 // (the tree runs, with CUDA suspended) with the error.
 func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
 	id := "checkpoint " + ro.Dir
-	m, err := o.CheckRestore(ctx, id, ro.Dir)
+	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
 	if err != nil {
 		return nil, err
 	}

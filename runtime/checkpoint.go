@@ -116,19 +116,50 @@ func (c *checkpoint) classify(procs []cudacr.Process) error {
 	return nil
 }
 
-// inventory records the GPUs while the processes still hold their memory:
-// that memory is what a restore will need free.
+// inventory records the GPUs while the processes still hold their memory,
+// and which GPUs each process sees and holds memory on: that is what a
+// restore must give back. It refuses, before anything is suspended, NCCL
+// ranks that share GPU memory (the driver would lose them).
 func (c *checkpoint) inventory(ctx context.Context) error {
 	inv, err := c.o.driver().Inventory(ctx)
 	if err != nil {
 		// The checkpoint is still good; only the restore's host check loses
 		// its data, so warn instead of failing.
 		c.o.log().Warn("GPU inventory unavailable: the restore cannot check the target host", "id", c.t.ID, "error", err)
-		return nil
+	}
+	views, err := c.describe(inv)
+	if err != nil {
+		return err
+	}
+	if err := cudacr.CheckIPC(views); err != nil {
+		return err
 	}
 	c.m.Inventory = inv
-	c.m.Needs = snapshot.NeedsFromInventory(inv)
+	for i, v := range views {
+		c.m.Processes[i].NSPID, c.m.Processes[i].GPUs, c.m.Processes[i].Evidence = v.NSPID, v.GPUs, v.Evidence
+		c.m.Processes[i].VisibleDevices, c.m.Processes[i].NCCL = &v.VisibleDevices, v.NCCL
+		for _, g := range v.GPUs {
+			c.m.Processes[i].GPUMemory += g.Memory
+		}
+	}
+	c.m.Needs = snapshot.NeedsFromProcesses(c.m.Processes)
 	return nil
+}
+
+// describe learns each CUDA process's GPUs, in manifest order.
+func (c *checkpoint) describe(inv cudacr.Inventory) ([]cudacr.ProcessGPUs, error) {
+	views := make([]cudacr.ProcessGPUs, 0, len(c.m.Processes))
+	for _, p := range c.m.Processes {
+		v, err := inv.Describe(p.PID)
+		if err != nil {
+			return nil, fmt.Errorf("which GPUs pid %d uses: %w", p.PID, err)
+		}
+		if len(v.GPUs) == 0 && len(inv.GPUs) > 0 {
+			c.o.log().Warn("no GPU found for a CUDA process: the restore cannot check its GPUs", "id", c.t.ID, "pid", p.PID, "evidence", v.Evidence)
+		}
+		views = append(views, v)
+	}
+	return views, nil
 }
 
 func (c *checkpoint) suspend(ctx context.Context) error {

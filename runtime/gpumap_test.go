@@ -2,48 +2,64 @@ package runtime
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
-func TestApplyGPUMap(t *testing.T) {
-	host := cudacr.Inventory{GPUs: []cudacr.GPU{
-		{UUID: "GPU-a", Name: "NVIDIA H100", ComputeCapability: "9.0"},
-		{UUID: "GPU-b", Name: "NVIDIA H100", ComputeCapability: "9.0"},
-		{UUID: "GPU-c", Name: "NVIDIA A100", ComputeCapability: "8.0"},
-	}}
-	auto := []cudacr.GPUPair{{Old: "GPU-src", New: "GPU-a"}}
-	cases := []struct {
-		spec, want, err string
-	}{
-		{"", "GPU-a", ""},
-		{"GPU-src=GPU-b", "GPU-b", ""},
-		{"GPU-src=GPU-c", "", "needs a NVIDIA H100"},
-		{"GPU-src=GPU-zz", "", "does not have"},
-		{"GPU-other=GPU-b", "", "did not use"},
-		{"nonsense", "", "want OLD-UUID=NEW-UUID"},
+func TestParseGPUMap(t *testing.T) {
+	pairs, err := ParseGPUMap("GPU-a=GPU-b, GPU-b=GPU-a")
+	if err != nil || !reflect.DeepEqual(pairs, []cudacr.GPUPair{{Old: "GPU-a", New: "GPU-b"}, {Old: "GPU-b", New: "GPU-a"}}) {
+		t.Fatalf("%v %v", pairs, err)
 	}
-	for _, c := range cases {
-		pairs, err := ParseGPUMap(c.spec)
-		var got []cudacr.GPUPair
-		if err == nil {
-			o := New(WithGPUMap(pairs))
-			if pairs == nil {
-				o.GPUMap = nil
-			}
-			got, err = o.applyGPUMap(auto, host)
+	if _, err := ParseGPUMap("nonsense"); err == nil || !strings.Contains(err.Error(), "want OLD-UUID=NEW-UUID") {
+		t.Fatalf("nonsense: %v", err)
+	}
+}
+
+func TestGPUScopeTargets(t *testing.T) {
+	inv := cudacr.Inventory{GPUs: []cudacr.GPU{
+		{UUID: "GPU-a", Minor: 0}, {UUID: "GPU-b", Minor: 1}, {UUID: "GPU-c", Minor: 2},
+	}}
+	uuids := func(sc GPUScope) []string {
+		gs, err := sc.Targets(inv)
+		if err != nil {
+			return []string{err.Error()}
 		}
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, snapshot.ErrIncompatibleHost) {
-				t.Errorf("%q: error %v, want one containing %q", c.spec, err, c.err)
-			}
-			continue
+		var u []string
+		for _, g := range gs {
+			u = append(u, g.UUID)
 		}
-		if err != nil || len(got) != 1 || got[0].New != c.want {
-			t.Errorf("%q: got %v, %v; want %s", c.spec, got, err, c.want)
-		}
+		return u
+	}
+	// A CDI or device-plugin spec: the real nodes (195:N), or a stand-in named /dev/nvidiaN.
+	spec := &specs.Spec{Linux: &specs.Linux{Devices: []specs.LinuxDevice{
+		{Path: "/dev/nvidiactl", Type: "c", Major: 195, Minor: 255},
+		{Path: "/dev/nvidia2", Type: "c", Major: 195, Minor: 2},
+		{Path: "/dev/nvidia1", Type: "c", Major: 1, Minor: 3},
+	}}}
+	if got := uuids(ScopeFromSpec(spec)); !reflect.DeepEqual(got, []string{"GPU-b", "GPU-c"}) {
+		t.Fatalf("nodes: %v", got)
+	}
+	env := func(v string) GPUScope {
+		return ScopeFromSpec(&specs.Spec{Process: &specs.Process{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + v}}})
+	}
+	if got := uuids(env("2,GPU-a")); !reflect.DeepEqual(got, []string{"GPU-c", "GPU-a"}) {
+		t.Fatalf("NVIDIA_VISIBLE_DEVICES: %v", got)
+	}
+	if got := uuids(env("all")); len(got) != 3 {
+		t.Fatalf("all: %v", got)
+	}
+	if got := uuids(GPUScope{}); len(got) != 3 {
+		t.Fatalf("host: %v", got)
+	}
+	bad := GPUScope{Nodes: []specs.LinuxDevice{{Path: "/dev/nvidia7", Type: "c", Major: 195, Minor: 7}}}
+	if _, err := bad.Targets(inv); !errors.Is(err, snapshot.ErrIncompatibleHost) {
+		t.Fatalf("unknown node: %v", err)
 	}
 }

@@ -19,6 +19,10 @@ type Target struct {
 	ID   string                                   // container id (or "pid N"), used in messages
 	PIDs func(ctx context.Context) ([]int, error) // the processes, host pids
 	Thaw func(ctx context.Context) error          // unfreezes the cgroup; nil if never frozen
+	// Scope and InitPID, for a restored container: the GPUs its spec gives
+	// it, and its init process (whose root holds its /dev).
+	Scope   GPUScope
+	InitPID int
 }
 
 // Event reports the start (Done false) and end of one step, for progress

@@ -19,11 +19,14 @@ import (
 // unless its images name libcuda.so: then the GPU state was not captured by
 // cryo and a restore would fail in the application, so it is refused with
 // ErrNoManifest. Errors are *StepError wrapping snapshot's sentinels.
-func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string) (*snapshot.Manifest, error) {
+//
+// scope is which GPUs the restored processes may use: a container's, from
+// its new spec (ScopeFromSpec), or the zero value for all of the host's.
+func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, scope GPUScope) (*snapshot.Manifest, error) {
 	var m *snapshot.Manifest
 	d, err := o.step(ctx, id, StepVerify, func(ctx context.Context) error {
 		var err error
-		m, err = o.verify(ctx, id, imageDir)
+		m, err = o.verify(ctx, id, imageDir, scope)
 		return err
 	})
 	if err != nil {
@@ -35,7 +38,7 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string) (*
 	return m, nil
 }
 
-func (o *Orchestrator) verify(ctx context.Context, id, dir string) (*snapshot.Manifest, error) {
+func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScope) (*snapshot.Manifest, error) {
 	if ok, err := snapshot.IsImageDir(dir); err != nil {
 		return nil, err
 	} else if !ok {
@@ -56,7 +59,7 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string) (*snapshot.Ma
 		o.log().Info("image files unchanged since cryo hashed them on this host: not hashed again (CRYO_VERIFY=full to hash them)", "id", id, "dir", dir)
 	}
 	if m.HasCUDA() {
-		if m.RestorePairs, err = o.checkHost(ctx, m); err != nil {
+		if m.RestorePairs, err = o.checkHost(ctx, m, scope); err != nil {
 			return nil, err
 		}
 	}
@@ -77,8 +80,10 @@ func (o *Orchestrator) noManifest(id, dir string, err error) error {
 	return nil
 }
 
-// checkHost compares this host's GPUs with the manifest's needs.
-func (o *Orchestrator) checkHost(ctx context.Context, m *snapshot.Manifest) ([]cudacr.GPUPair, error) {
+// checkHost matches the manifest's processes to the GPUs of scope on this
+// host. A deferred scope is only checked for the driver here; its pairs are
+// found after the restore (see ResumeRestored).
+func (o *Orchestrator) checkHost(ctx context.Context, m *snapshot.Manifest, scope GPUScope) (map[int][]cudacr.GPUPair, error) {
 	if len(m.Needs) == 0 {
 		return nil, nil // the source had no inventory: nothing to check against
 	}
@@ -87,11 +92,18 @@ func (o *Orchestrator) checkHost(ctx context.Context, m *snapshot.Manifest) ([]c
 		host = cudacr.Inventory{} // no driver, no NVML: the host offers no GPU
 		o.log().Warn("GPU inventory unavailable on this host", "error", err)
 	}
-	pairs, err := snapshot.CheckHost(m, host)
+	if scope.Deferred {
+		scope = GPUScope{}
+	}
+	targets, err := scope.Targets(host)
 	if err != nil {
 		return nil, err
 	}
-	return o.applyGPUMap(pairs, host)
+	user, err := o.gpuMap()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot.CheckHost(m, host, targets, user)
 }
 
 func restoreRemedy(err error, dir string) string {
@@ -146,11 +158,45 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot
 	if len(suspended) == 0 {
 		return fmt.Errorf("none of the restored processes %v is a CUDA process, but the manifest lists %d: %w", pids, len(m.Processes), cudacr.ErrBadState)
 	}
-	pairs := m.RestorePairs
-	if pairs == nil {
-		if pairs, err = o.checkHost(ctx, m); err != nil {
-			return err
+	if err := o.prepareNodes(t); err != nil {
+		return err
+	}
+	opts := o.setOptions(nil)
+	if opts.PIDPairs, err = o.restorePairs(ctx, t, m, suspended); err != nil {
+		return err
+	}
+	return o.driver().Resume(ctx, suspended, opts)
+}
+
+// prepareNodes gives a restored container the GPU device nodes of its
+// spec before the driver opens them.
+func (o *Orchestrator) prepareNodes(t Target) error {
+	if len(t.Scope.Nodes) == 0 || t.InitPID <= 0 {
+		return nil
+	}
+	return syncNodes(t.InitPID, t.Scope.Nodes)
+}
+
+// restorePairs finds each restored process's GPU pairs by its NSPID (the
+// pid it had in its container at checkpoint, which CRIU restores).
+func (o *Orchestrator) restorePairs(ctx context.Context, t Target, m *snapshot.Manifest, pids []int) (map[int][]cudacr.GPUPair, error) {
+	if m.RestorePairs == nil || t.Scope.Deferred {
+		scope := t.Scope
+		if scope.Deferred && t.InitPID > 0 {
+			scope = ScopeFromRoot(t.InitPID)
+		}
+		var err error
+		if m.RestorePairs, err = o.checkHost(ctx, m, scope); err != nil {
+			return nil, err
 		}
 	}
-	return o.driver().Resume(ctx, suspended, o.setOptions(pairs))
+	out := map[int][]cudacr.GPUPair{}
+	for _, pid := range pids {
+		pairs, ok := m.PairsFor(cudacr.NSPID(pid))
+		if !ok && m.PerProcess() {
+			return nil, fmt.Errorf("restored process %d (pid %d in its container) is not one the checkpoint recorded: %w", pid, cudacr.NSPID(pid), cudacr.ErrBadState)
+		}
+		out[pid] = pairs
+	}
+	return out, nil
 }

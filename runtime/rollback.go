@@ -44,6 +44,9 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 		return c.o.driver().Resume(ctx, c.toSuspend, opts)
 	})
 	c.m.AddStep(string(StepRollback), d, err)
+	if lost := c.o.driver().LostPIDs(rctx, c.toSuspend, err); err != nil && len(lost) > 0 {
+		return cudacr.LostError(lost, err).Error()
+	}
 	if err != nil {
 		return fmt.Sprintf("%v: %v; the processes %v stay suspended: run `cryo cuda resume %s`", ErrRollback, err, c.toSuspend, pidList(c.toSuspend))
 	}

@@ -47,7 +47,7 @@ func TestCheckpointWithoutCUDA(t *testing.T) {
 	if got := stepNames(steps); got != "find manifest dump digests" {
 		t.Fatalf("steps %q", got)
 	}
-	back, err := quiet().CheckRestore(context.Background(), "test", dir)
+	back, err := quiet().CheckRestore(context.Background(), "test", dir, GPUScope{})
 	if err != nil || back.ContainerID != "test" {
 		t.Fatalf("CheckRestore: %v %+v", err, back)
 	}
@@ -86,17 +86,17 @@ func TestCheckpointNoProcess(t *testing.T) {
 func TestCheckRestoreRefuses(t *testing.T) {
 	ctx := context.Background()
 	empty := t.TempDir()
-	_, err := quiet().CheckRestore(ctx, "x", empty)
+	_, err := quiet().CheckRestore(ctx, "x", empty, GPUScope{})
 	if !errors.Is(err, snapshot.ErrNotCheckpoint) || !strings.Contains(err.Error(), "holds no CRIU images") {
 		t.Fatalf("empty dir: %v", err)
 	}
 	plain := t.TempDir()
 	os.WriteFile(filepath.Join(plain, "inventory.img"), nil, 0o644)
-	if m, err := quiet().CheckRestore(ctx, "x", plain); m != nil || err != nil {
+	if m, err := quiet().CheckRestore(ctx, "x", plain, GPUScope{}); m != nil || err != nil {
 		t.Fatalf("manifest-less CPU checkpoint must pass: %v", err)
 	}
 	os.WriteFile(filepath.Join(plain, "files.img"), []byte("/usr/lib/libcuda.so.1"), 0o644)
-	if _, err := quiet().CheckRestore(ctx, "x", plain); !errors.Is(err, snapshot.ErrNoManifest) {
+	if _, err := quiet().CheckRestore(ctx, "x", plain, GPUScope{}); !errors.Is(err, snapshot.ErrNoManifest) {
 		t.Fatalf("manifest-less CUDA checkpoint must be refused: %v", err)
 	}
 }

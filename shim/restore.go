@@ -26,7 +26,13 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 		return resp, err
 	}
 	started := time.Now()
-	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint)
+	scope, err := cryort.ScopeFromBundle(r.Bundle)
+	if err != nil {
+		err = &StepError{Container: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
+		log.G(ctx).WithError(err).Error("cryo: restore refused")
+		return nil, toGRPC(err, true)
+	}
+	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
 	if err != nil {
 		log.G(ctx).WithError(err).Error("cryo: restore refused")
 		return nil, toGRPC(err, true)
@@ -35,7 +41,7 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 	if err != nil {
 		return nil, err
 	}
-	s.setRestore(r.ID, m)
+	s.setRestore(r.ID, pendingRestore{m: m, scope: scope})
 	s.daemon.renewSpec(ctx, r.ID)
 	log.G(ctx).WithFields(log.Fields{
 		"id": r.ID, "checkpoint": r.Checkpoint, "check_ms": time.Since(started).Milliseconds(),
@@ -50,7 +56,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	if r.ExecID != "" {
 		return s.TTRPCTaskService.Start(ctx, r)
 	}
-	m, restoring := s.takeRestore(r.ID)
+	pending, restoring := s.takeRestore(r.ID)
 	if !restoring {
 		return s.TTRPCTaskService.Start(ctx, r)
 	}
@@ -69,7 +75,9 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 		return nil, toGRPC(err, false)
 	}
 	criu := time.Since(started)
-	if err := s.orch(ctx).ResumeRestored(ctx, s.restoredTarget(r.ID, int(resp.Pid)), m); err != nil {
+	t := s.restoredTarget(r.ID, int(resp.Pid))
+	t.Scope, t.InitPID = pending.scope, int(resp.Pid)
+	if err := s.orch(ctx).ResumeRestored(ctx, t, pending.m); err != nil {
 		s.killRestored(ctx, r.ID)
 		err = &StepError{Container: r.ID, Step: "resume CUDA after restore", Err: err,
 			Remedy: "the restored task was killed: a task whose CUDA state stays suspended would hang"}

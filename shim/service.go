@@ -25,7 +25,7 @@ type service struct {
 	daemon    *legacyDaemon // containerd itself, for the 1.x spec remedy
 
 	mu       sync.Mutex
-	restores map[string]*snapshot.Manifest // task id -> manifest, between Create and Start
+	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
 	busy     map[string]bool               // task ids with a checkpoint or restore in flight
 }
 
@@ -39,7 +39,7 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 		driver:    cudacr.New(cudacr.Options{}),
 		publisher: publisher,
 		daemon:    newLegacyDaemon(grpcAddress),
-		restores:  map[string]*snapshot.Manifest{},
+		restores:  map[string]pendingRestore{},
 		busy:      map[string]bool{},
 	}
 }
@@ -88,19 +88,25 @@ func (s *service) begin(id, step string) (func(), error) {
 	}, nil
 }
 
-func (s *service) setRestore(id string, m *snapshot.Manifest) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.restores[id] = m
+// pendingRestore is a restore checked at Create, run at Start.
+type pendingRestore struct {
+	m     *snapshot.Manifest
+	scope cryort.GPUScope // the GPUs the new spec gives the container
 }
 
-// takeRestore returns and forgets the manifest recorded at Create.
-func (s *service) takeRestore(id string) (*snapshot.Manifest, bool) {
+func (s *service) setRestore(id string, r pendingRestore) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m, ok := s.restores[id]
+	s.restores[id] = r
+}
+
+// takeRestore returns and forgets the restore recorded at Create.
+func (s *service) takeRestore(id string) (pendingRestore, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.restores[id]
 	delete(s.restores, id)
-	return m, ok
+	return r, ok
 }
 
 // Delete forgets a restore that was created but never started.

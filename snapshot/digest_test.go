@@ -229,8 +229,8 @@ func TestReadVersions(t *testing.T) {
 			t.Fatalf("version %d: %v", v, err)
 		}
 	}
-	if New("c").Version != 2 {
-		t.Fatal("new manifests must be version 2: they hold chunked digests")
+	if New("c").Version != 3 {
+		t.Fatal("new manifests must be version 3: chunked digests and per-process GPUs")
 	}
 	os.WriteFile(filepath.Join(dir, ManifestName), []byte(fmt.Sprintf(`{"version":%d}`, FormatVersion+1)), 0o644)
 	if _, err := Read(dir); !errors.Is(err, ErrUnsupportedVersion) {

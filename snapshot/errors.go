@@ -38,6 +38,7 @@ type HostError struct {
 	Needs  string // "1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free"
 	Offers string // "1× NVIDIA A100 (sm_80)"
 	Detail string // optional: the driver mismatch, …
+	Err    error  // optional: the matcher's error (cudacr.ErrNoMatchingGPU)
 }
 
 func (e *HostError) Error() string {
@@ -47,5 +48,11 @@ func (e *HostError) Error() string {
 	return fmt.Sprintf("restore needs %s; this host offers %s", e.Needs, e.Offers)
 }
 
-// Unwrap makes errors.Is(err, ErrIncompatibleHost) true.
-func (e *HostError) Unwrap() error { return ErrIncompatibleHost }
+// Unwrap makes errors.Is(err, ErrIncompatibleHost) true, and the
+// matcher's own error reachable.
+func (e *HostError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrIncompatibleHost, e.Err}
+	}
+	return []error{ErrIncompatibleHost}
+}

@@ -19,9 +19,8 @@ type GPUNeed struct {
 }
 
 // NeedsFromInventory derives the restore's needs from the source inventory
-// taken before the suspend: the memory in use on a GPU then is what its
-// processes will allocate again. Without per-process accounting this counts
-// other tenants too, which errs on the side of refusing early.
+// taken before the suspend, the way manifests before version 3 did: every
+// GPU of the host, with all the memory in use on it. Kept for reading them.
 func NeedsFromInventory(inv cudacr.Inventory) []GPUNeed {
 	var needs []GPUNeed
 	for _, g := range inv.GPUs {
@@ -34,22 +33,93 @@ func NeedsFromInventory(inv cudacr.Inventory) []GPUNeed {
 	return needs
 }
 
+// NeedsFromProcesses derives the needs from what the processes saw and
+// held: the union of their GPUs, each with the memory they held on it.
+// Other tenants of the source host count for nothing.
+func NeedsFromProcesses(procs []Process) []GPUNeed {
+	var needs []GPUNeed
+	at := map[string]int{}
+	for _, p := range procs {
+		for _, g := range p.GPUs {
+			i, ok := at[g.UUID]
+			if !ok {
+				i = len(needs)
+				at[g.UUID] = i
+				needs = append(needs, GPUNeed{UUID: g.UUID, Name: g.Name, ComputeCapability: g.ComputeCapability})
+			}
+			needs[i].Memory += g.Memory
+		}
+	}
+	return needs
+}
+
 // CheckHost refuses, before anything is restored, a host that cannot take
-// the checkpoint m, saying what is missing; otherwise it returns the GPU
-// UUID pairs (source → this host) for the driver's restore. A checkpoint
-// without CUDA processes fits every host.
-func CheckHost(m *Manifest, host cudacr.Inventory) ([]cudacr.GPUPair, error) {
+// the checkpoint m, saying what is missing; otherwise it returns, per
+// process (by NSPID), the GPU pairs for the driver's restore. targets are
+// the GPUs the restored processes can open (a container's, or the host's),
+// user a partial GPU map to honour. A checkpoint without CUDA processes fits
+// every host.
+func CheckHost(m *Manifest, host cudacr.Inventory, targets []cudacr.GPU, user []cudacr.GPUPair) (map[int][]cudacr.GPUPair, error) {
 	if !m.HasCUDA() || len(m.Needs) == 0 {
 		return nil, nil
 	}
 	if err := checkDriver(m.Inventory, host); err != nil {
 		return nil, err
 	}
-	pairs, short := matchGPUs(m.Needs, host.GPUs)
-	if short == "" {
-		return pairs, nil
+	if !m.PerProcess() {
+		return legacyPairs(m, targets, user)
 	}
-	return nil, &HostError{Needs: describeNeeds(m.Needs), Offers: describeHost(host.GPUs, short == "memory")}
+	var places []cudacr.Placement
+	for _, p := range m.Processes {
+		pl := cudacr.Placement{Key: p.NSPID, GPUs: p.GPUs}
+		if p.VisibleDevices != nil {
+			pl.VisibleDevices = *p.VisibleDevices
+		}
+		places = append(places, pl)
+	}
+	pairs, err := cudacr.Match(places, targets, user)
+	if err != nil {
+		return nil, &HostError{Detail: err.Error(), Err: err}
+	}
+	return pairs, nil
+}
+
+// legacyPairs serves manifests before version 3, which do not say which
+// GPUs each process saw. Where every GPU they name is among the targets,
+// the driver restores the processes where they were, with no pairs (a
+// full map could name GPUs a process does not see, which the driver
+// refuses); otherwise each needed GPU is matched by model and memory and
+// the pairs go to every process, which is right when the source host had
+// only the GPUs the processes saw.
+func legacyPairs(m *Manifest, targets []cudacr.GPU, user []cudacr.GPUPair) (map[int][]cudacr.GPUPair, error) {
+	if len(user) == 0 && allPresent(m.Needs, targets) {
+		return nil, nil
+	}
+	pairs, short := matchGPUs(m.Needs, targets)
+	if short != "" {
+		return nil, &HostError{Needs: describeNeeds(m.Needs), Offers: describeHost(targets, short == "memory")}
+	}
+	for _, u := range user {
+		for i := range pairs {
+			if pairs[i].Old == u.Old {
+				pairs[i].New = u.New
+			}
+		}
+	}
+	return map[int][]cudacr.GPUPair{AnyProcess: pairs}, nil
+}
+
+func allPresent(needs []GPUNeed, gpus []cudacr.GPU) bool {
+	for _, n := range needs {
+		found := false
+		for _, g := range gpus {
+			found = found || g.UUID == n.UUID
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDriver refuses a host whose driver is older than the source's: the

@@ -24,17 +24,17 @@ func gpuManifest() *Manifest {
 
 func TestCheckHostPairs(t *testing.T) {
 	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 10*gb), h100("GPU-new", 70*gb)}}
-	pairs, err := CheckHost(gpuManifest(), host)
+	pairs, err := CheckHost(gpuManifest(), host, host.GPUs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pairs) != 1 || pairs[0].Old != "GPU-old" || pairs[0].New != "GPU-a" {
+	if p := pairs[AnyProcess]; len(p) != 1 || p[0].Old != "GPU-old" || p[0].New != "GPU-a" {
 		t.Fatalf("pairs %v", pairs)
 	}
 	host.GPUs = append(host.GPUs, h100("GPU-old", 70*gb))
-	pairs, _ = CheckHost(gpuManifest(), host)
-	if pairs[0].New != "GPU-old" {
-		t.Fatalf("same host should keep its GPU: %v", pairs)
+	pairs, _ = CheckHost(gpuManifest(), host, host.GPUs, nil)
+	if pairs != nil {
+		t.Fatalf("an old manifest on its own host restores without pairs: %v", pairs)
 	}
 }
 
@@ -55,7 +55,7 @@ func TestCheckHostRefuses(t *testing.T) {
 			"restore needs NVIDIA driver ≥ 580.159.04 (CUDA 13.0); this host has driver 570.86.15 (CUDA 12.8); remedy: upgrade the driver or restore on another host"},
 	}
 	for _, c := range cases {
-		_, err := CheckHost(gpuManifest(), c.host)
+		_, err := CheckHost(gpuManifest(), c.host, c.host.GPUs, nil)
 		if !errors.Is(err, ErrIncompatibleHost) || err.Error() != c.want {
 			t.Errorf("%s: got %v\nwant %s", c.name, err, c.want)
 		}
@@ -67,7 +67,7 @@ func TestCheckHostFewerGPUs(t *testing.T) {
 	m.Inventory.GPUs = append(m.Inventory.GPUs, h100("GPU-old2", 70*gb))
 	m.Needs = NeedsFromInventory(m.Inventory)
 	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-a", 79*gb)}}
-	_, err := CheckHost(m, host)
+	_, err := CheckHost(m, host, host.GPUs, nil)
 	want := "restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free + 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 10.0 GiB free; this host offers 1× NVIDIA H100 80GB HBM3 (sm_90)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
@@ -75,8 +75,46 @@ func TestCheckHostFewerGPUs(t *testing.T) {
 }
 
 func TestCheckHostNoCUDA(t *testing.T) {
-	if pairs, err := CheckHost(New("c"), cudacr.Inventory{}); pairs != nil || err != nil {
+	if pairs, err := CheckHost(New("c"), cudacr.Inventory{}, nil, nil); pairs != nil || err != nil {
 		t.Fatalf("CPU checkpoint must fit any host: %v %v", pairs, err)
+	}
+}
+
+// v3Manifest is a version 3 manifest: one process that saw GPU-old (of a
+// 2-GPU host whose other GPU ran someone else's 60 GiB) and held 9.2 GiB.
+func v3Manifest() *Manifest {
+	m := gpuManifest()
+	m.Inventory.GPUs = append(m.Inventory.GPUs, h100("GPU-other", 20*gb))
+	m.Processes = []Process{{PID: 40, NSPID: 1, GPUs: []cudacr.ProcessGPU{
+		{UUID: "GPU-old", Name: "NVIDIA H100 80GB HBM3", ComputeCapability: "9.0", Memory: 92 * gb / 10}}}}
+	m.Needs = NeedsFromProcesses(m.Processes)
+	return m
+}
+
+func TestCheckHostPerProcess(t *testing.T) {
+	m := v3Manifest()
+	if len(m.Needs) != 1 || m.Needs[0].Memory != 92*gb/10 {
+		t.Fatalf("needs count only the process: %+v", m.Needs)
+	}
+	// A 1-GPU host takes a checkpoint of one GPU of a 2-GPU host.
+	host := cudacr.Inventory{DriverVersion: "580.159.04", GPUs: []cudacr.GPU{h100("GPU-new", 70*gb)}}
+	pairs, err := CheckHost(m, host, host.GPUs, nil)
+	if err != nil || len(pairs[1]) != 1 || pairs[1][0].New != "GPU-new" {
+		t.Fatalf("1-GPU host: %v %v", pairs, err)
+	}
+	// A container given two GPUs cannot take a process that saw one.
+	host.GPUs = append(host.GPUs, h100("GPU-old", 70*gb))
+	_, err = CheckHost(m, host, host.GPUs, nil)
+	if !errors.Is(err, ErrIncompatibleHost) || !errors.Is(err, cudacr.ErrNoMatchingGPU) {
+		t.Fatalf("two targets for one GPU: %v", err)
+	}
+	pairs, err = CheckHost(m, host, host.GPUs[1:], nil)
+	if err != nil || pairs[1][0].New != "GPU-old" {
+		t.Fatalf("same GPU: %v %v", pairs, err)
+	}
+	p, ok := m.PairsFor(1)
+	if ok || p != nil {
+		t.Fatalf("PairsFor before a check: %v", p)
 	}
 }
 

@@ -22,9 +22,12 @@ const ManifestName = "cryo-manifest.json"
 
 // FormatVersion is the manifest format this cryo writes. Read accepts it and
 // every older one; a newer one means an older cryo is reading it.
-// Version 2 records chunked digests (see ComputeDigests); version 1 plain
-// sha256 digests, which VerifyDigests still checks.
-const FormatVersion = 2
+// Version 3 records, per CUDA process, the GPUs it could see and the
+// memory it held on each (the restore maps each process onto the GPUs it
+// will see, as the driver requires); version 2 chunked digests (see
+// ComputeDigests); version 1 plain sha256 digests. Older versions are still
+// read, verified and restored (see CheckHost).
+const FormatVersion = 3
 
 // Manifest is the GPU manifest of one checkpoint.
 type Manifest struct {
@@ -38,7 +41,9 @@ type Manifest struct {
 	// Inventory is the source host's GPUs and driver, taken before the
 	// suspend, while the processes still held their GPU memory.
 	Inventory cudacr.Inventory `json:"inventory"`
-	// Needs are the GPUs a restore needs, derived from Inventory.
+	// Needs are the GPUs a restore needs: from version 3 the GPUs the
+	// processes saw, with the memory they held (for display and images);
+	// before, every GPU of the source host with all the memory in use.
 	Needs []GPUNeed `json:"needs,omitempty"`
 	// Steps is how long each step of the checkpoint took, in order.
 	Steps []Step `json:"steps"`
@@ -48,10 +53,12 @@ type Manifest struct {
 	// the dump has completed.
 	Digests map[string]string `json:"digests,omitempty"`
 
-	// RestorePairs maps the source GPUs to this host's, found by the host
-	// check of a restore; RestoreSteps times the restore. Neither is saved.
-	RestorePairs []cudacr.GPUPair `json:"-"`
-	RestoreSteps []Step           `json:"-"`
+	// RestorePairs maps each process's GPUs to this host's (by the
+	// process's NSPID, AnyProcess for a manifest older than version 3),
+	// found by the host check of a restore; RestoreSteps times the
+	// restore. Neither is saved.
+	RestorePairs map[int][]cudacr.GPUPair `json:"-"`
+	RestoreSteps []Step                   `json:"-"`
 }
 
 // Process is one CUDA process of the checkpoint.
@@ -61,6 +68,42 @@ type Process struct {
 	State string `json:"state"`
 	// GPUMemory is the process's GPU memory in bytes, when known.
 	GPUMemory uint64 `json:"gpu_memory,omitempty"`
+	// NSPID is its pid in its own pid namespace, which a container's
+	// restore gives it again (version 3).
+	NSPID int `json:"nspid,omitempty"`
+	// GPUs are the GPUs it could see, in CUDA's order, with the memory it
+	// held on each (version 3); Evidence says how they were found.
+	GPUs           []cudacr.ProcessGPU    `json:"gpus,omitempty"`
+	Evidence       string                 `json:"evidence,omitempty"`
+	VisibleDevices *cudacr.VisibleDevices `json:"cuda_visible_devices,omitempty"`
+	NCCL           *cudacr.NCCLRank       `json:"nccl,omitempty"`
+}
+
+// AnyProcess keys the RestorePairs that apply to every process (manifests
+// older than version 3, which do not say which GPUs each process saw).
+const AnyProcess = -1
+
+// PairsFor returns the GPU pairs of the restored process whose NSPID is
+// nspid, and whether the manifest has any for it.
+func (m *Manifest) PairsFor(nspid int) ([]cudacr.GPUPair, bool) {
+	if p, ok := m.RestorePairs[nspid]; ok {
+		return p, true
+	}
+	p, ok := m.RestorePairs[AnyProcess]
+	return p, ok
+}
+
+// PerProcess reports whether the manifest records each process's GPUs.
+func (m *Manifest) PerProcess() bool {
+	if m == nil || m.Version < 3 {
+		return false
+	}
+	for _, p := range m.Processes {
+		if len(p.GPUs) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Step is the duration of one checkpoint step.

@@ -22,6 +22,7 @@ type crOpts struct {
 	id           string
 	imagePath    string // absolute; runc's default is ./checkpoint
 	workPath     string
+	bundle       string // absolute; runc's default is the working directory
 	leaveRunning bool
 	detach       bool
 	preDump      bool
@@ -53,6 +54,7 @@ func parseCROpts(rest []string) crOpts {
 		o.id = positional[len(positional)-1]
 	}
 	o.imagePath = absPath(o.imagePath, "checkpoint")
+	o.bundle = absPath(o.bundle, ".")
 	return o
 }
 
@@ -64,6 +66,8 @@ func (o *crOpts) set(name, v string, has bool) {
 		o.imagePath = v
 	case "work-path":
 		o.workPath = v
+	case "bundle", "b":
+		o.bundle = v
 	case "leave-running":
 		o.leaveRunning = on
 	case "detach", "d":

@@ -19,27 +19,34 @@ func (w *wrapper) restore(ctx context.Context) int {
 	if o.help || o.id == "" {
 		return w.exec()
 	}
-	m, err := w.orchestrator().CheckRestore(ctx, o.id, o.imagePath)
+	// The GPUs the container gets are those of its new spec (a device
+	// plugin or CDI may give it other GPUs than the checkpoint ran on).
+	scope, err := cryoruntime.ScopeFromBundle(o.bundle)
+	if err != nil {
+		w.log.error("restore of container %s: %v; nothing was restored", o.id, err)
+		return 1
+	}
+	m, err := w.orchestrator().CheckRestore(ctx, o.id, o.imagePath, scope)
 	if err != nil {
 		// A *runtime.StepError: it says nothing was restored, and why.
 		w.log.error("%v", err)
 		return 1
 	}
 	if o.detach {
-		return w.restoreDetached(ctx, o, m)
+		return w.restoreDetached(ctx, o, m, scope)
 	}
-	return w.restoreForeground(ctx, o, m)
+	return w.restoreForeground(ctx, o, m, scope)
 }
 
 // restoreDetached is Podman's case (conmon runs `restore --detach`): runc
 // returns once the processes run, then CUDA is resumed.
-func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Manifest) int {
+func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) int {
 	code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
 	if err != nil || code != 0 {
 		w.log.error("restore of container %s: runc restore failed (status %d): %v", o.id, code, err)
 		return max(code, 1)
 	}
-	if err := w.resume(ctx, o, m); err != nil {
+	if err := w.resume(ctx, o, m, scope); err != nil {
 		w.log.error("%v", err)
 		return 1
 	}
@@ -48,7 +55,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Man
 
 // restoreForeground: runc restore without --detach waits for the container
 // to exit, so CUDA is resumed while it runs, once runc reports "running".
-func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest) int {
+func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) int {
 	cmd := runcCmd(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		w.log.error("restore of container %s: start runc: %v", o.id, err)
@@ -59,7 +66,7 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.M
 	go func() {
 		defer close(resumed)
 		if w.waitRunning(ctx, o.id, exited) {
-			if err := w.resume(ctx, o, m); err != nil {
+			if err := w.resume(ctx, o, m, scope); err != nil {
 				w.log.error("%v", err)
 			}
 		}
@@ -90,10 +97,12 @@ func (w *wrapper) waitRunning(ctx context.Context, id string, exited <-chan stru
 }
 
 // resume resumes CUDA in the restored container's processes.
-func (w *wrapper) resume(ctx context.Context, o crOpts, m *snapshot.Manifest) error {
+func (w *wrapper) resume(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) error {
 	t := cryoruntime.Target{
-		ID:   o.id,
-		PIDs: func(ctx context.Context) ([]int, error) { return w.cli.pids(ctx, o.id) },
+		ID:      o.id,
+		PIDs:    func(ctx context.Context) ([]int, error) { return w.cli.pids(ctx, o.id) },
+		Scope:   scope,
+		InitPID: w.cli.initPID(ctx, o.id),
 	}
 	return w.orchestrator().ResumeRestored(ctx, t, m)
 }
