@@ -90,3 +90,21 @@ func CheckIPC(procs []ProcessGPUs) error {
 	return fmt.Errorf("%w: pid %s: NCCL rank(s) whose transports may use CUDA IPC (P2P, SHM or cuMem), which driver 580 cannot restore (the job would be lost); nothing was suspended; remedy: start the job with %s in its environment (NCCL then uses sockets), or use a driver that restores CUDA IPC",
 		ErrCUDAIPC, strings.Join(risky, ", "), NCCLSafeEnv)
 }
+
+// CheckIPCOf is CheckIPC for processes not yet described (cryo cuda
+// suspend): it reads what marks an NCCL rank from /proc.
+func CheckIPCOf(pids []int) error {
+	var procs []ProcessGPUs
+	for _, pid := range unique(pids) {
+		env, err := processEnv(pid)
+		if err != nil {
+			return err
+		}
+		r, err := ncclRank(pid, env)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, ProcessGPUs{PID: pid, NCCL: r})
+	}
+	return CheckIPC(procs)
+}

@@ -100,7 +100,7 @@ func (d *daemon) env() []string {
 	if d.gpu {
 		return env
 	}
-	return append(env, fakeDriverEnv(d.t, d.faults)...)
+	return append(env, append(fakeDriverEnv(d.t, d.faults), "CRYO_FAKE_GPUS_FILE="+d.gpusFile())...)
 }
 
 func (d *daemon) start() {

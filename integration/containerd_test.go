@@ -50,6 +50,7 @@ var containerdCases = []struct {
 	{"RepeatedContainerCheckpoints", testRepeatedCheckpoints},
 	{"CUDAFaultRollsBack", testCUDAFaultRollsBack},
 	{"CRIUFailureRollsBack", testCRIUFailureRollsBack},
+	{"MultiGPUMoveToOtherGPU", testMultiGPUMove},
 }
 
 // testTaskCheckpointClone: `ctr task checkpoint` leaves the original

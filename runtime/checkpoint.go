@@ -131,7 +131,7 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := cudacr.CheckIPC(views); err != nil {
+	if err := cudacr.CheckIPC(views); err != nil && !c.o.AllowCUDAIPC {
 		return err
 	}
 	c.m.Inventory = inv

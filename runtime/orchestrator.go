@@ -51,7 +51,19 @@ type Orchestrator struct {
 	// GPUMap chooses the target GPU of a source GPU on restore (old UUID →
 	// new UUID), overriding the automatic match; nil: $CRYO_GPU_MAP, if set.
 	GPUMap []cudacr.GPUPair
+	// AllowCUDAIPC checkpoints NCCL ranks that may share GPU memory through
+	// CUDA IPC, which cryo otherwise refuses (driver 580 cannot restore
+	// them): for a job known to keep NCCL on sockets by means cryo cannot
+	// see, such as variables set from inside the program.
+	AllowCUDAIPC bool
 }
+
+// AllowCUDAIPCEnv is the variable that front ends without flags of their
+// own (cryo-runc, the shim) read AllowCUDAIPC from ("1" to allow).
+const AllowCUDAIPCEnv = "CRYO_ALLOW_CUDA_IPC"
+
+// WithAllowCUDAIPC sets AllowCUDAIPC.
+func WithAllowCUDAIPC(allow bool) Option { return func(o *Orchestrator) { o.AllowCUDAIPC = allow } }
 
 // Option configures an Orchestrator made by New.
 type Option func(*Orchestrator)

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"os"
 	"sync"
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
@@ -26,7 +27,7 @@ type service struct {
 
 	mu       sync.Mutex
 	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
-	busy     map[string]bool               // task ids with a checkpoint or restore in flight
+	busy     map[string]bool           // task ids with a checkpoint or restore in flight
 }
 
 var _ shim.TTRPCService = (*service)(nil)
@@ -51,6 +52,7 @@ func (s *service) orch(ctx context.Context) *cryort.Orchestrator {
 		cryort.WithDriver(s.driver),
 		cryort.WithLogger(cryort.DiscardLogger()),
 		cryort.WithEvents(func(e cryort.Event) { logStep(ctx, e) }),
+		cryort.WithAllowCUDAIPC(os.Getenv(cryort.AllowCUDAIPCEnv) == "1"),
 	)
 }
 

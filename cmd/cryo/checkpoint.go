@@ -37,6 +37,7 @@ instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".`,
 			&cli.BoolFlag{Name: "tcp-established", Usage: "checkpoint established TCP connections"},
 			&cli.BoolFlag{Name: "shell-job", Usage: "the tree is attached to a terminal or is not a session leader"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: 10 * time.Second, Usage: "how long the driver may wait for in-flight GPU work before locking"},
+			allowIPCFlag,
 		},
 		Action: checkpointAction,
 	}
@@ -45,7 +46,7 @@ instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".`,
 func checkpointAction(c *cli.Context) error {
 	ctx, stop := signalContext()
 	defer stop()
-	o := orchestrator(runtime.WithLockTimeout(c.Duration("lock-timeout")))
+	o := orchestrator(runtime.WithLockTimeout(c.Duration("lock-timeout")), runtime.WithAllowCUDAIPC(c.Bool("allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(ctx, runtime.ProcessOptions{
 		PID:            c.Int("pid"),
 		Dir:            c.String("dir"),

@@ -43,6 +43,7 @@ hung driver call becomes an error instead of a hung cryo.`,
 				Flags: append(driverFlags(),
 					&cli.DurationFlag{Name: "lock-timeout", Value: 10 * time.Second, Usage: "how long the driver may wait for in-flight GPU work before locking"},
 					parallelFlag,
+					allowIPCFlag,
 				),
 				Action: cudaSuspend,
 			},
@@ -59,6 +60,11 @@ hung driver call becomes an error instead of a hung cryo.`,
 		},
 	}
 }
+
+// allowIPCFlag lets a checkpoint or suspend go ahead for NCCL ranks that
+// cryo would refuse (see runtime.Orchestrator.AllowCUDAIPC).
+var allowIPCFlag = &cli.BoolFlag{Name: "allow-cuda-ipc", EnvVars: []string{runtime.AllowCUDAIPCEnv},
+	Usage: "suspend NCCL ranks even without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment (for jobs that set them from inside; driver 580 loses ranks that really share GPU memory)"}
 
 // parallelFlag caps the processes whose driver calls run at once; the copies
 // are bound by the kernel faulting in host memory, one CPU per process.
@@ -150,6 +156,9 @@ func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, erro
 func cudaSuspend(c *cli.Context) error {
 	opts := cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter(), Parallel: c.Int("parallel")}
 	return cudaSet(c, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
+		if err := cudacr.CheckIPCOf(pids); err != nil && !c.Bool("allow-cuda-ipc") {
+			return err
+		}
 		return d.Suspend(ctx, pids, opts)
 	})
 }

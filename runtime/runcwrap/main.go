@@ -16,6 +16,7 @@ package runcwrap
 
 import (
 	"context"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -74,5 +75,6 @@ func (w *wrapper) orchestrator() *cryoruntime.Orchestrator {
 	return cryoruntime.New(
 		cryoruntime.WithDriverOptions(cudacr.Options{}),
 		cryoruntime.WithLogger(w.log.slog()),
+		cryoruntime.WithAllowCUDAIPC(os.Getenv(cryoruntime.AllowCUDAIPCEnv) == "1"),
 	)
 }

@@ -21,10 +21,11 @@ func (w *wrapper) restore(ctx context.Context) int {
 	}
 	// The GPUs the container gets are those of its new spec (a device
 	// plugin or CDI may give it other GPUs than the checkpoint ran on).
+	// Without a readable spec runc's restore fails on its own; check the
+	// checkpoint against all of the host's GPUs meanwhile.
 	scope, err := cryoruntime.ScopeFromBundle(o.bundle)
 	if err != nil {
-		w.log.error("restore of container %s: %v; nothing was restored", o.id, err)
-		return 1
+		w.log.warn("restore of container %s: %v; checking the checkpoint against all of this host's GPUs", o.id, err)
 	}
 	m, err := w.orchestrator().CheckRestore(ctx, o.id, o.imagePath, scope)
 	if err != nil {

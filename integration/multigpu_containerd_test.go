@@ -1,0 +1,128 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+)
+
+// gpusFile is the daemon's CRYO_FAKE_GPUS_FILE: what the fake NVML of the
+// shims reports, changed by a test for the time it runs.
+func (d *daemon) gpusFile() string { return filepath.Join(d.dir, "gpus") }
+
+// fakeGPUs makes the daemon's host the fake host h until the test ends.
+func (d *daemon) fakeGPUs(h fakeHost) {
+	if err := os.WriteFile(d.gpusFile(), []byte(h.gpus), 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { os.Remove(d.gpusFile()) })
+}
+
+// withGPUs gives a container the stand-in nodes of host's GPUs gpus, the
+// device-cgroup rule for them, and the host's GPU table for the fake app.
+func withGPUs(h fakeHost, gpus ...int) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		mode, zero := os.FileMode(0o666), uint32(0)
+		major, minor := int64(1), int64(3)
+		for _, g := range gpus {
+			s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/nvidia" + itoa(g), Type: "c", Major: 1, Minor: 3, FileMode: &mode, UID: &zero, GID: &zero})
+		}
+		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+		s.Process.Env = append(s.Process.Env, "CRYO_FAKE_GPUS="+h.gpus)
+		return nil
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// newFakeGPUContainer creates a container of the test image given GPUs gpus.
+func (d *daemon) newFakeGPUContainer(id string, h fakeHost, gpus ...int) client.Container {
+	d.t.Helper()
+	ctx := namespacedCtx()
+	img, err := d.client.GetImage(ctx, testImage)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	c, err := d.client.NewContainer(ctx, id,
+		client.WithImage(img), client.WithNewSnapshot(id+"-snap", img), client.WithRuntime(cryoRuntime, nil),
+		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("/bin/fakecuda-app", "100"), withGPUs(h, gpus...)))
+	if err != nil {
+		d.t.Fatalf("new container %s: %v", id, err)
+	}
+	return c
+}
+
+// assertGPUs checks the driver's view of a task's init: it runs on the
+// GPUs want of h, holds their nodes, and its /dev has those nodes only.
+func (d *daemon) assertGPUs(id string, h fakeHost, want ...int) {
+	d.t.Helper()
+	pid := int(d.task(id).Pid())
+	page, err := fakecuda.ReadPage(pid)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var got, wantU, nodes []string
+	for _, g := range page.GPUs {
+		got = append(got, g.UUID)
+	}
+	for _, w := range want {
+		wantU = append(wantU, h.uuids[w])
+		nodes = append(nodes, "nvidia"+itoa(w))
+	}
+	if strings.Join(got, ",") != strings.Join(wantU, ",") {
+		d.t.Fatalf("%s runs on %v, want %v", id, got, wantU)
+	}
+	if held := heldNodes(pid); strings.Join(held, ",") != strings.Join(nodes, ",") {
+		d.t.Fatalf("%s holds %v, want %v", id, held, nodes)
+	}
+	if dev := devNodes(pid); strings.Join(dev, ",") != strings.Join(nodes, ",") {
+		d.t.Fatalf("%s's /dev has %v, want %v", id, dev, nodes)
+	}
+}
+
+// testMultiGPUMove: on a 2-GPU host, a container given GPU 1 is
+// checkpointed (--exit) and restored into a container whose new spec gives
+// it GPU 0, as a Kubernetes device plugin would on another node: the shim
+// gives the restored container GPU 0's node and remaps the app onto it.
+func testMultiGPUMove(d *daemon) {
+	h := newFakeHost(2, "8a8a8a8a")
+	d.fakeGPUs(h)
+	c := d.newFakeGPUContainer("mg", h, 1)
+	d.startApp(c)
+	d.assertGPUs("mg", h, 1)
+	ref, before := d.taskCheckpoint("mg", "--exit")
+	d.waitStopped("mg")
+	m := d.checkpointManifest(ref)
+	if len(m.Needs) != 1 || m.Needs[0].UUID != h.uuids[1] {
+		d.t.Fatalf("needs: %+v, want only %s", m.Needs, h.uuids[1])
+	}
+	d.remove("mg")
+
+	ctx := namespacedCtx()
+	ckpt, err := d.client.GetImage(ctx, ref)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	moved := d.newFakeGPUContainer("mg-moved", h, 0)
+	task, err := moved.NewTask(ctx, cio.LogFile(d.logPath("mg-moved")), client.WithTaskCheckpoint(ckpt))
+	if err != nil {
+		d.t.Fatalf("restore: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	if err := task.Start(ctx); err != nil {
+		d.t.Fatalf("start restored: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	d.waitTicks("mg-moved", 3)
+	assertContinues(d.t, d.logPath("mg-moved"), before)
+	d.assertGPUs("mg-moved", h, 0)
+	d.remove("mg-moved")
+}
