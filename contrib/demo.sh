@@ -212,8 +212,15 @@ main() {
 	say "checkpointed demo at tick $before into image $ref in $(ms "$t") ms (ctr task checkpoint; $how)"
 	say "the shim's steps: $(grep -o 'step=[a-z]*' "$WORK/containerd.log" | cut -d= -f2 | tr '\n' ' ')"
 
+	# On a host with several GPUs the copy goes to another GPU than the
+	# original's, as a device plugin would place a restored pod.
+	local move=()
+	if [ "$MODE" = gpu ] && [ -e /dev/nvidia1 ]; then
+		move=(-gpu-device /dev/nvidia1)
+		say "this host has several GPUs: demo-restored gets GPU 1 (demo ran on GPU 0), and cryo remaps the workload onto it"
+	fi
 	t=$(date +%s%N)
-	democlient -address "$SOCK" -namespace "$NS" -from demo -checkpoint "$ref" -id demo-restored -log "$WORK/logs/restored.log" || {
+	democlient -address "$SOCK" -namespace "$NS" -from demo -checkpoint "$ref" -id demo-restored -log "$WORK/logs/restored.log" "${move[@]}" || {
 		echo "demo: the restore failed; CRIU's log says:" >&2
 		find "$WORK/state" -name restore.log -exec grep -B3 -A1 -E 'Error|rror \(' {} + >&2 2>/dev/null | tail -25 >&2
 		exit 1
@@ -224,6 +231,9 @@ main() {
 	say "demo-restored carried on: its first tick is $first (the checkpoint was taken after tick $before)"
 	say "demo-restored now: $(tail -1 "$WORK/logs/restored.log")"
 	say "demo (original) now: $(tail -1 "$WORK/logs/demo.log")"
+	if [ ${#move[@]} -gt 0 ] && command -v nvidia-smi >/dev/null; then
+		say "GPU processes now: $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader | tr '\n' ';')"
+	fi
 	if [ "$first" -le "$before" ] || [ "$first" -gt $((before + 50)) ]; then
 		die "the counter did not carry on (first restored tick $first, checkpoint at $before)"
 	fi
