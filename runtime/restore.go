@@ -158,6 +158,7 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot
 	if len(suspended) == 0 {
 		return fmt.Errorf("none of the restored processes %v is a CUDA process, but the manifest lists %d: %w", pids, len(m.Processes), cudacr.ErrBadState)
 	}
+	o.joinSpecCgroup(t, pids)
 	if err := o.prepareNodes(t); err != nil {
 		return err
 	}

@@ -28,6 +28,9 @@ type GPUScope struct {
 	// Deferred: the spec is not known before the restore (CRIU's action
 	// script); the GPUs are those whose nodes the restored container has.
 	Deferred bool
+	// Cgroup is the spec's cgroupsPath: the restored processes belong
+	// there, under the new spec's device rules (see joinSpecCgroup).
+	Cgroup string
 }
 
 // ScopeFromRoot is the scope of the GPU nodes under /proc/<pid>/root/dev.
@@ -58,6 +61,9 @@ func ScopeFromSpec(s *specs.Spec) GPUScope {
 				sc.Nodes = append(sc.Nodes, d)
 			}
 		}
+	}
+	if s.Linux != nil {
+		sc.Cgroup = s.Linux.CgroupsPath
 	}
 	if s.Process != nil {
 		for _, kv := range s.Process.Env {
