@@ -29,6 +29,8 @@ func TestTransitions(t *testing.T) {
 	wantState(t, d, a.pid, StateCheckpointed)
 	a.assertStalled(t)
 
+	// The restoring host (the helper's GPU table) has the new GPU, not the old.
+	t.Setenv("CRYO_FAKE_GPUS", "NVIDIA H100 80GB HBM3|GPU-aabbccdd-1111-4222-8333-444455556666|85520809984|9.0")
 	pairs := []GPUPair{{Old: "GPU-0b1c2d3e-0000-4000-8000-000000000001", New: "GPU-aabbccdd-1111-4222-8333-444455556666"}}
 	if err := d.Restore(ctx, a.pid, pairs); err != nil {
 		t.Fatal(err)

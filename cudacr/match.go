@@ -192,8 +192,8 @@ func pickTarget(s *source, cands []GPU) (GPU, bool) {
 }
 
 func (m *matcher) noTarget(s *source) error {
-	return fmt.Errorf("%w: restore needs %s for %s; the restored processes can use %s", ErrNoMatchingGPU,
-		describeNeed(s.gpu.Name, s.gpu.ComputeCapability, s.memory), s.gpu.UUID, m.describeTargets())
+	return fmt.Errorf("%w: restore needs %s; this host offers %s to the restored processes: %s (the checkpoint ran on %s)", ErrNoMatchingGPU,
+		describeNeed(s.gpu.Name, s.gpu.ComputeCapability, s.memory), describeGPUs(m.targets), m.describeTargets(), s.gpu.UUID)
 }
 
 // memory refuses a target whose free memory cannot take what the sources

@@ -95,6 +95,7 @@ func TestSuspendResume(t *testing.T) {
 	}
 	checkProgress(t, rec)
 
+	t.Setenv("CRYO_FAKE_GPUS", "NVIDIA H100 80GB HBM3|GPU-0b1c2d3e-0000-4000-8000-000000000002|85520809984|9.0")
 	pairs := []GPUPair{{Old: "GPU-0b1c2d3e-0000-4000-8000-000000000001", New: "GPU-0b1c2d3e-0000-4000-8000-000000000002"}}
 	if err := d.Resume(ctx, pids, SetOptions{GPUPairs: pairs}); err != nil {
 		t.Fatal(err)

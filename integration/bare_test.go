@@ -326,6 +326,10 @@ func bareDemandB200(t *testing.T, img string) {
 		t.Fatal(err)
 	}
 	m["needs"] = []map[string]any{{"uuid": "GPU-b200", "name": "NVIDIA B200", "compute_capability": "10.0", "memory": 92 * (1 << 30) / 10}}
+	// The per-process record (manifest format 3) is what a restore matches.
+	for _, p := range m["processes"].([]any) {
+		p.(map[string]any)["gpus"] = []map[string]any{{"uuid": "GPU-b200", "name": "NVIDIA B200", "compute_capability": "10.0", "memory": 92 * (1 << 30) / 10}}
+	}
 	b, _ = json.Marshal(m)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)

@@ -71,14 +71,16 @@ func (d *daemon) assertGPUs(id string, h fakeHost, want ...int) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	var got, wantU, nodes []string
+	var got, wantU []string
 	for _, g := range page.GPUs {
 		got = append(got, g.UUID)
 	}
+	seen := map[string]bool{}
 	for _, w := range want {
 		wantU = append(wantU, h.uuids[w])
-		nodes = append(nodes, "nvidia"+itoa(w))
+		seen["nvidia"+itoa(w)] = true
 	}
+	nodes := sortedNames(seen)
 	if strings.Join(got, ",") != strings.Join(wantU, ",") {
 		d.t.Fatalf("%s runs on %v, want %v", id, got, wantU)
 	}

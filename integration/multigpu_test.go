@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,11 +185,12 @@ func (c *mgContainer) assertOn(want ...int) {
 	for _, g := range page.GPUs {
 		got = append(got, g.UUID)
 	}
-	var nodes []string
+	seen := map[string]bool{}
 	for _, w := range want {
 		wantU = append(wantU, c.host.uuids[w])
-		nodes = append(nodes, fmt.Sprintf("nvidia%d", w))
+		seen[fmt.Sprintf("nvidia%d", w)] = true
 	}
+	nodes := sortedNames(seen)
 	if strings.Join(got, ",") != strings.Join(wantU, ",") {
 		c.t.Fatalf("the app runs on %v, want %v", got, wantU)
 	}
@@ -375,6 +377,12 @@ func TestMultiGPUNCCLIPCRefused(t *testing.T) {
 		ranks := fmt.Sprintf("CUDA_VISIBLE_DEVICES=0 %s 50 & CUDA_VISIBLE_DEVICES=1 %s 50 & wait", app, app)
 		p := startBare(t, env, nil, "sh -c '"+ranks+"' </dev/null")
 		p.waitTicks(t, 6)
+		kids := bareChildren(t, p.pid)
+		t.Cleanup(func() {
+			for _, k := range kids {
+				syscall.Kill(k, syscall.SIGKILL)
+			}
+		})
 		return p
 	}
 	p := job()

@@ -3,8 +3,9 @@
  * fakecuda.c (one translation unit, so the build is one gcc line).
  *
  * These run in the caller's process and reach the target's state page
- * through /proc/PID/mem. They write single fields, never the whole page,
- * so they never clobber the "busy" flag the application owns.
+ * through /proc/PID/mem. They write single fields (and the GPU list, which
+ * the application writes only at start-up), never the whole page, so they
+ * never clobber the "busy" flag the application owns.
  */
 typedef struct {
 	unsigned char bytes[16];
@@ -183,6 +184,54 @@ static CUresult wait_idle(int fd, unsigned int timeout_ms)
 	}
 }
 
+#define HANDSHAKE_MS 5000
+
+/*
+ * request asks the process's device thread (devices.c) to make its
+ * /dev/nvidia* fds follow the state just written; returns the request's
+ * generation, or 0 for a page without the handshake (layout < 2).
+ */
+static uint64_t request(int fd)
+{
+	uint64_t layout = 0, req = 0;
+
+	if (get_u64(fd, FIELD(layout), &layout) || layout < 2 ||
+	    get_u64(fd, FIELD(req_gen), &req) || put_u64(fd, FIELD(req_gen), req + 1))
+		return 0;
+	return req + 1;
+}
+
+/*
+ * await_ack waits (up to HANDSHAKE_MS) for the device thread to acknowledge
+ * request req: only then does the process hold the fds its state implies.
+ * A failed open in the process is CUDA_ERROR_OPERATING_SYSTEM; a process
+ * whose cgroup gets frozen meanwhile hangs the call, as every call does.
+ */
+static CUresult await_ack(int fd, int pid, uint64_t req)
+{
+	uint64_t start = now_ms(), ack = 0, err = 0;
+
+	for (unsigned int n = 1; req; n++) {
+		if (get_u64(fd, FIELD(ack_gen), &ack))
+			return CUDA_ERROR_INVALID_VALUE; /* the process is gone */
+		if (ack == req)
+			break;
+		if (now_ms() - start >= HANDSHAKE_MS)
+			return CUDA_ERROR_TIMEOUT;
+		if (n % 64 == 0)
+			hang_if_frozen(pid);
+		usleep(1000);
+	}
+	if (req && !get_u64(fd, FIELD(open_errno), &err) && err)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	return CUDA_SUCCESS;
+}
+
+static CUresult handshake(int fd, int pid)
+{
+	return await_ack(fd, pid, request(fd));
+}
+
 EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
 {
 	unsigned int timeout = args ? args->timeoutMs : 0;
@@ -221,6 +270,8 @@ EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArg
 	if (!r) {
 		put_u64(fd, FIELD(state), FAKECU_CHECKPOINTED);
 		bump(fd, FIELD(checkpoints));
+		/* Return only once the process has let go of its GPUs. */
+		r = handshake(fd, pid);
 	}
 	close(fd);
 	return r;
@@ -241,29 +292,177 @@ static void record_pairs(int fd, const CUcheckpointRestoreArgs *args)
 	put_u64(fd, FIELD(pairs_count), n);
 }
 
+/* The visible GPUs a page records, in CUDA order. */
+struct gpu_list {
+	struct fakecu_gpu gpu[FAKECU_MAX_GPUS];
+	unsigned int n;
+};
+
+static CUresult read_gpus(int fd, struct gpu_list *l)
+{
+	uint64_t n = 0;
+
+	memset(l, 0, sizeof(*l));
+	if (get_u64(fd, FIELD(gpu_count), &n))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	l->n = n < FAKECU_MAX_GPUS ? (unsigned int)n : FAKECU_MAX_GPUS;
+	if (l->n && pread(fd, l->gpu, l->n * sizeof(l->gpu[0]),
+			  (off_t)(FAKECU_PAGE_ADDR + FIELD(gpus))) != (ssize_t)(l->n * sizeof(l->gpu[0])))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	return CUDA_SUCCESS;
+}
+
+static CUresult write_gpus(int fd, const struct gpu_list *l)
+{
+	size_t k = l->n * sizeof(l->gpu[0]);
+
+	if (k && pwrite(fd, l->gpu, k, (off_t)(FAKECU_PAGE_ADDR + FIELD(gpus))) != (ssize_t)k)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	return CUDA_SUCCESS;
+}
+
+/* move_to points slot s at the caller's GPU i: its UUID and its node. */
+static void move_to(struct gpu_list *l, unsigned int s, const struct fakegpu_table *t, int i)
+{
+	memcpy(l->gpu[s].uuid, t->gpu[i].raw, 16);
+	l->gpu[s].minor = (uint64_t)t->gpu[i].minor;
+}
+
+/*
+ * remap_pairs applies gpuPairs as driver 580 accepts them: a one-to-one map
+ * over exactly the GPUs the process sees (each visible UUID once as an old
+ * UUID, no other), onto distinct GPUs of this host. Anything else is
+ * CUDA_ERROR_INVALID_VALUE, with l left for the caller to discard.
+ */
+static CUresult remap_pairs(struct gpu_list *l, const CUcheckpointGpuPair *pairs,
+			    unsigned int count, const struct fakegpu_table *t)
+{
+	int used[FAKECU_MAX_GPUS] = {0}, dest[FAKECU_MAX_GPUS];
+
+	if (count != l->n)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int k = 0; k < count; k++) {
+		unsigned int s = 0;
+		int i = fakegpu_by_raw(t, pairs[k].newUuid.bytes);
+
+		while (s < l->n && (used[s] || memcmp(l->gpu[s].uuid, pairs[k].oldUuid.bytes, 16)))
+			s++;
+		if (s == l->n || i < 0)
+			return CUDA_ERROR_INVALID_VALUE;
+		for (unsigned int j = 0; j < k; j++)
+			if (!memcmp(pairs[j].newUuid.bytes, pairs[k].newUuid.bytes, 16))
+				return CUDA_ERROR_INVALID_VALUE;
+		used[s] = 1;
+		dest[s] = i;
+	}
+	for (unsigned int s = 0; s < l->n; s++)
+		move_to(l, s, t, dest[s]);
+	return CUDA_SUCCESS;
+}
+
+/* remap_same keeps every GPU, which must then exist on this host. */
+static CUresult remap_same(struct gpu_list *l, const struct fakegpu_table *t)
+{
+	for (unsigned int s = 0; s < l->n; s++) {
+		int i = fakegpu_by_raw(t, l->gpu[s].uuid);
+
+		if (i < 0)
+			return CUDA_ERROR_INVALID_VALUE;
+		move_to(l, s, t, i);
+	}
+	return CUDA_SUCCESS;
+}
+
+/*
+ * check_restore decides, before anything is touched, whether the restore
+ * can go on, and computes to, the GPUs the process will run on, from from,
+ * those it ran on. A process that shared memory through CUDA IPC is lost,
+ * as with driver 580: its state turns failed and the call fails with
+ * CUDA_ERROR_NOT_SUPPORTED.
+ */
+static CUresult check_restore(int fd, const CUcheckpointRestoreArgs *args,
+			      const struct gpu_list *from, struct gpu_list *to)
+{
+	unsigned int count = args ? args->gpuPairsCount : 0;
+	struct fakegpu_table t;
+	uint64_t flags = 0;
+
+	get_u64(fd, FIELD(flags), &flags);
+	if (flags & FAKECU_IPC) {
+		put_u64(fd, FIELD(state), FAKECU_FAILED);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (count && !args->gpuPairs)
+		return CUDA_ERROR_INVALID_VALUE;
+	*to = *from;
+	fakegpu_load(&t); /* the caller's host: where the process restores */
+	return count ? remap_pairs(to, args->gpuPairs, count, &t) : remap_same(to, &t);
+}
+
+/*
+ * roll_back undoes a restore whose process could not open its new GPUs:
+ * the old GPU list, a scrubbed device buffer (as after the checkpoint) and
+ * the checkpointed state, so that the restore can be tried again. When the
+ * process did answer, wait for it to close what it opened.
+ */
+static void roll_back(int fd, int pid, const struct gpu_list *from, int answered)
+{
+	uint64_t dev = 0, size = 0, req;
+
+	write_gpus(fd, from);
+	get_u64(fd, FIELD(dev_addr), &dev);
+	get_u64(fd, FIELD(dev_size), &size);
+	if (size)
+		scrub(fd, dev, size);
+	put_u64(fd, FIELD(state), FAKECU_CHECKPOINTED);
+	req = request(fd);
+	if (answered)
+		await_ack(fd, pid, req);
+}
+
+/* restore_to moves the process onto to, brings its memory back, and waits
+ * for it to open its (new) GPUs; the caller owns fd. */
+static CUresult restore_to(int fd, int pid, const CUcheckpointRestoreArgs *args,
+			   const struct gpu_list *from, const struct gpu_list *to)
+{
+	uint64_t dev = 0, save = 0, size = 0;
+	CUresult r;
+
+	get_u64(fd, FIELD(dev_addr), &dev);
+	get_u64(fd, FIELD(save_addr), &save);
+	get_u64(fd, FIELD(dev_size), &size);
+	if ((r = write_gpus(fd, to)))
+		return r;
+	if (size && (r = copy_mem(fd, dev, save, size))) {
+		write_gpus(fd, from);
+		return r;
+	}
+	record_pairs(fd, args);
+	put_u64(fd, FIELD(restore_pid), (uint64_t)pid);
+	put_u64(fd, FIELD(state), FAKECU_LOCKED);
+	r = handshake(fd, pid);
+	if (r) {
+		roll_back(fd, pid, from, r != CUDA_ERROR_TIMEOUT);
+		return r;
+	}
+	bump(fd, FIELD(restores));
+	return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
 {
-	uint64_t state, dev = 0, save = 0, size = 0;
+	struct gpu_list from, to;
+	uint64_t state;
 	int fd;
 	CUresult r = begin_in("restore", pid, FAKECU_CHECKPOINTED, &fd, &state);
 
 	if (r)
 		return r;
-	if (args && args->gpuPairsCount && !args->gpuPairs) {
-		close(fd);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	get_u64(fd, FIELD(dev_addr), &dev);
-	get_u64(fd, FIELD(save_addr), &save);
-	get_u64(fd, FIELD(dev_size), &size);
-	if (size)
-		r = copy_mem(fd, dev, save, size);
-	if (!r) {
-		record_pairs(fd, args);
-		put_u64(fd, FIELD(restore_pid), (uint64_t)pid);
-		put_u64(fd, FIELD(state), FAKECU_LOCKED);
-		bump(fd, FIELD(restores));
-	}
+	r = read_gpus(fd, &from);
+	if (!r)
+		r = check_restore(fd, args, &from, &to);
+	if (!r)
+		r = restore_to(fd, pid, args, &from, &to);
 	close(fd);
 	return r;
 }

@@ -11,10 +11,15 @@
  * Build a driver older than the checkpoint API (no cuCheckpoint* symbols):
  *         gcc -shared -fPIC -O2 -DFAKECU_NO_CHECKPOINT -o libcuda.so.1 fakecuda.c
  *
- * Environment:
+ * Environment of the driver's caller (cryo's helper):
  *   CRYO_FAKE_CUDA_VERSION  cuDriverGetVersion's answer (default 13000, or
  *                           12020 without the checkpoint API)
  *   CRYO_FAKE_CUDA_FAULTS   directory of fault files, see faults.c
+ *   CRYO_FAKE_GPUS(_FILE)   the restoring host's GPUs (gpus.h): a restore
+ *                           moves a process only onto GPUs listed there
+ * Environment of the application (read by fakecuInit):
+ *   CRYO_FAKE_GPUS(_FILE)   the host's GPUs, to tie /dev/nvidia<minor> to GPUs
+ *   CUDA_VISIBLE_DEVICES    as CUDA applies it (devices.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +33,7 @@
 #include <unistd.h>
 
 #include "fakecuda.h"
+#include "gpus.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -111,6 +117,8 @@ EXPORT CUresult cuInit(unsigned int flags)
 
 /* ---- Entry points of the application side (its own process). ---- */
 
+#include "devices.c"
+
 static struct fakecu_page *self_page(void)
 {
 	return (struct fakecu_page *)(uintptr_t)FAKECU_PAGE_ADDR;
@@ -118,39 +126,65 @@ static struct fakecu_page *self_page(void)
 
 static int initialized;
 
-/* fakecuInit maps the state page; a second call is a no-op. */
+/*
+ * fakecuInit is the fake's cuInit in the application: it decides which GPUs
+ * the process sees (devices.c), maps the state page, records them there
+ * and starts the device thread. No visible GPU is CUDA_ERROR_NO_DEVICE, and
+ * the process then has no CUDA state at all, as with the real driver. A
+ * second call is a no-op.
+ */
 EXPORT int fakecuInit(void)
 {
 	struct fakecu_page *p = self_page();
 	void *got;
 
+	if (initialized)
+		return CUDA_SUCCESS;
+	if (discover() == 0) {
+		close_devices();
+		return CUDA_ERROR_NO_DEVICE;
+	}
 	got = mmap(p, FAKECU_PAGE_SIZE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	if (got == MAP_FAILED && errno == EEXIST && initialized)
-		return CUDA_SUCCESS;
 	if (got != (void *)p) {
 		fprintf(stderr, "fakecuda: cannot map state page at %#llx: %s\n",
 			FAKECU_PAGE_ADDR, strerror(errno));
+		close_devices();
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
 	p->layout = FAKECU_LAYOUT;
 	p->state = FAKECU_RUNNING;
 	p->init_pid = (uint64_t)getpid();
+	record_gpus(p);
+	if (start_device_thread(p)) {
+		munmap(p, FAKECU_PAGE_SIZE);
+		close_devices();
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
 	__atomic_store_n(&p->magic, FAKECU_MAGIC, __ATOMIC_SEQ_CST);
 	initialized = 1;
 	return CUDA_SUCCESS;
 }
 
+/* fakecuDeviceList names the visible GPUs, comma-separated, for messages. */
+EXPORT const char *fakecuDeviceList(void)
+{
+	return device_list;
+}
+
 /*
  * fakecuMemAlloc allocates the process's only "device memory" buffer, plus
  * the host buffer that checkpoint copies it into (the real driver also
- * moves device memory into the process's anonymous memory).
+ * moves device memory into the process's anonymous memory). The buffer
+ * lives on visible GPU 0, CUDA's current device unless the app picks one.
  */
 EXPORT int fakecuMemAlloc(void **dptr, size_t size)
 {
 	struct fakecu_page *p = self_page();
 	void *dev, *save;
 
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!dptr || size == 0 || p->dev_addr)
 		return CUDA_ERROR_INVALID_VALUE;
 	dev = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -160,8 +194,40 @@ EXPORT int fakecuMemAlloc(void **dptr, size_t size)
 	p->dev_addr = (uint64_t)(uintptr_t)dev;
 	p->save_addr = (uint64_t)(uintptr_t)save;
 	p->dev_size = size;
+	p->gpus[0].memory = size;
 	*dptr = dev;
 	return CUDA_SUCCESS;
+}
+
+/*
+ * fakecuMemSpread spreads the buffer evenly over every visible GPU, as an
+ * application that puts a slice on each device (the first GPU takes the
+ * remainder), so that NVML lists the process on all of them.
+ */
+EXPORT int fakecuMemSpread(void)
+{
+	struct fakecu_page *p = self_page();
+	uint64_t n, each;
+
+	if (!initialized || !p->dev_size)
+		return CUDA_ERROR_INVALID_VALUE;
+	n = p->gpu_count;
+	each = p->dev_size / n;
+	for (uint64_t s = 0; s < n; s++)
+		p->gpus[s].memory = each;
+	p->gpus[0].memory += p->dev_size - each * n;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * fakecuIpcExport marks the process as sharing device memory through CUDA
+ * IPC (cuIpcGetMemHandle, cuMem shareable handles: NCCL's P2P, SHM and cuMem
+ * transports). Driver 580 checkpoints such a process but cannot restore it.
+ */
+EXPORT void fakecuIpcExport(void)
+{
+	if (initialized)
+		__atomic_or_fetch(&self_page()->flags, FAKECU_IPC, __ATOMIC_SEQ_CST);
 }
 
 /*
