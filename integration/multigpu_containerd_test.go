@@ -18,7 +18,14 @@ import (
 
 // gpusFile is the daemon's CRYO_FAKE_GPUS_FILE: what the fake NVML of the
 // shims reports, changed by a test for the time it runs.
-func (d *daemon) gpusFile() string { return filepath.Join(d.dir, "gpus") }
+// A test that set CRYO_FAKE_GPUS_FILE itself before starting the daemon
+// keeps its own.
+func (d *daemon) gpusFile() string {
+	if f := os.Getenv("CRYO_FAKE_GPUS_FILE"); f != "" {
+		return f
+	}
+	return filepath.Join(d.dir, "gpus")
+}
 
 // fakeGPUs makes the daemon's host the fake host h until the test ends.
 func (d *daemon) fakeGPUs(h fakeHost) {

@@ -49,10 +49,10 @@ func (h fakeHost) env(t *testing.T) []string {
 
 // mgContainer is a fakecuda-app container run by cryo-runc.
 type mgContainer struct {
-	t                       *testing.T
-	host                    fakeHost
-	dir, bundle, root, id   string
-	out                     *rwOutput
+	t                     *testing.T
+	host                  fakeHost
+	dir, bundle, root, id string
+	out                   *rwOutput
 }
 
 // newMGContainer prepares a container that is given the GPUs gpus of host

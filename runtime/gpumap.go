@@ -41,4 +41,3 @@ func (o *Orchestrator) gpuMap() ([]cudacr.GPUPair, error) {
 	}
 	return nil, nil
 }
-

@@ -480,7 +480,7 @@ func testNCCL(t *testing.T, r *rig) {
 		b, _ := os.ReadFile(c)
 		names = append(names, strings.TrimSuffix(string(b), "\n"))
 	}
-	if !slices.Contains(names, "NCCL Service  0") || !slices.Contains(names, "NCCL Progress 0") {
+	if !slices.Contains(names, "pt_nccl_watchdg") || !slices.Contains(names, "pt_nccl_heartbt") {
 		t.Fatalf("threads %q", names)
 	}
 	if maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", a.pid)); !bytes.Contains(maps, []byte("libnccl.so")) {

@@ -41,9 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The names NCCL gives its threads (what cryo looks for in a rank). */
-#define NCCL_SERVICE_THREAD "NCCL Service  0"
-#define NCCL_PROGRESS_THREAD "NCCL Progress 0"
+/* The threads of PyTorch's ProcessGroupNCCL, as a 2-rank job showed them on
+ * driver 580 (NCCL 2.28 names none of its own): what cryo looks for. */
+#define NCCL_SERVICE_THREAD "pt_nccl_watchdg"
+#define NCCL_PROGRESS_THREAD "pt_nccl_heartbt"
 /* What a rank's /proc/PID/maps shows of NCCL: the library's name. */
 #define NCCL_LIBRARY "libnccl.so.2"
 
