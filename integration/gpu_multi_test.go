@@ -186,10 +186,13 @@ type ncclJob struct {
 	ranks    []int
 }
 
+var ncclPort int
+
 func startNCCLJob(t *testing.T, py *hostPython, env ...string) *ncclJob {
 	t.Helper()
 	j := &ncclJob{t: t, log: filepath.Join(t.TempDir(), "allreduce.log")}
-	port := strconv.Itoa(29500 + os.Getpid()%400)
+	ncclPort++ // a fresh port per job: the last one's may linger in TIME_WAIT
+	port := strconv.Itoa(29500 + os.Getpid()%300 + ncclPort)
 	script := filepath.Join(os.Getenv("CRYO_WORKLOADS"), "allreduce", "allreduce.py")
 	args := append(append([]string{}, env...), "PYTHONUNBUFFERED=1", py.exe, script, "2", port, "200", "64")
 	cmd := startDetached(t, j.log, "env", args...)
