@@ -18,6 +18,10 @@ type Placement struct {
 	Key            int // how the caller finds the process again (its NSPID)
 	GPUs           []ProcessGPU
 	VisibleDevices VisibleDevices
+	// Unrecorded: what the process saw was not recorded (manifests before
+	// format 3): its GPUs may go to any of the targets, and no count is
+	// enforced.
+	Unrecorded bool
 }
 
 // Match is cryo's one GPU matcher. For every process it returns the
@@ -81,6 +85,10 @@ func (m *matcher) visible(procs []Placement) error {
 		sees, err := p.VisibleDevices.Select(m.targets)
 		if err != nil {
 			return err
+		}
+		if p.Unrecorded {
+			m.sees[p.Key] = sees
+			continue
 		}
 		if len(sees) != len(p.GPUs) {
 			return fmt.Errorf("%w: process %d saw %s at checkpoint; after the restore it would see %s (%s): the driver restores a process only onto as many GPUs as it saw; remedy: give the restored container exactly %d GPU(s) of that model",

@@ -88,25 +88,22 @@ func CheckHost(m *Manifest, host cudacr.Inventory, targets []cudacr.GPU, user []
 // GPUs each process saw. Where every GPU they name is among the targets,
 // the driver restores the processes where they were, with no pairs (a
 // full map could name GPUs a process does not see, which the driver
-// refuses); otherwise each needed GPU is matched by model and memory and
-// the pairs go to every process, which is right when the source host had
-// only the GPUs the processes saw.
+// refuses); otherwise the needed GPUs are matched as if one process had
+// seen them all, and the pairs go to every process, which is right when
+// the source host had only the GPUs the processes saw.
 func legacyPairs(m *Manifest, targets []cudacr.GPU, user []cudacr.GPUPair) (map[int][]cudacr.GPUPair, error) {
 	if len(user) == 0 && allPresent(m.Needs, targets) {
 		return nil, nil
 	}
-	pairs, short := matchGPUs(m.Needs, targets)
-	if short != "" {
-		return nil, &HostError{Needs: describeNeeds(m.Needs), Offers: describeHost(targets, short == "memory")}
+	all := cudacr.Placement{Key: AnyProcess, Unrecorded: true}
+	for _, n := range m.Needs {
+		all.GPUs = append(all.GPUs, cudacr.ProcessGPU{UUID: n.UUID, Name: n.Name, ComputeCapability: n.ComputeCapability, Memory: n.Memory})
 	}
-	for _, u := range user {
-		for i := range pairs {
-			if pairs[i].Old == u.Old {
-				pairs[i].New = u.New
-			}
-		}
+	pairs, err := cudacr.Match([]cudacr.Placement{all}, targets, user)
+	if err != nil {
+		return nil, &HostError{Detail: err.Error(), Err: err}
 	}
-	return map[int][]cudacr.GPUPair{AnyProcess: pairs}, nil
+	return pairs, nil
 }
 
 func allPresent(needs []GPUNeed, gpus []cudacr.GPU) bool {
@@ -137,95 +134,6 @@ func checkDriver(src, host cudacr.Inventory) error {
 	}
 	return nil
 }
-
-// matchGPUs gives each need a distinct host GPU of its model with enough
-// free memory, preferring the same UUID (a restore on the same host). short
-// is "" on success, "memory" if only free memory was lacking, else "model".
-func matchGPUs(needs []GPUNeed, gpus []cudacr.GPU) (pairs []cudacr.GPUPair, short string) {
-	taken := make([]bool, len(gpus))
-	for _, n := range needs {
-		i, why := pick(n, gpus, taken)
-		if i < 0 {
-			return nil, why
-		}
-		taken[i] = true
-		pairs = append(pairs, cudacr.GPUPair{Old: n.UUID, New: gpus[i].UUID})
-	}
-	return pairs, ""
-}
-
-func pick(n GPUNeed, gpus []cudacr.GPU, taken []bool) (int, string) {
-	best, why := -1, "model"
-	for i, g := range gpus {
-		if taken[i] || g.Name != n.Name || g.ComputeCapability != n.ComputeCapability {
-			continue
-		}
-		if g.MemoryFree < n.Memory {
-			why = "memory"
-			continue
-		}
-		if best < 0 || g.UUID == n.UUID {
-			best = i
-		}
-	}
-	return best, why
-}
-
-// describeNeeds: "1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free".
-func describeNeeds(needs []GPUNeed) string {
-	var groups []string
-	count := map[string]int{}
-	for _, n := range needs {
-		key := fmt.Sprintf("%s (%s)", n.Name, sm(n.ComputeCapability))
-		if n.Memory > 0 {
-			key += " with ≥ " + gib(n.Memory) + " free"
-		}
-		if count[key] == 0 {
-			groups = append(groups, key)
-		}
-		count[key]++
-	}
-	return joinCounted(groups, count)
-}
-
-// describeHost: "1× NVIDIA A100 (sm_80)", with free memory when that is
-// what is short.
-func describeHost(gpus []cudacr.GPU, withFree bool) string {
-	if len(gpus) == 0 {
-		return "no GPU"
-	}
-	var groups []string
-	count := map[string]int{}
-	for _, g := range gpus {
-		key := fmt.Sprintf("%s (%s)", g.Name, sm(g.ComputeCapability))
-		if withFree {
-			key += " with " + gib(g.MemoryFree) + " free"
-		}
-		if count[key] == 0 {
-			groups = append(groups, key)
-		}
-		count[key]++
-	}
-	return joinCounted(groups, count)
-}
-
-func joinCounted(groups []string, count map[string]int) string {
-	parts := make([]string, len(groups))
-	for i, g := range groups {
-		parts[i] = fmt.Sprintf("%d× %s", count[g], g)
-	}
-	return strings.Join(parts, " + ")
-}
-
-// sm turns "9.0" into "sm_90".
-func sm(cc string) string {
-	if cc == "" {
-		return "sm_?"
-	}
-	return "sm_" + strings.ReplaceAll(cc, ".", "")
-}
-
-func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 // cudaVersion turns 13000 into "13.0".
 func cudaVersion(v int) string {
