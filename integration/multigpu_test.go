@@ -172,14 +172,19 @@ func (c *mgContainer) pid() int {
 	return st.Pid
 }
 
-// assertOn checks that the app runs on exactly the GPUs want (indices):
-// the driver's view, the device files it holds, and its /dev.
+// assertOn checks that the app runs on exactly the GPUs want (indices).
 func (c *mgContainer) assertOn(want ...int) {
 	c.t.Helper()
-	pid := c.pid()
+	assertRunsOn(c.t, c.pid(), c.host, want...)
+}
+
+// assertRunsOn checks a fake CUDA process on the GPUs want of h: the
+// driver's view (its page), the device files it holds, and its /dev.
+func assertRunsOn(t testing.TB, pid int, h fakeHost, want ...int) {
+	t.Helper()
 	page, err := fakecuda.ReadPage(pid)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var got, wantU []string
 	for _, g := range page.GPUs {
@@ -187,18 +192,18 @@ func (c *mgContainer) assertOn(want ...int) {
 	}
 	seen := map[string]bool{}
 	for _, w := range want {
-		wantU = append(wantU, c.host.uuids[w])
+		wantU = append(wantU, h.uuids[w])
 		seen[fmt.Sprintf("nvidia%d", w)] = true
 	}
 	nodes := sortedNames(seen)
 	if strings.Join(got, ",") != strings.Join(wantU, ",") {
-		c.t.Fatalf("the app runs on %v, want %v", got, wantU)
+		t.Fatalf("pid %d runs on %v, want %v", pid, got, wantU)
 	}
 	if held := heldNodes(pid); strings.Join(held, ",") != strings.Join(nodes, ",") {
-		c.t.Fatalf("the app holds %v open, want %v", held, nodes)
+		t.Fatalf("pid %d holds %v open, want %v", pid, held, nodes)
 	}
 	if dev := devNodes(pid); strings.Join(dev, ",") != strings.Join(nodes, ",") {
-		c.t.Fatalf("the container's /dev has %v, want %v", dev, nodes)
+		t.Fatalf("the /dev of pid %d has %v, want %v", pid, dev, nodes)
 	}
 }
 
