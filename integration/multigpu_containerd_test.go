@@ -11,7 +11,6 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 )
 
 // gpusFile is the daemon's CRYO_FAKE_GPUS_FILE: what the fake NVML of the
@@ -47,7 +46,6 @@ func withGPUs(h fakeHost, gpus ...int) oci.SpecOpts {
 		return nil
 	}
 }
-
 
 // newFakeGPUContainer creates a container of the test image given GPUs gpus.
 func (d *daemon) newFakeGPUContainer(id string, h fakeHost, gpus ...int) client.Container {
