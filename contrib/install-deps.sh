@@ -2,8 +2,10 @@
 # install-deps.sh: install everything cryo's build, tests and demo need on
 # Debian bookworm. Idempotent: a second run checks each part and does nothing.
 #
-#   CRIU 4.1.1     built from Debian trixie's source (bookworm's 3.17 fails on
-#                  kernels >= 6.13 with "Unexpected rt vDSO area bounds")
+#   CRIU 4.2.1     built from Debian sid's source (bookworm's 3.17 fails on
+#                  kernels >= 6.13 with "Unexpected rt vDSO area bounds", and
+#                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16); a
+#                  machine with an older build is upgraded
 #   runc, iptables, Podman 4.3, docker-registry   from bookworm
 #   containerd 1.7 (trixie) and 2.x (sid)         unpacked side by side under
 #                  $CRYO_DEPS (they share one package name, so apt cannot hold both)
@@ -12,7 +14,8 @@
 set -euo pipefail
 
 CRYO_DEPS=${CRYO_DEPS:-/opt/cryo-deps}
-CRIU_VERSION=4.1.1
+CRIU_VERSION=4.2.1
+CRIU_SUITE=sid
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -78,11 +81,11 @@ install_criu() {
 	apt_update
 	local work
 	work=$(mktemp -d)
-	say "building CRIU $CRIU_VERSION from Debian trixie's source in $work"
-	(cd "$work" && apt-get source -qq --download-only -t trixie criu >/dev/null 2>&1) || true
+	say "building CRIU $CRIU_VERSION from Debian $CRIU_SUITE's source in $work"
+	(cd "$work" && apt-get source -qq --download-only -t "$CRIU_SUITE" criu >/dev/null 2>&1) || true
 	local tarball
 	tarball=$(ls "$work"/criu_"$CRIU_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)
-	[ -n "$tarball" ] || die "could not fetch criu $CRIU_VERSION source from trixie (is deb-src enabled in /etc/apt/sources.list.d/cryo-extra-suites.sources?)"
+	[ -n "$tarball" ] || die "could not fetch criu $CRIU_VERSION source from $CRIU_SUITE (is deb-src enabled in /etc/apt/sources.list.d/cryo-extra-suites.sources?)"
 	tar -C "$work" -xf "$tarball"
 	(cd "$work"/criu-"$CRIU_VERSION" && make -j"$(nproc)" criu >"$work/build.log" 2>&1) ||
 		{ tail -30 "$work/build.log" >&2; die "CRIU build failed; full log in $work/build.log"; }

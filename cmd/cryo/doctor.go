@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/runtime"
 )
 
 // check is one line of the doctor's report.
@@ -95,47 +95,23 @@ func checkCgroups() check {
 	return check{"cgroups", "ok", "v1 or hybrid", ""}
 }
 
-var criuVersionRe = regexp.MustCompile(`Version: (\d+)\.(\d+)(?:\.(\d+))?`)
-
 func checkCRIU(ctx context.Context) []check {
-	path, err := exec.LookPath("criu")
+	info, err := runtime.ProbeCRIU()
 	if err != nil {
-		return []check{{"criu", "FAIL", "not found on PATH", "install CRIU ≥ 4.1: `make deps` (contrib/install-deps.sh) builds 4.1.1"}}
+		return []check{{"criu", "FAIL", err.Error(), "install CRIU 4.2.1: `make deps` (contrib/install-deps.sh) builds it, or set CRYO_CRIU"}}
 	}
-	out, _ := exec.CommandContext(ctx, path, "--version").CombinedOutput()
-	m := criuVersionRe.FindStringSubmatch(string(out))
-	if m == nil {
-		return []check{{"criu", "FAIL", path + ": cannot read its version", "reinstall CRIU ≥ 4.1 (`make deps`)"}}
+	path := info.Path
+	res := []check{{"criu", "ok", info.VersionString() + " (" + path + ")", ""}}
+	if err := info.Check(); err != nil {
+		res[0] = check{"criu", "FAIL", err.Error(), "`make deps` builds CRIU 4.2.1 from Debian's source"}
 	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	version := strings.TrimPrefix(m[0], "Version: ")
-	res := []check{{"criu", "ok", version + " (" + path + ")", ""}}
-	switch {
-	case major < 4 || (major == 4 && minor < 1):
-		res[0] = check{"criu", "FAIL", version + " (" + path + ") is too old", "CRIU < 4.1 fails on kernels ≥ 6.13 (vDSO); install 4.1.1 with `make deps`"}
-	case major == 4 && minor < 2 && kernelAtLeast(6, 16):
-		res = append(res, check{"criu sockets", "warn", "CRIU " + version + " cannot checkpoint TCP or UDP sockets on this kernel (≥ 6.16)",
-			"use CRIU ≥ 4.2, or let the workload use unix sockets; everything else works"})
-	}
-	out, err = exec.CommandContext(ctx, path, "check").CombinedOutput()
+	out, err := exec.CommandContext(ctx, path, "check").CombinedOutput()
 	if err != nil {
 		res = append(res, check{"criu check", "FAIL", lastLine(string(out)), "run `criu check` as root and fix what it reports"})
 	} else {
 		res = append(res, check{"criu check", "ok", lastLine(string(out)), ""})
 	}
 	return res
-}
-
-// kernelAtLeast compares the running kernel's release with major.minor.
-func kernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return false
-	}
-	var kmaj, kmin int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &kmaj, &kmin)
-	return kmaj > major || (kmaj == major && kmin >= minor)
 }
 
 func checkRunc(ctx context.Context) check {
