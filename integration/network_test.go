@@ -8,14 +8,18 @@ package integration
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // netPort picks a free loopback port for a test server.
@@ -103,8 +107,13 @@ func udpPing(t *testing.T, addr string) int {
 	return 0
 }
 
-func netServerScript() string {
-	return filepath.Join(repoRoot(), "integration", "testdata", "netserver.py")
+// netServerBin builds testdata/netserver.c, statically, so that a
+// container rootfs needs nothing else.
+func netServerBin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "netserver")
+	run(t, time.Minute, nil, "gcc", "-O2", "-static", "-o", bin, filepath.Join(repoRoot(), "integration", "testdata", "netserver.c"))
+	return bin
 }
 
 // TestBareNetworkServer: `cryo checkpoint --pid` / `cryo restore` of a
@@ -114,7 +123,7 @@ func TestBareNetworkServer(t *testing.T) {
 	requireRoot(t)
 	port := netPort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := startBare(t, nil, nil, "python3 -u "+netServerScript()+" "+strconv.Itoa(port)+" </dev/null")
+	p := startBare(t, nil, nil, netServerBin(t)+" "+strconv.Itoa(port)+" </dev/null")
 	c := dialServer(t, addr)
 	if n := c.mustPing(); n != 1 {
 		t.Fatalf("first answer %d", n)
@@ -143,4 +152,125 @@ func TestBareNetworkServer(t *testing.T) {
 		t.Fatalf("UDP after the restore: %d, want 6", n)
 	}
 	_ = os.Remove(img)
+}
+
+// inNetns runs f on a thread in the network namespace of pid: sockets it
+// opens live there (a container's loopback). The thread is not given back
+// to the scheduler: it ends with f's goroutine.
+func inNetns(t *testing.T, pid int, f func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+		}
+		if err == nil {
+			f()
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("enter the network namespace of pid %d: %v", pid, err)
+	}
+}
+
+// pingIn asks the server in pid's network namespace over a new TCP
+// connection and over UDP, and returns both counts.
+func pingIn(t *testing.T, pid, port int) (tcp, udp int) {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	var err error
+	inNetns(t, pid, func() {
+		var conn net.Conn
+		if conn, err = net.DialTimeout("tcp", addr, 5*time.Second); err != nil {
+			return
+		}
+		defer conn.Close()
+		c := &tcpClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+		if tcp, err = c.ping(); err != nil {
+			return
+		}
+		udp = udpPing(t, addr)
+	})
+	if err != nil {
+		t.Fatalf("server in the namespace of pid %d: %v", pid, err)
+	}
+	return tcp, udp
+}
+
+// TestRuncwrapNetworkServer: a server in a container with a network
+// namespace of its own (cryo-runc, runc's default spec) answers on its
+// loopback after a restore, its count carried on; a clone restored next to
+// the running original answers in its own namespace while the original
+// still does.
+func TestRuncwrapNetworkServer(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	bundle := rwBundle(t, filepath.Join(dir, "bundle"))
+	copyFile(t, netServerBin(t), filepath.Join(bundle, "rootfs", "bin", "netserver"), 0o755)
+	const port = 7070
+	setArgs(t, bundle, "/bin/netserver", strconv.Itoa(port))
+	root := filepath.Join(dir, "runc-root")
+	env := append(fakeDriverEnv(t, ""), "CRYO_RUNC=/usr/sbin/runc")
+	wrap := cryoBin(t, "cryo-runc")
+	id := "cryo-net-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() {
+		runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "delete", "-f", id)
+		runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "delete", "-f", id+"-clone")
+	})
+	statePID := func(id string) int {
+		out := run(t, 10*time.Second, nil, "/usr/sbin/runc", "--root", root, "state", id)
+		var st struct{ Pid int }
+		json.Unmarshal([]byte(out), &st)
+		return st.Pid
+	}
+	rwRunDetached(t, env, wrap, "--root", root, "run", "-d", "--bundle", bundle, id)
+	waitFor(t, 10*time.Second, "the server", func() bool {
+		_, err := runErr(5*time.Second, nil, "nsenter", "-t", strconv.Itoa(statePID(id)), "-n", "true")
+		return err == nil
+	})
+	// runc's default spec gives the container a network namespace with its
+	// loopback down (as Podman's --network none does); bring it up, as a
+	// network plugin would.
+	run(t, 10*time.Second, nil, "nsenter", "-t", strconv.Itoa(statePID(id)), "-n", "ip", "link", "set", "lo", "up")
+	if a, b := pingIn(t, statePID(id), port); a != 1 || b != 2 {
+		t.Fatalf("before the checkpoint: %d %d", a, b)
+	}
+
+	img := filepath.Join(dir, "img")
+	run(t, time.Minute, env, wrap, "--root", root, "checkpoint", "--image-path", img, "--work-path", img+"-w", id)
+	rwRunDetached(t, env, wrap, "--root", root, "restore", "-d", "--image-path", img, "--work-path", img+"-r", "--bundle", bundle, id)
+	if a, b := pingIn(t, statePID(id), port); a != 3 || b != 4 {
+		t.Fatalf("after the restore the server answered %d and %d, want 3 and 4 (its count carried on)", a, b)
+	}
+
+	img2 := filepath.Join(dir, "img2")
+	run(t, time.Minute, env, wrap, "--root", root, "checkpoint", "--leave-running", "--image-path", img2, "--work-path", img2+"-w", id)
+	rwRunDetached(t, env, wrap, "--root", root, "restore", "-d", "--image-path", img2, "--work-path", img2+"-r", "--bundle", bundle, id+"-clone")
+	if a, _ := pingIn(t, statePID(id+"-clone"), port); a != 5 {
+		t.Fatalf("the clone answered %d, want 5 (the count at its checkpoint, 4, plus one)", a)
+	}
+	// Two servers now, each with its own count from 4 on.
+	if a, _ := pingIn(t, statePID(id), port); a != 5 {
+		t.Fatalf("the original answered %d, want 5", a)
+	}
+}
+
+// setArgs sets the process args of a bundle's spec.
+func setArgs(t *testing.T, bundle string, args ...string) {
+	t.Helper()
+	path := filepath.Join(bundle, "config.json")
+	data, _ := os.ReadFile(path)
+	var spec map[string]any
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec["process"].(map[string]any)["args"] = args
+	data, _ = json.Marshal(spec)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -126,6 +126,7 @@ func restoreRemedy(err error, dir string) string {
 // resumes those, remapping the GPUs by the pairs CheckRestore found. A
 // checkpoint without CUDA (or without a manifest) needs nothing.
 func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot.Manifest) error {
+	o.upLoopback(t)
 	if !m.HasCUDA() {
 		return nil
 	}
