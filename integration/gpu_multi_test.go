@@ -276,3 +276,25 @@ func TestGPUNCCLIPCRefused(t *testing.T) {
 	report(t, "resume 2 NCCL ranks (sockets)", timed(t, nil, cryo, append([]string{"cuda", "resume"}, ranks...)...))
 	safe.waitOK(5)
 }
+
+// TestGPUNCCLSocketsCheckpoint: the same 2-rank job with NCCL on sockets,
+// one process per GPU, is checkpointed as one process tree with its TCP
+// connections (CRIU 4.2, --tcp-established) and restored: both ranks go on
+// computing correct all-reduces. libuv's io_uring (PyTorch's TCPStore) is
+// turned off: CRIU cannot dump io_uring.
+func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
+	gpuUUIDs(t, 2)
+	py := torchPython(t)
+	reapOrphans(t)
+	cryo := cryoBin(t, "cryo")
+	j := startNCCLJob(t, py, "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_CUMEM_ENABLE=0", "UV_USE_IO_URING=0")
+	img := filepath.Join(t.TempDir(), "img")
+	report(t, "checkpoint of a 2-rank NCCL job (sockets)", timed(t, nil, cryo, "checkpoint", "--pid", strconv.Itoa(j.launcher), "--dir", img, "--tcp-established"))
+	waitFor(t, 30*time.Second, "the job to be gone", func() bool { return !pidAlive(j.launcher) })
+	before := j.oks()
+	report(t, "restore of the NCCL job", timed(t, nil, cryo, "restore", "--dir", img, "--tcp-established"))
+	j.waitOK(5)
+	t.Logf("all-reduces per rank before the checkpoint %v, now %v", before, j.oks())
+	os.RemoveAll(img)
+}
+

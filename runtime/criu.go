@@ -23,6 +23,9 @@ const (
 // log alone, and the log costs little next to the images.
 const criuLogLevel = 4
 
+// ghostLimit is the largest deleted-but-open file a dump saves.
+const ghostLimit = 256 << 20
+
 // CRIUPath finds the CRIU binary: $CRYO_CRIU, then /usr/local/sbin/criu
 // (where a CRIU built from source lands, ahead of an older distribution
 // package that may not work on this kernel), then $PATH.
@@ -71,6 +74,10 @@ func baseOpts(dir, logFile string, o criuOptions) (*rpc.CriuOpts, *os.File, erro
 		LogFile:        proto.String(logFile),
 		ShellJob:       proto.Bool(o.ShellJob),
 		TcpEstablished: proto.Bool(o.TCPEstablished),
+		// A file deleted while still open (a "ghost") is saved whole;
+		// CRIU's default limit of 1 MiB refuses, for one, the deleted
+		// /dev/shm file an NCCL rank on sockets keeps.
+		GhostLimit: proto.Uint32(ghostLimit),
 	}, f, nil
 }
 
