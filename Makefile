@@ -37,6 +37,7 @@ fake:
 	gcc -O2 -shared -fPIC -o $(FAKE)/libcuda.so.1 cudacr/fakecuda/csrc/fakecuda.c
 	gcc -O2 -shared -fPIC -o $(FAKE)/libnvidia-ml.so.1 cudacr/fakecuda/csrc/fakenvml.c
 	gcc -O2 -o $(FAKE)/fakecuda-app cudacr/fakecuda/csrc/fakeapp.c -ldl
+	gcc -O2 -static -o $(FAKE)/netserver integration/testdata/netserver.c
 
 deps:
 	@bash contrib/install-deps.sh

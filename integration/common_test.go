@@ -172,6 +172,7 @@ func newRootfs(t testing.TB, dir string) string {
 	}
 	app := fakeFile(t, "fakecuda-app")
 	copyFile(t, app, filepath.Join(root, "bin/fakecuda-app"), 0o755)
+	copyFile(t, fakeFile(t, "netserver"), filepath.Join(root, "bin/netserver"), 0o755)
 	copyFile(t, fakeFile(t, "libcuda.so.1"), filepath.Join(root, "usr/lib/libcuda.so.1"), 0o755)
 	for _, lib := range sharedLibs(t, app) {
 		copyFile(t, lib, filepath.Join(root, lib), 0o755)

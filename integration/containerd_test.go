@@ -51,6 +51,7 @@ var containerdCases = []struct {
 	{"CUDAFaultRollsBack", testCUDAFaultRollsBack},
 	{"CRIUFailureRollsBack", testCRIUFailureRollsBack},
 	{"MultiGPUMoveToOtherGPU", testMultiGPUMove},
+	{"NetworkServer", testNetworkServer},
 }
 
 // testTaskCheckpointClone: `ctr task checkpoint` leaves the original

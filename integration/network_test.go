@@ -8,8 +8,12 @@ package integration
 
 import (
 	"bufio"
+
 	"encoding/json"
 	"fmt"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,7 +39,7 @@ func netPort(t *testing.T) int {
 
 // tcpClient is one connection to the server, kept open across checkpoints.
 type tcpClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn
 	r    *bufio.Reader
 }
@@ -83,7 +87,7 @@ func parsePong(line string) (int, error) {
 }
 
 // udpPing sends one datagram and returns the server's count.
-func udpPing(t *testing.T, addr string) int {
+func udpPing(t testing.TB, addr string) int {
 	t.Helper()
 	conn, err := net.Dial("udp", addr)
 	if err != nil {
@@ -107,14 +111,9 @@ func udpPing(t *testing.T, addr string) int {
 	return 0
 }
 
-// netServerBin builds testdata/netserver.c, statically, so that a
-// container rootfs needs nothing else.
-func netServerBin(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "netserver")
-	run(t, time.Minute, nil, "gcc", "-O2", "-static", "-o", bin, filepath.Join(repoRoot(), "integration", "testdata", "netserver.c"))
-	return bin
-}
+// netServerBin is testdata/netserver.c, built statically by `make fake`
+// (test root filesystems carry it as /bin/netserver).
+func netServerBin(t *testing.T) string { return fakeFile(t, "netserver") }
 
 // TestBareNetworkServer: `cryo checkpoint --pid` / `cryo restore` of a
 // server with a listening TCP socket, a UDP socket and an established
@@ -157,7 +156,7 @@ func TestBareNetworkServer(t *testing.T) {
 // inNetns runs f on a thread in the network namespace of pid: sockets it
 // opens live there (a container's loopback). The thread is not given back
 // to the scheduler: it ends with f's goroutine.
-func inNetns(t *testing.T, pid int, f func()) {
+func inNetns(t testing.TB, pid int, f func()) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
@@ -179,7 +178,7 @@ func inNetns(t *testing.T, pid int, f func()) {
 
 // pingIn asks the server in pid's network namespace over a new TCP
 // connection and over UDP, and returns both counts.
-func pingIn(t *testing.T, pid, port int) (tcp, udp int) {
+func pingIn(t testing.TB, pid, port int) (tcp, udp int) {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var err error
@@ -210,7 +209,6 @@ func TestRuncwrapNetworkServer(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
 	bundle := rwBundle(t, filepath.Join(dir, "bundle"))
-	copyFile(t, netServerBin(t), filepath.Join(bundle, "rootfs", "bin", "netserver"), 0o755)
 	const port = 7070
 	setArgs(t, bundle, "/bin/netserver", strconv.Itoa(port))
 	root := filepath.Join(dir, "runc-root")
@@ -273,4 +271,42 @@ func setArgs(t *testing.T, bundle string, args ...string) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testNetworkServer: through the shim, a server in a container with its own
+// network namespace is checkpointed (--exit) and restored into the same
+// container; it answers on its loopback, its count carried on.
+func testNetworkServer(d *daemon) {
+	const port = 7071
+	ctx := namespacedCtx()
+	img, err := d.client.GetImage(ctx, testImage)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	c, err := d.client.NewContainer(ctx, "net", client.WithImage(img), client.WithNewSnapshot("net-snap", img),
+		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("/bin/netserver", strconv.Itoa(port))))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	_ = os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755)
+	task, err := c.NewTask(ctx, cio.LogFile(d.logPath("net")))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := task.Start(ctx); err != nil {
+		d.t.Fatal(err)
+	}
+	t := d.t
+	run(t, 10*time.Second, nil, "nsenter", "-t", strconv.Itoa(int(task.Pid())), "-n", "ip", "link", "set", "lo", "up")
+	waitFor(t, 10*time.Second, "the server", func() bool { return strings.Contains(readFile(d.logPath("net")), "listening") })
+	if a, b := pingIn(t, int(task.Pid()), port); a != 1 || b != 2 {
+		t.Fatalf("before the checkpoint: %d %d", a, b)
+	}
+	ref, _ := d.taskCheckpoint("net", "--exit")
+	d.waitStopped("net")
+	d.restoreTask(ref, "net")
+	if a, b := pingIn(t, d.taskPid("net"), port); a != 3 || b != 4 {
+		t.Fatalf("after the restore the server answered %d and %d, want 3 and 4", a, b)
+	}
+	d.remove("net")
 }
