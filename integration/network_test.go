@@ -310,3 +310,23 @@ func testNetworkServer(d *daemon) {
 	}
 	d.remove("net")
 }
+
+// TestBareRefusesIOUring: a process holding an io_uring instance (as
+// PyTorch's TCPStore does through libuv) is refused before anything is
+// suspended or dumped, with the remedy, and keeps running.
+func TestBareRefusesIOUring(t *testing.T) {
+	requireRoot(t)
+	bin := filepath.Join(t.TempDir(), "iouring")
+	run(t, time.Minute, nil, "gcc", "-O2", "-o", bin, filepath.Join(repoRoot(), "integration", "testdata", "iouring.c"))
+	p := startBare(t, nil, nil, bin+" </dev/null")
+	waitFor(t, 10*time.Second, "ready", func() bool { return strings.Contains(p.output(), "ready") })
+	img := filepath.Join(t.TempDir(), "img")
+	out := bareCryoFails(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	wantIn(t, out, "io_uring", "USE_LIBUV=0", "nothing was suspended")
+	if !p.alive() {
+		t.Fatal("the refused process is gone")
+	}
+	if _, err := os.Stat(filepath.Join(img, "criu-dump.log")); err == nil {
+		t.Fatal("CRIU ran although the checkpoint was refused")
+	}
+}

@@ -96,6 +96,9 @@ func (c *checkpoint) find(ctx context.Context) error {
 		return err
 	}
 	c.pids = pids
+	if err := checkDumpable(pids); err != nil {
+		return err
+	}
 	for _, s := range skipped {
 		c.o.log().Debug("not a CUDA process", "id", c.t.ID, "pid", s.PID, "reason", s.Reason)
 	}
