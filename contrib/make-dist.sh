@@ -51,7 +51,8 @@ libs_of "$criu"
 wrap criu criu
 
 # CRIU runs `ip` (addresses, routes) and, where present, iptables-save and
-# iptables-restore when it checkpoints a container's own network namespace.
+# iptables-restore when it checkpoints a container's own network namespace,
+# and `iptables` to lock each established TCP connection it dumps.
 # A GPU host may have neither, so the bundle carries them, wrapped like CRIU.
 if [ -x /usr/sbin/ip ] && [ -x /usr/sbin/xtables-legacy-multi ]; then
 	say "ip and iptables (legacy) for CRIU's network namespaces"
@@ -61,7 +62,7 @@ if [ -x /usr/sbin/ip ] && [ -x /usr/sbin/xtables-legacy-multi ]; then
 	# "standard") are plugins, found through XTABLES_LIBDIR.
 	cp -r "$(dirname "$(ldd /usr/sbin/xtables-legacy-multi | awk '/libxtables/{print $3}')")/xtables" "$b/lib/xtables"
 	# xtables-legacy-multi picks its personality from argv[0]: one link per name.
-	for n in iptables-save iptables-restore ip6tables-save ip6tables-restore; do
+	for n in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
 		ln -s xtables-legacy-multi "$b/libexec/$n" && wrap "$n" "$n" 'XTABLES_LIBDIR="$here/lib/xtables"'
 	done
 fi

@@ -307,4 +307,3 @@ func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
 	t.Logf("all-reduces per rank before the checkpoint %v, now %v", before, j.oks())
 	os.RemoveAll(img)
 }
-
