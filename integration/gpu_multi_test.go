@@ -300,7 +300,15 @@ func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint of the NCCL job: %v\n%s", err, out)
 	}
 	report(t, "checkpoint of a 2-rank NCCL job (sockets)", time.Since(start))
-	waitFor(t, 30*time.Second, "the job to be gone", func() bool { return !pidAlive(j.launcher) })
+	// The restore needs the very pids back: wait until they are reaped.
+	waitFor(t, 30*time.Second, "the job's pids to be free", func() bool {
+		for _, p := range append(j.ranks, j.launcher) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 	before := j.oks()
 	report(t, "restore of the NCCL job", timed(t, nil, cryo, "restore", "--dir", img, "--tcp-established"))
 	j.waitOK(5)
