@@ -19,6 +19,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // gpuUUIDs lists the host's GPUs by index (nvidia-smi), skipping the test
@@ -300,8 +301,12 @@ func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint of the NCCL job: %v\n%s", err, out)
 	}
 	report(t, "checkpoint of a 2-rank NCCL job (sockets)", time.Since(start))
-	// The restore needs the very pids back: wait until they are reaped.
+	// The restore needs the very pids back: the ranks, orphaned by the
+	// dump, are this test's (the subreaper's) to reap.
 	waitFor(t, 30*time.Second, "the job's pids to be free", func() bool {
+		for _, p := range j.ranks {
+			unix.Wait4(p, nil, unix.WNOHANG, nil)
+		}
 		for _, p := range append(j.ranks, j.launcher) {
 			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
 				return false
