@@ -117,7 +117,7 @@ install_containerd() {
 main() {
 	add_suites
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
-		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq
+		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux
 	install_criu
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
