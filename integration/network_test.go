@@ -330,3 +330,31 @@ func TestBareRefusesIOUring(t *testing.T) {
 		t.Fatal("CRIU ran although the checkpoint was refused")
 	}
 }
+
+// TestPodmanNetworkServer: Podman with cryo-runc, `--network none` (a
+// namespace with only a loopback): the server answers on its loopback
+// after an export and an import, its count carried on. CRIU restores the
+// loopback down; cryo-runc brings it back up.
+func TestPodmanNetworkServer(t *testing.T) {
+	p := newPodman(t)
+	const port = 7072
+	p.podman(t, "run", "-d", "--name", "net", "--network", "none", podmanImage, "/bin/netserver", strconv.Itoa(port))
+	pid := func() int {
+		n, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "-f", "{{.State.Pid}}", "net")))
+		return n
+	}
+	waitFor(t, 10*time.Second, "the server", func() bool {
+		out, _ := p.podmanErr("logs", "net")
+		return strings.Contains(out, "listening")
+	})
+	if a, b := pingIn(t, pid(), port); a != 1 || b != 2 {
+		t.Fatalf("before the checkpoint: %d %d", a, b)
+	}
+	export := filepath.Join(p.dir, "net.tar.zst")
+	p.podman(t, "container", "checkpoint", "--export", export, "net")
+	p.podman(t, "rm", "-f", "net")
+	p.podman(t, "container", "restore", "--import", export)
+	if a, b := pingIn(t, pid(), port); a != 3 || b != 4 {
+		t.Fatalf("after the import the server answered %d and %d, want 3 and 4", a, b)
+	}
+}
