@@ -26,7 +26,7 @@ func (d *daemon) gpusFile() string {
 
 // fakeGPUs makes the daemon's host the fake host h until the test ends.
 func (d *daemon) fakeGPUs(h fakeHost) {
-	if err := os.WriteFile(d.gpusFile(), []byte(h.gpus), 0o644); err != nil {
+	if err := os.WriteFile(d.gpusFile(), []byte(h.GPUs), 0o644); err != nil {
 		d.t.Fatal(err)
 	}
 	d.t.Cleanup(func() { os.Remove(d.gpusFile()) })
@@ -42,7 +42,7 @@ func withGPUs(h fakeHost, gpus ...int) oci.SpecOpts {
 			s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/nvidia" + strconv.Itoa(g), Type: "c", Major: 1, Minor: 3, FileMode: &mode, UID: &zero, GID: &zero})
 		}
 		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
-		s.Process.Env = append(s.Process.Env, "CRYO_FAKE_GPUS="+h.gpus)
+		s.Process.Env = append(s.Process.Env, "CRYO_FAKE_GPUS="+h.GPUs)
 		return nil
 	}
 }
@@ -83,8 +83,8 @@ func testMultiGPUMove(d *daemon) {
 	ref, before := d.taskCheckpoint("mg", "--exit")
 	d.waitStopped("mg")
 	m := d.checkpointManifest(ref)
-	if len(m.Needs) != 1 || m.Needs[0].UUID != h.uuids[1] {
-		d.t.Fatalf("needs: %+v, want only %s", m.Needs, h.uuids[1])
+	if len(m.Needs) != 1 || m.Needs[0].UUID != h.UUIDs[1] {
+		d.t.Fatalf("needs: %+v, want only %s", m.Needs, h.UUIDs[1])
 	}
 	d.remove("mg")
 

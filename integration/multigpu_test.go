@@ -24,27 +24,14 @@ import (
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
-// fakeHost is a fake GPU host of n H100s, GPU i at /dev/nvidia<i>.
-type fakeHost struct {
-	gpus  string // CRYO_FAKE_GPUS
-	uuids []string
-}
+// fakeHost is a fake GPU host of H100s, GPU i at /dev/nvidia<i>.
+type fakeHost struct{ fakecuda.Host }
 
-func newFakeHost(n int, prefix string) fakeHost {
-	var h fakeHost
-	var specs []string
-	for i := 0; i < n; i++ {
-		u := fmt.Sprintf("GPU-%s-0000-4000-8000-%012d", prefix, i)
-		h.uuids = append(h.uuids, u)
-		specs = append(specs, fmt.Sprintf("NVIDIA H100 80GB HBM3|%s|85520809984|9.0||%d", u, i))
-	}
-	h.gpus = strings.Join(specs, ";")
-	return h
-}
+func newFakeHost(n int, prefix string) fakeHost { return fakeHost{fakecuda.NewHost(n, prefix)} }
 
 // env points cryo at the fake driver on this host.
 func (h fakeHost) env(t *testing.T) []string {
-	return append(fakeDriverEnv(t, ""), "CRYO_FAKE_GPUS="+h.gpus, "CRYO_RUNC=/usr/sbin/runc")
+	return append(fakeDriverEnv(t, ""), "CRYO_FAKE_GPUS="+h.GPUs, "CRYO_RUNC=/usr/sbin/runc")
 }
 
 // mgContainer is a fakecuda-app container run by cryo-runc.
@@ -63,7 +50,7 @@ func newMGContainer(t *testing.T, host fakeHost, gpus []int, appEnv ...string) *
 	c := &mgContainer{t: t, host: host, dir: dir, bundle: rwBundle(t, filepath.Join(dir, "bundle")),
 		root: filepath.Join(dir, "runc-root"), id: fmt.Sprintf("cryo-mg-%d-%d", os.Getpid(), time.Now().UnixNano()%100000)}
 	c.edit(func(s *specs.Spec) {
-		s.Process.Env = append(s.Process.Env, append([]string{"CRYO_FAKE_GPUS=" + host.gpus}, appEnv...)...)
+		s.Process.Env = append(s.Process.Env, append([]string{"CRYO_FAKE_GPUS=" + host.GPUs}, appEnv...)...)
 	})
 	c.give(gpus...)
 	t.Cleanup(func() { runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", c.root, "delete", "-f", c.id) })
@@ -192,7 +179,7 @@ func assertRunsOn(t testing.TB, pid int, h fakeHost, want ...int) {
 	}
 	seen := map[string]bool{}
 	for _, w := range want {
-		wantU = append(wantU, h.uuids[w])
+		wantU = append(wantU, h.UUIDs[w])
 		seen[fmt.Sprintf("nvidia%d", w)] = true
 	}
 	nodes := sortedNames(seen)
@@ -270,10 +257,10 @@ func TestMultiGPUContainerMovesToOtherGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := m.Processes
-	if len(p) != 1 || len(p[0].GPUs) != 1 || p[0].GPUs[0].UUID != host.uuids[1] || p[0].GPUs[0].Memory != 1<<20 || p[0].Evidence != "device files" {
+	if len(p) != 1 || len(p[0].GPUs) != 1 || p[0].GPUs[0].UUID != host.UUIDs[1] || p[0].GPUs[0].Memory != 1<<20 || p[0].Evidence != "device files" {
 		t.Fatalf("manifest processes: %+v", p)
 	}
-	if len(m.Needs) != 1 || m.Needs[0].UUID != host.uuids[1] {
+	if len(m.Needs) != 1 || m.Needs[0].UUID != host.UUIDs[1] {
 		t.Fatalf("needs must name only the GPU the container used: %+v", m.Needs)
 	}
 	c.restore(img)
@@ -313,7 +300,7 @@ func TestMultiGPUTwoGPUContainer(t *testing.T) {
 	c.assertOn(0, 1)
 
 	img = c.checkpoint("img2")
-	c.restore(img, "CRYO_GPU_MAP="+host.uuids[0]+"="+host.uuids[1])
+	c.restore(img, "CRYO_GPU_MAP="+host.UUIDs[0]+"="+host.UUIDs[1])
 	c.assertOn(1, 0)
 	page, _ := fakecuda.ReadPage(c.pid())
 	if page.PairsCount != 2 {
@@ -338,8 +325,8 @@ func TestMultiGPUToOneGPUHost(t *testing.T) {
 	c.give(0)
 	c.restore(img)
 	page, err := fakecuda.ReadPage(c.pid())
-	if err != nil || len(page.GPUs) != 1 || page.GPUs[0].UUID != one.uuids[0] {
-		t.Fatalf("restored onto %+v (%v), want %s", page.GPUs, err, one.uuids[0])
+	if err != nil || len(page.GPUs) != 1 || page.GPUs[0].UUID != one.UUIDs[0] {
+		t.Fatalf("restored onto %+v (%v), want %s", page.GPUs, err, one.UUIDs[0])
 	}
 }
 
@@ -349,21 +336,21 @@ func TestMultiGPUToOneGPUHost(t *testing.T) {
 func TestMultiGPUBarePartialMap(t *testing.T) {
 	requireRoot(t)
 	host := newFakeHost(2, "6e6e6e6e")
-	env := append(host.env(t), "CRYO_FAKE_GPUS="+host.gpus)
+	env := append(host.env(t), "CRYO_FAKE_GPUS="+host.GPUs)
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
 	waitFor(t, 10*time.Second, "the dumped process to go", func() bool { return !p.alive() })
 
-	out := bareCryoFails(t, env, "restore", "--dir", img, "--gpu-map", host.uuids[0]+"=GPU-ffffffff-0000-4000-8000-000000000009")
+	out := bareCryoFails(t, env, "restore", "--dir", img, "--gpu-map", host.UUIDs[0]+"=GPU-ffffffff-0000-4000-8000-000000000009")
 	wantIn(t, out, "GPU-ffffffff-0000-4000-8000-000000000009", "not among the GPUs", "nothing was restored")
 
 	before := p.lastTick(t)
-	pid := run(t, bareTimeout, env, cryoBin(t, "cryo"), "restore", "--dir", img, "--gpu-map", host.uuids[0]+"="+host.uuids[1])
+	pid := run(t, bareTimeout, env, cryoBin(t, "cryo"), "restore", "--dir", img, "--gpu-map", host.UUIDs[0]+"="+host.UUIDs[1])
 	_ = pid
 	p.waitTicks(t, before+3)
 	page, err := fakecuda.ReadPage(p.pid)
-	if err != nil || len(page.GPUs) != 2 || page.GPUs[0].UUID != host.uuids[1] || page.GPUs[1].UUID != host.uuids[0] {
+	if err != nil || len(page.GPUs) != 2 || page.GPUs[0].UUID != host.UUIDs[1] || page.GPUs[1].UUID != host.UUIDs[0] {
 		t.Fatalf("after the swap the app runs on %+v (%v)", page.GPUs, err)
 	}
 }
@@ -377,7 +364,7 @@ func TestMultiGPUNCCLIPCRefused(t *testing.T) {
 	libDir := filepath.Dir(fakeFile(t, "libcuda.so.1"))
 	app := fakeFile(t, "fakecuda-app")
 	job := func(extra ...string) *bareProc {
-		env := append(host.env(t), "CRYO_FAKE_GPUS="+host.gpus, "LD_LIBRARY_PATH="+libDir, "FAKECUDA_NCCL=1")
+		env := append(host.env(t), "CRYO_FAKE_GPUS="+host.GPUs, "LD_LIBRARY_PATH="+libDir, "FAKECUDA_NCCL=1")
 		env = append(env, extra...)
 		ranks := fmt.Sprintf("CUDA_VISIBLE_DEVICES=0 %s 50 & CUDA_VISIBLE_DEVICES=1 %s 50 & wait", app, app)
 		p := startBare(t, env, nil, "sh -c '"+ranks+"' </dev/null")

@@ -151,25 +151,12 @@ type rig struct {
 	ctl string
 }
 
-// host is a fake GPU host: CRYO_FAKE_GPUS and its UUIDs, GPU i at /dev/nvidia<i>.
-type host struct {
-	gpus  string
-	uuids []string
-}
+// host is a fake GPU host (see NewHost).
+type host struct{ Host }
 
-func newHost(n int, prefix string) host {
-	var h host
-	var specs []string
-	for i := 0; i < n; i++ {
-		u := fmt.Sprintf("GPU-%s-0000-4000-8000-%012d", prefix, i)
-		h.uuids = append(h.uuids, u)
-		specs = append(specs, fmt.Sprintf("NVIDIA H100 80GB HBM3|%s|85520809984|9.0||%d", u, i))
-	}
-	h.gpus = strings.Join(specs, ";")
-	return h
-}
+func newHost(n int, prefix string) host { return host{NewHost(n, prefix)} }
 
-func (h host) env() []string { return []string{"CRYO_FAKE_GPUS=" + h.gpus} }
+func (h host) env() []string { return []string{"CRYO_FAKE_GPUS=" + h.GPUs} }
 
 // Default free memory of a table GPU: 99% of 85520809984.
 const defaultFree = 85520809984 - 85520809984/100
@@ -391,21 +378,21 @@ func testVisible(t *testing.T, r *rig) {
 	h := newHost(2, "fc100000")
 	a := r.start(t, append(h.env(), "CUDA_VISIBLE_DEVICES=1"))
 	p := readPage(t, a.pid)
-	if p.Layout != 2 || gpus(p) != gpu(h.uuids[1], 1, 64<<10) || p.DevSize != 64<<10 {
+	if p.Layout != 2 || gpus(p) != gpu(h.UUIDs[1], 1, 64<<10) || p.DevSize != 64<<10 {
 		t.Fatalf("page: %+v", p)
 	}
 	if !hostHasNodes() && (p.HoldsDevices || p.IPC) {
 		t.Fatalf("no device node on this host, yet flags say otherwise: %+v", p)
 	}
-	if !strings.Contains(a.stderr(), "gpus="+h.uuids[1]+"\n") {
+	if !strings.Contains(a.stderr(), "gpus="+h.UUIDs[1]+"\n") {
 		t.Fatalf("start-up line: %q", a.stderr())
 	}
 	n := r.nvml(t, h.env())
-	if want := fmt.Sprintf("minor=1 free=%d procs=%d:%d", defaultFree-64<<10, a.pid, 64<<10); n[h.uuids[1]] != want {
-		t.Fatalf("NVML on GPU 1: %q, want %q", n[h.uuids[1]], want)
+	if want := fmt.Sprintf("minor=1 free=%d procs=%d:%d", defaultFree-64<<10, a.pid, 64<<10); n[h.UUIDs[1]] != want {
+		t.Fatalf("NVML on GPU 1: %q, want %q", n[h.UUIDs[1]], want)
 	}
-	if want := fmt.Sprintf("minor=0 free=%d procs=", defaultFree); n[h.uuids[0]] != want {
-		t.Fatalf("NVML on GPU 0: %q, want %q", n[h.uuids[0]], want)
+	if want := fmt.Sprintf("minor=0 free=%d procs=", defaultFree); n[h.UUIDs[0]] != want {
+		t.Fatalf("NVML on GPU 0: %q, want %q", n[h.UUIDs[0]], want)
 	}
 
 	// No visible GPU: CUDA_VISIBLE_DEVICES set but empty, or naming none.
@@ -422,7 +409,7 @@ func testVisible(t *testing.T, r *rig) {
 // A process that sees both GPUs takes only a one-to-one map over both.
 func testRestoreMap(t *testing.T, r *rig) {
 	h := newHost(2, "fc200000")
-	u0, u1 := h.uuids[0], h.uuids[1]
+	u0, u1 := h.UUIDs[0], h.UUIDs[1]
 	a := r.start(t, append(h.env(), "FAKECUDA_SPREAD=1"))
 	both := gpu(u0, 0, 32<<10) + " " + gpu(u1, 1, 32<<10)
 	if p := readPage(t, a.pid); gpus(p) != both {
@@ -518,7 +505,7 @@ func testNodes(t *testing.T, r *rig) {
 		t.Skip("needs unshare")
 	}
 	h := newHost(2, "fc400000")
-	u0, u1 := h.uuids[0], h.uuids[1]
+	u0, u1 := h.UUIDs[0], h.UUIDs[1]
 	script := "mount -t tmpfs tmpfs /dev && mknod /dev/null c 1 3 && mknod /dev/nvidia1 c 1 3 && mknod /dev/nvidia9 c 1 3 && exec \"$@\""
 	a := r.start(t, h.env(), "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh")
 	p := readPage(t, a.pid)

@@ -1,0 +1,27 @@
+package fakecuda
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Host is a fake GPU host: the CRYO_FAKE_GPUS text of n H100s, GPU i at
+// /dev/nvidia<i>, and their UUIDs, for tests of multi-GPU behaviour.
+type Host struct {
+	GPUs  string // CRYO_FAKE_GPUS
+	UUIDs []string
+}
+
+// NewHost returns a host of n GPUs whose UUIDs start with GPU-<prefix>-
+// (eight hex digits), so that two hosts of a test have different GPUs.
+func NewHost(n int, prefix string) Host {
+	var h Host
+	var specs []string
+	for i := 0; i < n; i++ {
+		u := fmt.Sprintf("GPU-%s-0000-4000-8000-%012d", prefix, i)
+		h.UUIDs = append(h.UUIDs, u)
+		specs = append(specs, fmt.Sprintf("NVIDIA H100 80GB HBM3|%s|85520809984|9.0||%d", u, i))
+	}
+	h.GPUs = strings.Join(specs, ";")
+	return h
+}
