@@ -2,8 +2,9 @@ package integration
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
-	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,20 +298,49 @@ func compareLosses(got, ref map[int]string, upto int) error {
 	return nil
 }
 
-// ask sends one request line to the server at addr (a unix socket, "@NAME"
-// for an abstract one) and returns the reply line.
+// ask sends one request to the inference server's HTTP API at addr
+// (HOST:PORT) and returns its answer as one line: "infer SEED" -> POST
+// /v1/infer -> "answer seed=SEED sum=HEX"; "verify" -> GET /v1/verify ->
+// "verify=OK" or "verify=BAD layer=I". Each request has its own connection
+// (no keep-alive): an idle connection left open would be an established
+// TCP connection at the next checkpoint.
 func ask(addr string, req string, timeout time.Duration) (string, error) {
-	conn, err := net.DialTimeout("unix", addr, time.Second)
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	var resp *http.Response
+	var err error
+	switch f := strings.Fields(req); {
+	case len(f) == 2 && f[0] == "infer":
+		resp, err = c.Post("http://"+addr+"/v1/infer", "application/json", strings.NewReader(`{"seed": `+f[1]+`}`))
+	case req == "verify":
+		resp, err = c.Get("http://" + addr + "/v1/verify")
+	default:
+		return "", fmt.Errorf("unknown request %q", req)
+	}
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write([]byte(req + "\n")); err != nil {
-		return "", err
+	defer resp.Body.Close()
+	var a struct {
+		Seed   *int
+		Sum    string
+		Verify string
+		Layer  int
+		Error  string
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return strings.TrimSpace(line), err
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		return "", fmt.Errorf("%s: HTTP %d: %w", req, resp.StatusCode, err)
+	}
+	switch {
+	case a.Error != "":
+		return "", fmt.Errorf("%s: HTTP %d: %s", req, resp.StatusCode, a.Error)
+	case a.Verify == "BAD":
+		return fmt.Sprintf("verify=BAD layer=%d", a.Layer), nil
+	case a.Verify != "":
+		return "verify=" + a.Verify, nil
+	case a.Seed != nil:
+		return fmt.Sprintf("answer seed=%d sum=%s", *a.Seed, a.Sum), nil
+	}
+	return "", fmt.Errorf("%s: HTTP %d: no answer", req, resp.StatusCode)
 }
 
 // firstAnswer polls the server until it answers req, and returns the answer.
@@ -327,11 +357,12 @@ func firstAnswer(t *testing.T, addr string, req string, timeout time.Duration, l
 	return ""
 }
 
-// serveAddr is a fresh abstract unix socket name for the inference server.
-// (The container shares the host's network namespace, where abstract names
-// live. CRIU 4.1.1 cannot dump INET sockets on Linux >= 6.16.)
-func serveAddr(id string) string {
-	return fmt.Sprintf("@cryo-%s-%d-%d", id, os.Getpid(), time.Now().UnixNano())
+// serveAddr is a free TCP port on the loopback for the inference server's
+// HTTP API. The container shares the host's network namespace, as a
+// host-network pod does, so the test reaches it from outside the container.
+func serveAddr(t *testing.T) string {
+	t.Helper()
+	return "127.0.0.1:" + strconv.Itoa(netPort(t))
 }
 
 // serveWeights generates torchserve's weights once, cached under

@@ -143,7 +143,7 @@ func serveAcrossRestore(t *testing.T, flavor string, s *served) {
 type served struct {
 	c       *runcContainer // its bundle (and runc container, for cryo-runc and plain runc)
 	task    gpuTask
-	addr    string // the server's unix socket
+	addr    string // the server's HTTP API, HOST:PORT on the loopback
 	cold    time.Duration
 	answers []string // infer 1, 2, 3
 }
@@ -160,7 +160,7 @@ func startServe(t *testing.T, runc, id string, py *hostPython, script, weights s
 // its first answers; runc (default cryo-runc) runs the bundle's container.
 func startServeWith(t *testing.T, f gpuFlavor, id string, py *hostPython, script, weights string, runc ...string) *served {
 	t.Helper()
-	s := &served{addr: serveAddr(id)}
+	s := &served{addr: serveAddr(t)}
 	mounts := []specs.Mount{roBind(filepath.Dir(weights), "/weights")}
 	args := []string{py.exe, "/app/serve.py", "--weights", "/weights/" + filepath.Base(weights), "--listen", s.addr}
 	if os.Getenv("CRYO_SERVE_COMPILE") == "1" {

@@ -7,32 +7,29 @@ checks its own continuity across a checkpoint and restore.
       to the safetensors FILE (through FILE.tmp and a rename), once: an
       existing FILE of the right size is kept.
 
-  serve.py --weights FILE --listen ADDR [--batch B] [--compile]
+  serve.py --weights FILE [--listen HOST:PORT] [--batch B] [--compile]
       the server: import PyTorch, load the weights onto the GPU, warm up
       (with --compile: compile the forward pass with torch.compile and
       autotune its kernels, as production servers do, which makes the cold
       start much longer), capture the forward pass in a CUDA graph, then
-      answer on ADDR, a unix
-      socket ("@NAME": abstract, or a path) or "tcp:PORT" (127.0.0.1), one
-      request per connection, one line each:
-        "infer SEED"  -> "answer seed=SEED sum=<float.hex()>"
-           (a deterministic input from SEED through every layer)
-        "verify"      -> "verify=OK" or "verify=BAD layer=I"
+      answer HTTP on HOST:PORT (default 0.0.0.0:8000), one request per
+      connection (HTTP/1.0), JSON in and out:
+        POST /v1/infer {"seed": N} -> {"seed": N, "sum": "<float.hex()>"}
+           (a deterministic input from the seed through every layer)
+        GET /v1/verify  -> 200 {"verify": "OK"} or 500 {"verify": "BAD", "layer": I}
            (every layer's float64 sum against the one taken at load)
+        GET /healthz    -> 200 {"status": "ok", ...}
       It prints "ready cold_start_s=... import_s=... load_s=... warmup_s=...
-      capture_s=... listen=ADDR" once it answers.
-
-CRIU 4.1.1 cannot dump an INET socket on Linux >= 6.16 (getsockopt
-SO_PASSCRED now fails there with EOPNOTSUPP), so the tests listen on an
-abstract unix socket.
+      capture_s=... listen=http://HOST:PORT" once it answers.
 
 SIGUSR1 flips one byte of layer 0 (answers change and verify says BAD:
 that checks the check).
 """
 import argparse
+import http.server
+import json
 import os
 import signal
-import socket
 import sys
 import time
 
@@ -115,46 +112,63 @@ def serve(path, listen, batch, compile_=False):
         return static_y.sum(dtype=torch.float64).item()
 
     def verify():
+        """The first layer whose sum changed since the load, or None."""
         for i, w in enumerate(layers):
             if w.sum(dtype=torch.float64).item() != sums[i]:
-                return f"verify=BAD layer={i}"
-        return "verify=OK"
+                return i
+        return None
 
-    if listen.startswith("tcp:"):
-        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("127.0.0.1", int(listen[4:])))
-    else:
-        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        srv.bind("\0" + listen[1:] if listen.startswith("@") else listen)
-    srv.listen(16)
+    host, port = parse_listen(listen)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        # HTTP/1.0: one request per connection, so that no idle keep-alive
+        # connection is open when the server is checkpointed (an established
+        # connection needs --tcp-established).
+        protocol_version = "HTTP/1.0"
+
+        def reply(self, code, obj):
+            body = (json.dumps(obj) + "\n").encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/healthz":
+                self.reply(200, {"status": "ok", "layers": len(layers)})
+            elif self.path == "/v1/verify":
+                bad = verify()
+                self.reply(200 if bad is None else 500, {"verify": "OK"} if bad is None else {"verify": "BAD", "layer": bad})
+            else:
+                self.reply(404, {"error": "want GET /healthz, GET /v1/verify or POST /v1/infer"})
+
+        def do_POST(self):
+            if self.path != "/v1/infer":
+                self.reply(404, {"error": "want POST /v1/infer"})
+                return
+            try:
+                n = int(self.headers.get("Content-Length", "0"))
+                seed = int(json.loads(self.rfile.read(n) or b"{}")["seed"])
+            except (ValueError, KeyError, TypeError) as e:
+                self.reply(400, {"error": f'want a JSON body {{"seed": N}}: {e}'})
+                return
+            self.reply(200, {"seed": seed, "sum": infer(seed).hex()})
+
+        def log_message(self, fmt, *args):
+            pass  # one line per request would drown the log
+
+    srv = http.server.HTTPServer((host, port), Handler)
     t_ready = time.time()
     print(f"ready cold_start_s={t_ready - T0:.3f} import_s={t_import - T0:.3f} load_s={t_load - t_import:.3f} "
-          f"warmup_s={t_warm - t_load:.3f} capture_s={t_capture - t_warm:.3f} layers={len(layers)} listen={listen}", flush=True)
-    while True:
-        conn, _ = srv.accept()
-        with conn:
-            conn.settimeout(10)
-            data = b""
-            try:
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(256)
-                    if not chunk:
-                        break
-                    data += chunk
-            except OSError:
-                continue
-            req = data.decode(errors="replace").split()
-            if len(req) == 2 and req[0] == "infer":
-                reply = f"answer seed={req[1]} sum={infer(int(req[1])).hex()}"
-            elif req == ["verify"]:
-                reply = verify()
-            else:
-                reply = "error: want 'infer SEED' or 'verify'"
-            try:
-                conn.sendall((reply + "\n").encode())
-            except OSError:
-                pass
+          f"warmup_s={t_warm - t_load:.3f} capture_s={t_capture - t_warm:.3f} layers={len(layers)} listen=http://{host}:{port}", flush=True)
+    srv.serve_forever()
+
+
+def parse_listen(listen):
+    """HOST:PORT, :PORT or PORT (host 0.0.0.0)."""
+    host, _, port = listen.rpartition(":")
+    return host or "0.0.0.0", int(port)
 
 
 def main():
@@ -163,16 +177,16 @@ def main():
     ap.add_argument("--gib", type=int, default=3)
     ap.add_argument("--seed", type=int, default=4321)
     ap.add_argument("--weights")
-    ap.add_argument("--listen")
+    ap.add_argument("--listen", default="0.0.0.0:8000", help="HOST:PORT of the HTTP API (default 0.0.0.0:8000)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--compile", action="store_true", help="torch.compile + autotune the forward pass")
     a = ap.parse_args()
     if a.gen:
         gen(a.gen, a.gib, a.seed)
-    elif a.weights and a.listen:
+    elif a.weights:
         serve(a.weights, a.listen, a.batch, a.compile)
     else:
-        ap.error("want --gen FILE or --weights FILE --listen ADDR")
+        ap.error("want --gen FILE or --weights FILE [--listen HOST:PORT]")
 
 
 if __name__ == "__main__":

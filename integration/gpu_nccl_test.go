@@ -1,0 +1,208 @@
+package integration
+
+// The NCCL jobs of the GPU tests (contrib/workloads/allreduce, 2 ranks on 2
+// GPUs): with CUDA IPC they are refused before anything is suspended; on
+// sockets they are checkpointed and restored with their TCP connections.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var allreduceRe = regexp.MustCompile(`(?m)^tick (\d+) rank=(\d+) allreduce=(OK|BAD)`)
+
+// ncclJob is contrib/workloads/allreduce: a launcher and two ranks.
+type ncclJob struct {
+	t        *testing.T
+	log      string
+	launcher int
+	ranks    []int
+}
+
+var ncclPort int
+
+// startNCCLJob starts the job with env added to its environment; with
+// steps > 0 it trains for that many steps and exits.
+func startNCCLJob(t *testing.T, py *hostPython, steps int, env ...string) *ncclJob {
+	t.Helper()
+	j := &ncclJob{t: t, log: filepath.Join(t.TempDir(), "allreduce.log")}
+	ncclPort++ // a fresh port per job: the last one's may linger in TIME_WAIT
+	port := strconv.Itoa(29500 + os.Getpid()%300 + ncclPort)
+	script := filepath.Join(workloadsDir(t), "allreduce", "allreduce.py")
+	args := append(append([]string{}, env...), "PYTHONUNBUFFERED=1", py.exe, script, "2", port, "200", "64", strconv.Itoa(steps))
+	cmd := startDetached(t, j.log, "env", args...)
+	j.launcher = cmd.Process.Pid
+	t.Cleanup(j.kill)
+	j.waitOK(4)
+	waitFor(t, 30*time.Second, "the ranks", func() bool {
+		j.ranks = childPIDs(j.launcher)
+		return len(j.ranks) == 2
+	})
+	return j
+}
+
+// waitOK waits until each rank has printed n more correct all-reduces.
+func (j *ncclJob) waitOK(n int) {
+	j.t.Helper()
+	start := j.oks()
+	waitFor(j.t, 3*time.Minute, fmt.Sprintf("%d more all-reduces per rank", n), func() bool {
+		now := j.oks()
+		return now[0] >= start[0]+n && now[1] >= start[1]+n
+	})
+}
+
+// oks counts each rank's correct all-reduces, failing on a wrong one.
+func (j *ncclJob) oks() [2]int {
+	out := readFile(j.log)
+	var c [2]int
+	for _, m := range allreduceRe.FindAllStringSubmatch(out, -1) {
+		if m[3] != "OK" {
+			j.t.Fatalf("rank %s computed a wrong all-reduce:\n%s", m[2], tail(out, 20))
+		}
+		if r, _ := strconv.Atoi(m[2]); r < 2 {
+			c[r]++
+		}
+	}
+	return c
+}
+
+func (j *ncclJob) kill() {
+	for _, p := range append(j.ranks, j.launcher) {
+		killPid(p)
+	}
+}
+
+func childPIDs(pid int) []int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	var kids []int
+	for _, f := range strings.Fields(string(b)) {
+		n, _ := strconv.Atoi(f)
+		kids = append(kids, n)
+	}
+	return kids
+}
+
+// TestGPUNCCLIPCRefused: a 2-rank NCCL job with NCCL's default transports
+// (CUDA IPC between the GPUs) is refused by `cryo checkpoint` and by `cryo
+// cuda suspend` before anything is suspended, and both ranks go on
+// computing correct all-reduces. The same job with NCCL on sockets
+// suspends and resumes in place.
+func TestGPUNCCLIPCRefused(t *testing.T) {
+	gpuUUIDs(t, 2)
+	py := torchPython(t)
+	cryo := cryoBin(t, "cryo")
+	j := startNCCLJob(t, py, 0)
+	out, err := runErr(2*time.Minute, nil, cryo, "checkpoint", "--pid", strconv.Itoa(j.launcher), "--dir", filepath.Join(t.TempDir(), "img"), "--leave-running")
+	if err == nil || !strings.Contains(out, "CUDA IPC") || !strings.Contains(out, "NCCL_P2P_DISABLE=1") {
+		t.Fatalf("checkpoint of the default NCCL job: %v\n%s", err, out)
+	}
+	t.Logf("refused as it should be:\n%s", out)
+	ranks := []string{strconv.Itoa(j.ranks[0]), strconv.Itoa(j.ranks[1])}
+	out, err = runErr(time.Minute, nil, cryo, append([]string{"cuda", "suspend"}, ranks...)...)
+	if err == nil || !strings.Contains(out, "CUDA IPC") {
+		t.Fatalf("cryo cuda suspend of the default NCCL job: %v\n%s", err, out)
+	}
+	j.waitOK(5)
+	j.kill()
+
+	safe := startNCCLJob(t, py, 0, "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_CUMEM_ENABLE=0")
+	ranks = []string{strconv.Itoa(safe.ranks[0]), strconv.Itoa(safe.ranks[1])}
+	report(t, "suspend 2 NCCL ranks (sockets)", timed(t, nil, cryo, append([]string{"cuda", "suspend"}, ranks...)...))
+	report(t, "resume 2 NCCL ranks (sockets)", timed(t, nil, cryo, append([]string{"cuda", "resume"}, ranks...)...))
+	safe.waitOK(5)
+}
+
+// ncclSocketsEnv runs NCCL on sockets only (no CUDA IPC, which the driver
+// cannot restore), and PyTorch's TCPStore without libuv, whose io_uring
+// CRIU cannot dump.
+var ncclSocketsEnv = []string{"NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_CUMEM_ENABLE=0", "USE_LIBUV=0"}
+
+// TestGPUNCCLSocketsCheckpoint: a 2-rank data-parallel training job with
+// NCCL on sockets, one process per GPU, is checkpointed as one process tree
+// with its TCP connections (CRIU 4.2, --tcp-established) and restored; it
+// trains on to its last step, and its loss at every step equals that of
+// the same job run uninterrupted beside it.
+func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
+	gpuUUIDs(t, 2)
+	py := torchPython(t)
+	reapOrphans(t)
+	cryo := cryoBin(t, "cryo")
+	const steps = 40
+	ref := startNCCLJob(t, py, steps, ncclSocketsEnv...)
+	j := startNCCLJob(t, py, steps, ncclSocketsEnv...)
+	img := filepath.Join(t.TempDir(), "img")
+	start := time.Now()
+	out, err := runErr(5*time.Minute, nil, cryo, "checkpoint", "--pid", strconv.Itoa(j.launcher), "--dir", img, "--tcp-established")
+	if err != nil {
+		t.Fatalf("checkpoint of the NCCL job: %v\n%s", err, out)
+	}
+	report(t, "checkpoint of a 2-rank NCCL job (sockets)", time.Since(start))
+	before := j.oks()
+	if before[0] >= steps || before[1] >= steps {
+		t.Fatalf("the job had ended before its checkpoint (%v): raise the step count", before)
+	}
+	j.waitPIDsFree()
+	report(t, "restore of the NCCL job", timed(t, nil, cryo, "restore", "--dir", img, "--tcp-established"))
+	j.waitOK(3)
+	t.Logf("steps per rank at the checkpoint %v, after the restore %v", before, j.oks())
+	want, got := ref.waitLosses(steps), j.waitLosses(steps)
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("rank %d step %d: loss %s after the restore, %s uninterrupted", k[0], k[1], got[k], w)
+		}
+	}
+	t.Logf("the restored job's %d losses per rank equal the uninterrupted run's (last %s)", steps, want[[2]int{0, steps}])
+	os.RemoveAll(img)
+}
+
+// waitPIDsFree waits until the job's pids are free again after a dump (a
+// restore needs the very same pids): the ranks, orphaned by the dump, are
+// this test's (the subreaper's) to reap.
+func (j *ncclJob) waitPIDsFree() {
+	j.t.Helper()
+	waitFor(j.t, 30*time.Second, "the job's pids to be free", func() bool {
+		for _, p := range j.ranks {
+			unix.Wait4(p, nil, unix.WNOHANG, nil)
+		}
+		for _, p := range append(j.ranks, j.launcher) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+var lossRe = regexp.MustCompile(`(?m)^tick (\d+) rank=(\d+) allreduce=OK loss=(\S+)$`)
+
+// waitLosses waits until both ranks have printed steps training steps and
+// returns each loss by (rank, step); a step printed twice must agree.
+func (j *ncclJob) waitLosses(steps int) map[[2]int]string {
+	j.t.Helper()
+	waitFor(j.t, 3*time.Minute, fmt.Sprintf("%d training steps per rank", steps), func() bool {
+		now := j.oks()
+		return now[0] >= steps && now[1] >= steps
+	})
+	losses := map[[2]int]string{}
+	for _, m := range lossRe.FindAllStringSubmatch(readFile(j.log), -1) {
+		step, _ := strconv.Atoi(m[1])
+		rank, _ := strconv.Atoi(m[2])
+		k := [2]int{rank, step}
+		if prev, ok := losses[k]; ok && prev != m[3] {
+			j.t.Fatalf("rank %d printed step %d twice, with losses %s and %s", rank, step, prev, m[3])
+		}
+		losses[k] = m[3]
+	}
+	if len(losses) != 2*steps {
+		j.t.Fatalf("%d losses in the log, want %d:\n%s", len(losses), 2*steps, tail(readFile(j.log), 20))
+	}
+	return losses
+}
