@@ -152,7 +152,9 @@ func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
 	j.waitPIDsFree()
 	start = time.Now()
 	if out, err := runErr(5*time.Minute, nil, cryo, "restore", "--dir", img, "--tcp-established"); err != nil {
-		t.Fatalf("restore of the NCCL job: %v\n%s\nCRIU's log ends:\n%s", err, out, tail(readFile(filepath.Join(img, "criu-restore.log")), 40))
+		t.Fatalf("restore of the NCCL job: %v\n%s\nCRIU's restore log:\n%s\nCRIU's dump log:\n%s", err, out,
+			criuLogLines(filepath.Join(img, "criu-restore.log"), `Error|bind|reuse|port|inet: (Restore|Open)`),
+			criuLogLines(filepath.Join(img, "criu-dump.log"), `inet: |tcp: |Error`))
 	}
 	report(t, "restore of the NCCL job", time.Since(start))
 	t.Logf("steps per rank at the checkpoint %v", before)
@@ -171,21 +173,42 @@ func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
 	os.RemoveAll(img)
 }
 
-// tcpSocketsOf lists the TCP sockets of pids (ss), for the log of a failed
-// restore.
+// tcpSocketsOf lists the TCP sockets of pids from /proc (local and remote
+// address in hex, state: 01 established, 0A listening), for the log of a
+// failed restore.
 func tcpSocketsOf(pids []int) string {
-	out, err := runErr(10*time.Second, nil, "ss", "-tanp")
-	if err != nil {
-		return "(ss: " + err.Error() + ")"
-	}
 	var keep []string
-	for _, line := range strings.Split(out, "\n") {
-		for _, p := range pids {
-			if strings.Contains(line, "pid="+strconv.Itoa(p)+",") {
-				keep = append(keep, line)
-				break
+	for _, p := range pids {
+		inodes := map[string]bool{}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p, fd.Name()))
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(ino, "]")] = true
 			}
 		}
+		for _, table := range []string{"tcp", "tcp6"} {
+			for _, line := range strings.Split(readFile(fmt.Sprintf("/proc/%d/net/%s", p, table)), "\n") {
+				if f := strings.Fields(line); len(f) > 9 && inodes[f[9]] {
+					keep = append(keep, fmt.Sprintf("pid %d %s local %s remote %s state %s inode %s", p, table, f[1], f[2], f[3], f[9]))
+				}
+			}
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// criuLogLines picks the lines of a CRIU log that match re.
+func criuLogLines(path, re string) string {
+	var keep []string
+	r := regexp.MustCompile(re)
+	for _, line := range strings.Split(readFile(path), "\n") {
+		if r.MatchString(line) {
+			keep = append(keep, line)
+		}
+	}
+	if len(keep) > 120 {
+		keep = keep[len(keep)-120:]
 	}
 	return strings.Join(keep, "\n")
 }
