@@ -4,7 +4,8 @@
 // that a direct `runc checkpoint`/`runc restore`, which bypasses cryo-runc,
 // is CUDA-safe too. Three things are written, all into the bundle directory:
 //
-//   - cryo-criu.conf, a CRIU configuration file holding one line,
+//   - cryo-criu.conf, the bundle's CRIU configuration file (see
+//     runtime.AddCRIUConfig), with the line
 //     `action-script <bundle>/cryo-criu-action.sh`;
 //   - cryo-criu-action.sh, a two-line shell script that sets the container
 //     id and cryo-runc's environment file and execs cryo-criu-action (CRIU
@@ -23,13 +24,9 @@ const (
 	OrchestratedEnv = "CRYO_ORCHESTRATED"
 	// EnableEnv=1 makes cryo-runc prepare containers at create, run and restore.
 	EnableEnv = "CRYO_CRIU_HOOKS"
-	// CRIUConfigAnnotation is the annotation runc reads CRIU's configuration
-	// file name from.
-	CRIUConfigAnnotation = "org.criu.config"
 	// ContainerEnv and EnvFileEnv are set by the generated script for the action.
 	ContainerEnv = "CRYO_CONTAINER_ID"
 	EnvFileEnv   = "CRYO_RUNC_ENV"
 
-	criuConfName = "cryo-criu.conf"
-	scriptName   = "cryo-criu-action.sh"
+	scriptName = "cryo-criu-action.sh"
 )

@@ -1,45 +1,35 @@
 package hooks
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 )
 
 // ErrForeignCRIUConfig: the container already names a CRIU configuration of
 // its own, which cryo leaves alone.
-var ErrForeignCRIUConfig = errors.New("container has its own org.criu.config")
+var ErrForeignCRIUConfig = cryoruntime.ErrForeignCRIUConfig
 
-// Prepare writes the CRIU configuration and action script into bundle and
-// points the bundle's config.json at them. action is the absolute path of
-// cryo-criu-action; envFile (may be empty) is cryo-runc's environment file.
-// A config.json that already names a CRIU configuration other than cryo's
-// is left as it is (ErrForeignCRIUConfig).
+// Prepare writes the action script into bundle and adds it to the bundle's
+// CRIU configuration (see runtime.AddCRIUConfig). action is the absolute
+// path of cryo-criu-action; envFile (may be empty) is cryo-runc's
+// environment file. A config.json that already names a CRIU configuration
+// other than cryo's is left as it is (ErrForeignCRIUConfig).
 func Prepare(bundle, id, action, envFile string) error {
 	bundle, err := filepath.Abs(bundle)
 	if err != nil {
 		return err
 	}
-	conf := filepath.Join(bundle, criuConfName)
-	spec, err := readSpec(bundle)
-	if err != nil {
-		return err
-	}
-	if cur := annotation(spec, CRIUConfigAnnotation); cur != "" && cur != conf {
-		return fmt.Errorf("%w (%s); add `action-script %s` to it by hand to make direct runc checkpoints CUDA-safe", ErrForeignCRIUConfig, cur, filepath.Join(bundle, scriptName))
-	}
 	if err := writeScript(bundle, id, action, envFile); err != nil {
 		return err
 	}
-	if err := os.WriteFile(conf, []byte("action-script "+filepath.Join(bundle, scriptName)+"\n"), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", conf, err)
+	if _, err := cryoruntime.AddCRIUConfig(bundle, "action-script "+filepath.Join(bundle, scriptName)); err != nil {
+		return fmt.Errorf("%w, to make direct runc checkpoints CUDA-safe", err)
 	}
-	setAnnotation(spec, CRIUConfigAnnotation, conf)
-	return writeSpec(bundle, spec)
+	return nil
 }
 
 // writeScript writes the action script CRIU runs: it carries the container
@@ -56,48 +46,3 @@ func writeScript(bundle, id, action, envFile string) error {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// readSpec reads config.json as generic JSON, numbers kept verbatim, so that
-// fields cryo does not know survive the rewrite unchanged.
-func readSpec(bundle string) (map[string]any, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		return nil, fmt.Errorf("read bundle config: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var spec map[string]any
-	if err := dec.Decode(&spec); err != nil {
-		return nil, fmt.Errorf("parse %s/config.json: %w", bundle, err)
-	}
-	return spec, nil
-}
-
-// writeSpec replaces config.json atomically.
-func writeSpec(bundle string, spec map[string]any) error {
-	data, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(bundle, "config.json")
-	tmp := p + ".cryo-tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("write bundle config: %w", err)
-	}
-	return os.Rename(tmp, p)
-}
-
-func annotation(spec map[string]any, key string) string {
-	a, _ := spec["annotations"].(map[string]any)
-	v, _ := a[key].(string)
-	return v
-}
-
-func setAnnotation(spec map[string]any, key, value string) {
-	a, _ := spec["annotations"].(map[string]any)
-	if a == nil {
-		a = map[string]any{}
-		spec["annotations"] = a
-	}
-	a[key] = value
-}

@@ -52,6 +52,7 @@ var containerdCases = []struct {
 	{"CRIUFailureRollsBack", testCRIUFailureRollsBack},
 	{"MultiGPUMoveToOtherGPU", testMultiGPUMove},
 	{"NetworkServer", testNetworkServer},
+	{"NetworkTCPEstablished", testNetworkTCP},
 }
 
 // testTaskCheckpointClone: `ctr task checkpoint` leaves the original

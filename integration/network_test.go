@@ -8,12 +8,8 @@ package integration
 
 import (
 	"bufio"
-
 	"encoding/json"
 	"fmt"
-	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/cio"
-	"github.com/containerd/containerd/v2/pkg/oci"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,11 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/api/types/runc/options"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
 // netPort picks a free loopback port for a test server.
-func netPort(t *testing.T) int {
+func netPort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,7 +45,7 @@ type tcpClient struct {
 	r    *bufio.Reader
 }
 
-func dialServer(t *testing.T, addr string) *tcpClient {
+func dialServer(t testing.TB, addr string) *tcpClient {
 	t.Helper()
 	var conn net.Conn
 	waitFor(t, 20*time.Second, "the server at "+addr, func() bool {
@@ -132,15 +133,17 @@ func TestBareNetworkServer(t *testing.T) {
 	// Without --tcp-established the established connection is refused,
 	// with the flag to use, and the server goes on.
 	out := bareCryoFails(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", filepath.Join(t.TempDir(), "img"), "--leave-running")
-	wantIn(t, out, "--tcp-established", "the processes were left running")
+	wantIn(t, out, "established TCP connection", "cryo checkpoint --tcp-established", "the processes were left running")
 	if n := c.mustPing(); n != 3 {
 		t.Fatalf("after the refused checkpoint the server answered %d, want 3", n)
 	}
 
+	// The restore needs no flag: the checkpoint holds the connection.
 	img := filepath.Join(t.TempDir(), "img")
 	bareCryo(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img, "--tcp-established")
 	waitFor(t, 10*time.Second, "the dumped server to go", func() bool { return !p.alive() })
-	bareCryo(t, nil, "restore", "--dir", img, "--tcp-established")
+	out = bareCryo(t, nil, "restore", "--dir", img)
+	wantIn(t, out, "restored 1 established TCP connection")
 	if n := c.mustPing(); n != 4 {
 		t.Fatalf("on the kept connection the restored server answered %d, want 4", n)
 	}
@@ -311,6 +314,85 @@ func testNetworkServer(d *daemon) {
 	d.remove("net")
 }
 
+// testNetworkTCP: through the shim, a server on the host's network keeps an
+// established connection across a checkpoint with open_tcp and a restore,
+// which passes tcp-established to CRIU by itself. A checkpoint without
+// open_tcp is refused, naming the option, and the server goes on; so is
+// one after the restore, whose tcp-established applied to it alone.
+func testNetworkTCP(d *daemon) {
+	t := d.t
+	port := netPort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ctx := namespacedCtx()
+	img, err := d.client.GetImage(ctx, testImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.client.NewContainer(ctx, "tcp", client.WithImage(img), client.WithNewSnapshot("tcp-snap", img),
+		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(oci.WithImageConfig(img),
+			oci.WithHostNamespace(specs.NetworkNamespace), oci.WithProcessArgs("/bin/netserver", strconv.Itoa(port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755)
+	task, err := c.NewTask(ctx, cio.LogFile(d.logPath("tcp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn := dialServer(t, addr)
+	if n := conn.mustPing(); n != 1 {
+		t.Fatalf("first answer %d", n)
+	}
+	d.refusedTCPCheckpoint("tcp", conn, 2)
+
+	ckpt, err := d.task("tcp").Checkpoint(ctx, withCheckpointOptions(&options.CheckpointOptions{Exit: true, OpenTcp: true}))
+	if err != nil {
+		t.Fatalf("checkpoint with open_tcp: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	d.waitStopped("tcp")
+	d.restoreTask(ckpt.Name(), "tcp")
+	wantIn(t, d.log(), "restoring with tcp-established")
+	if n := conn.mustPing(); n != 3 {
+		t.Fatalf("on the kept connection the restored server answered %d, want 3", n)
+	}
+	if n := dialServer(t, addr).mustPing(); n != 4 {
+		t.Fatalf("a new connection got %d, want 4", n)
+	}
+	if n := udpPing(t, addr); n != 5 {
+		t.Fatalf("UDP after the restore: %d, want 5", n)
+	}
+	d.refusedTCPCheckpoint("tcp", conn, 6)
+	d.remove("tcp")
+}
+
+// refusedTCPCheckpoint checks that a checkpoint without open_tcp fails with
+// the remedy and leaves the server running: it answers want on conn.
+func (d *daemon) refusedTCPCheckpoint(id string, conn *tcpClient, want int) {
+	d.t.Helper()
+	_, err := d.task(id).Checkpoint(namespacedCtx(), client.WithCheckpointName(fmt.Sprintf("%s-refused-%d", id, want)),
+		withCheckpointOptions(&options.CheckpointOptions{Exit: true}))
+	if err == nil {
+		d.t.Fatal("checkpoint of an established connection without open_tcp succeeded")
+	}
+	wantIn(d.t, err.Error(), "established TCP connection", "open_tcp", "left running")
+	waitFor(d.t, 10*time.Second, id+" running", func() bool { return d.taskStatus(id) == client.Running })
+	if n := conn.mustPing(); n != want {
+		d.t.Fatalf("after the refused checkpoint the server answered %d, want %d", n, want)
+	}
+}
+
+// withCheckpointOptions sets the runc checkpoint options of a task
+// checkpoint, as client.WithCheckpointTaskExit does for Exit alone.
+func withCheckpointOptions(o *options.CheckpointOptions) client.CheckpointTaskOpts {
+	return func(r *client.CheckpointTaskInfo) error {
+		r.Options = o
+		return nil
+	}
+}
+
 // TestBareRefusesIOUring: a process holding an io_uring instance (as
 // PyTorch's TCPStore does through libuv) is refused before anything is
 // suspended or dumped, with the remedy, and keeps running.
@@ -356,5 +438,50 @@ func TestPodmanNetworkServer(t *testing.T) {
 	p.podman(t, "container", "restore", "--import", export)
 	if a, b := pingIn(t, pid(), port); a != 3 || b != 4 {
 		t.Fatalf("after the import the server answered %d and %d, want 3 and 4", a, b)
+	}
+}
+
+// TestPodmanNetworkTCP: Podman with cryo-runc, `--network host`: a server
+// keeps an established connection across `podman container checkpoint
+// --tcp-established` and a restore in place, with or without
+// --tcp-established (cryo-runc adds it when the checkpoint holds a
+// connection). Without the flag the checkpoint is refused, naming it, and
+// the server goes on.
+func TestPodmanNetworkTCP(t *testing.T) {
+	p := newPodman(t)
+	port := netPort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p.podman(t, "run", "-d", "--name", "tcp", "--network", "host", podmanImage, "/bin/netserver", strconv.Itoa(port))
+	conn := dialServer(t, addr)
+	if n := conn.mustPing(); n != 1 {
+		t.Fatalf("first answer %d", n)
+	}
+	out, err := p.podmanErr("container", "checkpoint", "tcp")
+	if err == nil {
+		t.Fatalf("checkpoint of an established connection without --tcp-established succeeded:\n%s", out)
+	}
+	wantIn(t, out, "established TCP connection", "podman container checkpoint --tcp-established", "left running")
+	if st := p.state(t, "tcp"); st != "running" {
+		t.Fatalf("after the refused checkpoint the container is %s", st)
+	}
+	if n := conn.mustPing(); n != 2 {
+		t.Fatalf("after the refused checkpoint the server answered %d, want 2", n)
+	}
+
+	p.podman(t, "container", "checkpoint", "--tcp-established", "tcp")
+	p.podman(t, "container", "restore", "--tcp-established", "tcp")
+	if n := conn.mustPing(); n != 3 {
+		t.Fatalf("on the kept connection the restored server answered %d, want 3", n)
+	}
+	p.podman(t, "container", "checkpoint", "--tcp-established", "tcp")
+	p.podman(t, "container", "restore", "tcp")
+	if n := conn.mustPing(); n != 4 {
+		t.Fatalf("restored without --tcp-established, the server answered %d on the kept connection, want 4", n)
+	}
+	if n := dialServer(t, addr).mustPing(); n != 5 {
+		t.Fatalf("a new connection got %d, want 5", n)
+	}
+	if n := udpPing(t, addr); n != 6 {
+		t.Fatalf("UDP after the restore: %d, want 6", n)
 	}
 }

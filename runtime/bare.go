@@ -28,15 +28,18 @@ type ProcessOptions struct {
 
 // RestoreOptions configures a bare-process restore.
 type RestoreOptions struct {
-	Dir            string
-	ShellJob       bool
+	Dir      string
+	ShellJob bool
+	// TCPEstablished restores established TCP connections; a checkpoint
+	// that holds some is restored with it anyway.
 	TCPEstablished bool
 }
 
 // RestoreResult is a restored tree.
 type RestoreResult struct {
-	PID      int                // the restored root's pid
-	Manifest *snapshot.Manifest // nil for a checkpoint without a manifest
+	PID            int                // the restored root's pid
+	Manifest       *snapshot.Manifest // nil for a checkpoint without a manifest
+	TCPConnections int                // established TCP connections restored
 }
 
 // CheckpointProcess checkpoints the process tree rooted at po.PID into
@@ -98,10 +101,11 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	if err != nil {
 		return nil, err
 	}
+	tcp := o.restoreTCP(id, ro.Dir)
 	var pid int
 	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
 		var err error
-		pid, err = criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished})
+		pid, err = criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0})
 		return err
 	})
 	if err != nil {
@@ -111,7 +115,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	if m != nil {
 		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepRestore), Seconds: d.Seconds()})
 	}
-	res := &RestoreResult{PID: pid, Manifest: m}
+	res := &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}
 	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 	return res, o.ResumeRestored(ctx, t, m)
 }

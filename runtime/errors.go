@@ -124,22 +124,25 @@ func logCause(path string) string {
 }
 
 // RuncCRIUError wraps an error of runc checkpoint or restore, which names
-// CRIU's log as "log file: PATH", so that its message quotes the log's cause
-// instead of runc's "criu failed: type NOTIFY errno 0".
+// CRIU's log as "log file: PATH" (containerd's runc shim: "path= PATH"), so
+// that its message quotes the log's cause instead of runc's "criu failed:
+// type NOTIFY errno 0".
 func RuncCRIUError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	i := strings.Index(msg, "log file: ")
-	if i < 0 {
-		return err
+	for _, key := range []string{"log file: ", "path= "} {
+		i := strings.Index(msg, key)
+		if i < 0 {
+			continue
+		}
+		path := strings.Fields(msg[i+len(key):])
+		if len(path) > 0 && logCause(path[0]) != "" {
+			return &CRIUError{Op: op, LogPath: path[0], Err: err}
+		}
 	}
-	path := strings.Fields(msg[i+len("log file: "):])
-	if len(path) == 0 || logCause(path[0]) == "" {
-		return err
-	}
-	return &CRIUError{Op: op, LogPath: path[0], Err: err}
+	return err
 }
 
 // CRIULogPath returns the CRIU log named by err, if any.

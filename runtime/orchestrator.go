@@ -56,6 +56,10 @@ type Orchestrator struct {
 	// them): for a job known to keep NCCL on sockets by means cryo cannot
 	// see, such as variables set from inside the program.
 	AllowCUDAIPC bool
+	// TCPHint says how a user of this front end asks for established TCP
+	// connections to be checkpointed, for the remedy of a dump that CRIU
+	// refused for one; empty: cryo checkpoint's --tcp-established.
+	TCPHint string
 }
 
 // AllowCUDAIPCEnv is the variable that front ends without flags of their
@@ -64,6 +68,9 @@ const AllowCUDAIPCEnv = "CRYO_ALLOW_CUDA_IPC"
 
 // WithAllowCUDAIPC sets AllowCUDAIPC.
 func WithAllowCUDAIPC(allow bool) Option { return func(o *Orchestrator) { o.AllowCUDAIPC = allow } }
+
+// WithTCPHint sets TCPHint.
+func WithTCPHint(hint string) Option { return func(o *Orchestrator) { o.TCPHint = hint } }
 
 // Option configures an Orchestrator made by New.
 type Option func(*Orchestrator)

@@ -18,6 +18,9 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 		c.watch = nil
 	}
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
+	if step == StepDump && tcpRefused(err) {
+		e.Remedy = c.o.tcpRemedy()
+	}
 	switch {
 	case c.dumped && !c.leaveRunning:
 		e.Outcome = "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete"
@@ -74,7 +77,7 @@ func checkpointRemedy(step Step, err error, dir string) string {
 	case StepManifest, StepDigests:
 		return "check that " + dir + " is writable and has free space, then retry"
 	case StepDump:
-		return "read the CRIU log from its first Error line (open sockets, pipes and terminals to outside processes are the usual cause: see --shell-job and --tcp-established), then retry"
+		return "read the CRIU log from its first Error line (open sockets, pipes and terminals to outside processes are the usual cause: see --shell-job), then retry"
 	case StepResume:
 		return "run `cryo cuda resume PID` for the processes still suspended"
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/containerd/log"
 	"github.com/containerd/typeurl/v2"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	cryort "github.com/cryo-gpu/cryo/runtime"
 )
 
 // checkpointRun is one checkpoint: its request, the task's state before it,
@@ -74,7 +76,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 		run.dumpStart = time.Now()
 		_, err := s.TTRPCTaskService.Checkpoint(ctx, run.req)
 		run.dumpTime = time.Since(run.dumpStart)
-		return err
+		return cryort.RuncCRIUError("dump", err)
 	}
 	_, err := s.orch(ctx).Checkpoint(ctx, target, run.req.Path, !run.exit, dump)
 	s.repause(ctx, run)

@@ -37,11 +37,16 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 		log.G(ctx).WithError(err).Error("cryo: restore refused")
 		return nil, toGRPC(err, true)
 	}
+	tcp, err := restoreTCP(ctx, r)
+	if err != nil {
+		log.G(ctx).WithError(err).Error("cryo: restore refused")
+		return nil, toGRPC(err, true)
+	}
 	resp, err := s.TTRPCTaskService.Create(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	s.setRestore(r.ID, pendingRestore{m: m, scope: scope})
+	s.setRestore(r.ID, pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle})
 	s.daemon.renewSpec(ctx, r.ID)
 	log.G(ctx).WithFields(log.Fields{
 		"id": r.ID, "checkpoint": r.Checkpoint, "check_ms": time.Since(started).Milliseconds(),
@@ -59,6 +64,9 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	pending, restoring := s.takeRestore(r.ID)
 	if !restoring {
 		return s.TTRPCTaskService.Start(ctx, r)
+	}
+	if pending.tcp {
+		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}
 	done, err := s.begin(r.ID, "restore")
 	if err != nil {
@@ -96,5 +104,34 @@ func (s *service) killRestored(ctx context.Context, id string) {
 	_, err := s.TTRPCTaskService.Kill(ctx, &taskv3.KillRequest{ID: id, Signal: uint32(unix.SIGKILL), All: true})
 	if err != nil {
 		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: could not kill the restored task")
+	}
+}
+
+// restoreTCP passes tcp-established to CRIU when the checkpoint holds
+// established TCP connections (it was taken with open_tcp): CRIU restores
+// them only with it, and containerd's runc service never passes it to
+// `runc restore`. runc hands CRIU the configuration file the bundle names,
+// so the option goes there, for this restore only (see endRestoreTCP).
+func restoreTCP(ctx context.Context, r *taskv3.CreateTaskRequest) (bool, error) {
+	n, err := cryort.EstablishedTCP(r.Checkpoint)
+	if err != nil || n == 0 {
+		return false, nil // CheckRestore read the directory; CRIU reports the rest
+	}
+	added, err := cryort.AddCRIUConfig(r.Bundle, cryort.CRIUTCPEstablished)
+	if err != nil {
+		return false, &StepError{Container: r.ID, Step: "pass tcp-established to CRIU", Err: err,
+			Remedy: "the checkpoint holds established TCP connections, which CRIU restores only with tcp-established"}
+	}
+	log.G(ctx).WithFields(log.Fields{"id": r.ID, "connections": n}).
+		Info("cryo: checkpoint holds established TCP connections: restoring with tcp-established")
+	return len(added) > 0, nil // else the configuration had it already, for good
+}
+
+// endRestoreTCP takes tcp-established out of the bundle's CRIU
+// configuration again: runc names the file at every later checkpoint of
+// the container, which must keep its connections only when asked.
+func endRestoreTCP(ctx context.Context, id, bundle string) {
+	if err := cryort.RemoveCRIUConfig(bundle, cryort.CRIUTCPEstablished); err != nil {
+		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: tcp-established stays in the CRIU configuration: later checkpoints keep established TCP connections unasked")
 	}
 }

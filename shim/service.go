@@ -53,6 +53,7 @@ func (s *service) orch(ctx context.Context) *cryort.Orchestrator {
 		cryort.WithLogger(cryort.DiscardLogger()),
 		cryort.WithEvents(func(e cryort.Event) { logStep(ctx, e) }),
 		cryort.WithAllowCUDAIPC(os.Getenv(cryort.AllowCUDAIPCEnv) == "1"),
+		cryort.WithTCPHint("set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp through containerd's Go client; `ctr` has no flag for it)"),
 	)
 }
 
@@ -92,8 +93,10 @@ func (s *service) begin(id, step string) (func(), error) {
 
 // pendingRestore is a restore checked at Create, run at Start.
 type pendingRestore struct {
-	m     *snapshot.Manifest
-	scope cryort.GPUScope // the GPUs the new spec gives the container
+	m      *snapshot.Manifest
+	scope  cryort.GPUScope // the GPUs the new spec gives the container
+	tcp    bool            // tcp-established was added to the bundle's CRIU configuration for this restore
+	bundle string
 }
 
 func (s *service) setRestore(id string, r pendingRestore) {

@@ -73,8 +73,9 @@ checkpoint needs. Then restores the tree with CRIU, detached (it is
 re-parented to init when cryo exits), resumes CUDA with the GPUs remapped to
 this host's, and prints the restored root's pid on stdout.
 
-The processes get back their old pids, which must be free. CRIU's log is
-DIR/criu-restore.log.
+The processes get back their old pids, which must be free. A checkpoint taken
+with --tcp-established is restored with its connections without the flag.
+CRIU's log is DIR/criu-restore.log.
 
 With --image, REF is a checkpoint image of the local store (pulled first
 with --pull), restored as "cryo image restore REF" does: a containerd
@@ -85,7 +86,7 @@ checkpoint into the containerd at --address, as container --name.`,
 			&cli.BoolFlag{Name: "pull", Usage: "--image: pull REF from its registry first"},
 			storeFlag, keyFlag(),
 			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
-			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
+			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections (automatic when the checkpoint holds some)"},
 			&cli.StringSliceFlag{Name: "gpu-map", EnvVars: []string{runtime.GPUMapEnv}, Usage: "restore the GPU OLD-UUID onto NEW-UUID of this host (OLD=NEW, repeatable); default: the same UUID if present, else any free GPU of the same model"},
 		}, append(containerdRestoreFlags(), remoteFlags()...)...),
 		Action: restoreAction,
@@ -110,10 +111,20 @@ func restoreAction(c *cli.Context) error {
 		ShellJob:       c.Bool("shell-job"),
 		TCPEstablished: c.Bool("tcp-established"),
 	})
-	if res != nil {
-		fmt.Println(res.PID)
-	}
+	printRestored(res)
 	return err
+}
+
+// printRestored prints the restored root's pid on stdout, and on stderr how
+// many established TCP connections came back with it.
+func printRestored(res *runtime.RestoreResult) {
+	if res == nil {
+		return
+	}
+	if res.TCPConnections > 0 {
+		fmt.Fprintf(os.Stderr, "restored %d established TCP connection(s) (tcp-established)\n", res.TCPConnections)
+	}
+	fmt.Println(res.PID)
 }
 
 // orchestrator reports progress on stderr and keeps the structured log for

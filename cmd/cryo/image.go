@@ -315,7 +315,7 @@ func imageRestoreCommand() *cli.Command {
 			&cli.BoolFlag{Name: "pull", Usage: "pull REF from its registry first"},
 			&cli.StringFlag{Name: "dir", Usage: "work directory for the unpacked checkpoint (default: a new one under /var/lib/cryo/restore)"},
 			&cli.BoolFlag{Name: "shell-job", Usage: "bare process: restore into this terminal"},
-			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections"},
+			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections (automatic when the checkpoint holds some)"},
 		}, containerdRestoreFlags()...), remoteFlags()...),
 		Action: imageRestoreAction,
 	}
@@ -418,9 +418,7 @@ func restoreProcess(ctx context.Context, c *cli.Context, dir string) error {
 	res, err := orchestrator().RestoreDetached(ctx, runtime.RestoreOptions{
 		Dir: ociimage.CRIUDir(dir), ShellJob: c.Bool("shell-job"), TCPEstablished: c.Bool("tcp-established"),
 	})
-	if res != nil {
-		fmt.Println(res.PID)
-	}
+	printRestored(res)
 	return err
 }
 

@@ -76,5 +76,6 @@ func (w *wrapper) orchestrator() *cryoruntime.Orchestrator {
 		cryoruntime.WithDriverOptions(cudacr.Options{}),
 		cryoruntime.WithLogger(w.log.slog()),
 		cryoruntime.WithAllowCUDAIPC(os.Getenv(cryoruntime.AllowCUDAIPCEnv) == "1"),
+		cryoruntime.WithTCPHint("checkpoint with `podman container checkpoint --tcp-established` or `runc checkpoint --tcp-established`"),
 	)
 }

@@ -26,6 +26,7 @@ type crOpts struct {
 	leaveRunning bool
 	detach       bool
 	preDump      bool
+	tcp          bool // --tcp-established
 	help         bool
 }
 
@@ -74,6 +75,8 @@ func (o *crOpts) set(name, v string, has bool) {
 		o.detach = on
 	case "pre-dump":
 		o.preDump = on
+	case "tcp-established":
+		o.tcp = on
 	case "help", "h":
 		o.help = on
 	}

@@ -33,10 +33,26 @@ func (w *wrapper) restore(ctx context.Context) int {
 		w.log.error("%v", err)
 		return 1
 	}
+	w.restoreTCP(o)
 	if o.detach {
 		return w.restoreDetached(ctx, o, m, scope)
 	}
 	return w.restoreForeground(ctx, o, m, scope)
+}
+
+// restoreTCP adds --tcp-established to runc's command line when the
+// checkpoint holds established TCP connections: CRIU restores them only
+// with it, and a caller that did not pass it (Podman without
+// --tcp-established) would otherwise get a failed restore. The flag goes
+// first: runc reads flags only before the container id.
+func (w *wrapper) restoreTCP(o crOpts) {
+	if o.tcp {
+		return
+	}
+	if n, _ := cryoruntime.EstablishedTCP(o.imagePath); n > 0 {
+		w.log.info("restore of container %s: the checkpoint holds %d established TCP connection(s): restoring with --tcp-established", o.id, n)
+		w.cmd.rest = append([]string{"--tcp-established"}, w.cmd.rest...)
+	}
 }
 
 // restoreDetached is Podman's case (conmon runs `restore --detach`): runc
