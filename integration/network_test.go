@@ -156,6 +156,42 @@ func TestBareNetworkServer(t *testing.T) {
 	_ = os.Remove(img)
 }
 
+// TestBareNetworkServerTimeWait: a server whose listener has no
+// SO_REUSEADDR (as NCCL's and PyTorch's bootstrap listeners) closed a
+// connection first, which leaves a TIME_WAIT socket on its port for 60 s;
+// the kernel lets no new listener bind that port meanwhile. A restore right
+// after the checkpoint waits for it to expire, saying so, instead of
+// failing in CRIU with "Address already in use".
+func TestBareNetworkServerTimeWait(t *testing.T) {
+	requireRoot(t)
+	port := netPort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p := startBare(t, nil, nil, netServerBin(t)+" "+strconv.Itoa(port)+" noreuse </dev/null")
+	c := dialServer(t, addr)
+	if n := c.mustPing(); n != 1 {
+		t.Fatalf("first answer %d", n)
+	}
+	c.conn.Write([]byte("bye\n"))
+	if line, err := c.r.ReadString('\n'); err != nil || line != "bye\n" {
+		t.Fatalf("bye: %q %v", line, err)
+	}
+	waitFor(t, 5*time.Second, "the server to close the connection first", func() bool {
+		_, err := c.r.ReadByte()
+		return err != nil
+	})
+	c.conn.Close() // the server's side goes from FIN_WAIT2 to TIME_WAIT
+	img := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	waitFor(t, 10*time.Second, "the dumped server to go", func() bool { return !p.alive() })
+	start := time.Now()
+	out := bareCryo(t, nil, "restore", "--dir", img)
+	wantIn(t, out, "waiting for the listening ports to leave TIME_WAIT")
+	t.Logf("the restore waited for TIME_WAIT and took %s", time.Since(start).Round(time.Second))
+	if n := dialServer(t, addr).mustPing(); n != 2 {
+		t.Fatalf("the restored server answered %d, want 2", n)
+	}
+}
+
 // inNetns runs f on a thread in the network namespace of pid: sockets it
 // opens live there (a container's loopback). The thread is not given back
 // to the scheduler: it ends with f's goroutine.

@@ -102,6 +102,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		return nil, err
 	}
 	tcp := o.restoreTCP(id, ro.Dir)
+	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
 	var pid int
 	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
 		var err error

@@ -25,6 +25,7 @@ const (
 	StepRollback  Step = "rollback"  // resume CUDA after a failed checkpoint
 	StepVerify    Step = "verify"    // restore: manifest, digests and host check
 	StepRestore   Step = "restore"   // restore: the front end's restore (CRIU)
+	StepPorts     Step = "ports"     // restore: wait for TIME_WAIT sockets on the checkpoint's listening ports
 )
 
 // Sentinel errors of the orchestration; test with errors.Is.

@@ -35,6 +35,9 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 	if m != nil {
 		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepVerify), Seconds: d.Seconds()})
 	}
+	if scope.HostNetwork {
+		o.waitTimeWait(ctx, id, imageDir)
+	}
 	return m, nil
 }
 

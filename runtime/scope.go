@@ -31,6 +31,9 @@ type GPUScope struct {
 	// Cgroup is the spec's cgroupsPath: the restored processes belong
 	// there, under the new spec's device rules (see joinSpecCgroup).
 	Cgroup string
+	// HostNetwork: the spec gives the container no network namespace of its
+	// own, so its sockets are restored in the host's (see waitTimeWait).
+	HostNetwork bool
 }
 
 // ScopeFromRoot is the scope of the GPU nodes under /proc/<pid>/root/dev.
@@ -64,6 +67,12 @@ func ScopeFromSpec(s *specs.Spec) GPUScope {
 	}
 	if s.Linux != nil {
 		sc.Cgroup = s.Linux.CgroupsPath
+		sc.HostNetwork = true
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				sc.HostNetwork = false
+			}
+		}
 	}
 	if s.Process != nil {
 		for _, kv := range s.Process.Env {

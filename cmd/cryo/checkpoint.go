@@ -145,7 +145,7 @@ func stepPrinter() func(runtime.Event) {
 		runtime.StepSuspend: "suspending CUDA", runtime.StepDump: "dumping with CRIU",
 		runtime.StepResume: "resuming CUDA", runtime.StepDigests: "hashing image files",
 		runtime.StepRollback: "rolling back: resuming CUDA", runtime.StepVerify: "verifying checkpoint",
-		runtime.StepRestore: "restoring with CRIU",
+		runtime.StepRestore: "restoring with CRIU", runtime.StepPorts: "waiting for the listening ports to leave TIME_WAIT",
 	}
 	var stop chan struct{}
 	return func(e runtime.Event) {
