@@ -165,6 +165,9 @@ func TestGPUNCCLSocketsCheckpoint(t *testing.T) {
 		t.Logf("the restore waited for TIME_WAIT sockets on the job's listening ports")
 	}
 	t.Logf("steps per rank at the checkpoint %v", before)
+	if !j.progresses(before, 45*time.Second) {
+		t.Fatalf("the restored job made no step in 45 s:\n%s", j.diagnose(cryo))
+	}
 	got := j.waitLosses(steps)
 	// The reference runs after the restored job, not beside it: a live
 	// connection of another job may share a local port (connect() reuses
@@ -197,7 +200,7 @@ func tcpSocketsOf(pids []int) string {
 		for _, table := range []string{"tcp", "tcp6"} {
 			for _, line := range strings.Split(readFile(fmt.Sprintf("/proc/%d/net/%s", p, table)), "\n") {
 				if f := strings.Fields(line); len(f) > 9 && inodes[f[9]] {
-					keep = append(keep, fmt.Sprintf("pid %d %s local %s remote %s state %s inode %s", p, table, f[1], f[2], f[3], f[9]))
+					keep = append(keep, fmt.Sprintf("pid %d %s local %s remote %s state %s queues %s inode %s", p, table, f[1], f[2], f[3], f[4], f[9]))
 				}
 			}
 		}
@@ -218,6 +221,43 @@ func criuLogLines(path, re string) string {
 		keep = keep[len(keep)-120:]
 	}
 	return strings.Join(keep, "\n")
+}
+
+// progresses says whether each rank makes a step beyond before within d.
+func (j *ncclJob) progresses(before [2]int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if now := j.oks(); now[0] > before[0] && now[1] > before[1] {
+			return true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return false
+}
+
+// diagnose describes a stuck job: each thread's state and wait channel,
+// the driver's state of each rank, its TCP queues, and the log's end.
+func (j *ncclJob) diagnose(cryo string) string {
+	var b strings.Builder
+	pids := append([]int{j.launcher}, j.ranks...)
+	for _, p := range pids {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		fmt.Fprintf(&b, "pid %d: %d threads\n", p, len(tasks))
+		for _, task := range tasks {
+			dir := fmt.Sprintf("/proc/%d/task/%s/", p, task.Name())
+			stat := strings.Fields(readFile(dir + "stat"))
+			state := ""
+			if len(stat) > 2 {
+				state = stat[2]
+			}
+			fmt.Fprintf(&b, "  %s %-16s %s wchan=%s\n", task.Name(), strings.TrimSpace(readFile(dir+"comm")), state, readFile(dir+"wchan"))
+		}
+	}
+	out, _ := runErr(time.Minute, nil, cryo, "cuda", "state", strconv.Itoa(j.ranks[0]), strconv.Itoa(j.ranks[1]))
+	fmt.Fprintf(&b, "cryo cuda state: %s\n", out)
+	fmt.Fprintf(&b, "TCP sockets (tx:rx queues in the 5th column):\n%s\n", tcpSocketsOf(pids))
+	fmt.Fprintf(&b, "log:\n%s", tail(readFile(j.log), 15))
+	return b.String()
 }
 
 // waitPIDsFree waits until the job's pids are free again after a dump (a
