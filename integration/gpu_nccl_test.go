@@ -284,10 +284,13 @@ var lossRe = regexp.MustCompile(`(?m)^tick (\d+) rank=(\d+) allreduce=OK loss=(\
 // returns each loss by (rank, step); a step printed twice must agree.
 func (j *ncclJob) waitLosses(steps int) map[[2]int]string {
 	j.t.Helper()
-	waitFor(j.t, 3*time.Minute, fmt.Sprintf("%d training steps per rank", steps), func() bool {
-		now := j.oks()
-		return now[0] >= steps && now[1] >= steps
-	})
+	deadline := time.Now().Add(3 * time.Minute)
+	for now := j.oks(); now[0] < steps || now[1] < steps; now = j.oks() {
+		if time.Now().After(deadline) {
+			j.t.Fatalf("%v of %d training steps per rank after 3 min:\n%s", now, steps, j.diagnose(cryoBin(j.t, "cryo")))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	losses := map[[2]int]string{}
 	for _, m := range lossRe.FindAllStringSubmatch(readFile(j.log), -1) {
 		step, _ := strconv.Atoi(m[1])
