@@ -116,18 +116,25 @@ func udpPing(t testing.TB, addr string) int {
 // (test root filesystems carry it as /bin/netserver).
 func netServerBin(t *testing.T) string { return fakeFile(t, "netserver") }
 
+// startBareNetServer starts netserver (with args) as a bare process on a
+// free port, connects to it and checks its first answer.
+func startBareNetServer(t *testing.T, args ...string) (*bareProc, *tcpClient, string) {
+	t.Helper()
+	requireRoot(t)
+	port := strconv.Itoa(netPort(t))
+	p := startBare(t, nil, nil, strings.Join(append([]string{netServerBin(t), port}, args...), " ")+" </dev/null")
+	c := dialServer(t, "127.0.0.1:"+port)
+	if n := c.mustPing(); n != 1 {
+		t.Fatalf("first answer %d", n)
+	}
+	return p, c, "127.0.0.1:" + port
+}
+
 // TestBareNetworkServer: `cryo checkpoint --pid` / `cryo restore` of a
 // server with a listening TCP socket, a UDP socket and an established
 // connection from the test.
 func TestBareNetworkServer(t *testing.T) {
-	requireRoot(t)
-	port := netPort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := startBare(t, nil, nil, netServerBin(t)+" "+strconv.Itoa(port)+" </dev/null")
-	c := dialServer(t, addr)
-	if n := c.mustPing(); n != 1 {
-		t.Fatalf("first answer %d", n)
-	}
+	p, c, addr := startBareNetServer(t)
 	udpPing(t, addr) // 2
 
 	// Without --tcp-established the established connection is refused,
@@ -163,14 +170,7 @@ func TestBareNetworkServer(t *testing.T) {
 // after the checkpoint waits for it to expire, saying so, instead of
 // failing in CRIU with "Address already in use".
 func TestBareNetworkServerTimeWait(t *testing.T) {
-	requireRoot(t)
-	port := netPort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := startBare(t, nil, nil, netServerBin(t)+" "+strconv.Itoa(port)+" noreuse </dev/null")
-	c := dialServer(t, addr)
-	if n := c.mustPing(); n != 1 {
-		t.Fatalf("first answer %d", n)
-	}
+	p, c, addr := startBareNetServer(t, "noreuse")
 	c.conn.Write([]byte("bye\n"))
 	if line, err := c.r.ReadString('\n'); err != nil || line != "bye\n" {
 		t.Fatalf("bye: %q %v", line, err)
