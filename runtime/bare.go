@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cryo-gpu/cryo/snapshot"
@@ -111,7 +112,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	})
 	if err != nil {
 		return nil, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: "nothing was restored",
-			Remedy: "read the CRIU log from its first Error line (pids in use by the original processes, missing files and --shell-job are the usual causes)"}
+			Remedy: bareRestoreRemedy(err)}
 	}
 	if m != nil {
 		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepRestore), Seconds: d.Seconds()})
@@ -119,4 +120,16 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	res := &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}
 	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 	return res, o.ResumeRestored(ctx, t, m)
+}
+
+// bareRestoreRemedy says what to do about a failed CRIU restore, naming the
+// cause where CRIU's message shows it.
+func bareRestoreRemedy(err error) string {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "Address already in use"):
+		return "another socket holds a port of the checkpoint: stop what listens or is connected there (the original processes, if they still run), then retry"
+	case strings.Contains(msg, "File exists") && strings.Contains(msg, "fork"):
+		return "a pid of the checkpoint is in use (the original processes still run, or have not been reaped yet): stop them, then retry"
+	}
+	return "read the CRIU log from its first Error line (pids in use by the original processes, missing files and --shell-job are the usual causes)"
 }
