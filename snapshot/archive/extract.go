@@ -84,13 +84,22 @@ func Extract(r io.Reader, dir string) error {
 }
 
 // freeBytes is what extraction may write into dir: the space available to
-// this user on its file system, less ReserveBytes.
+// this user on its file system, less ReserveBytes. dir may not exist yet
+// (entries create their parents): its nearest existing parent tells.
 func freeBytes(dir string) (int64, error) {
 	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	p := dir
+	for {
+		err := unix.Statfs(p, &st)
+		if err == nil {
+			return int64(st.Bavail)*int64(st.Bsize) - ReserveBytes, nil
+		}
+		if parent := filepath.Dir(p); err == unix.ENOENT && parent != p {
+			p = parent
+			continue
+		}
 		return 0, fmt.Errorf("extract into %s: %w", dir, err)
 	}
-	return int64(st.Bavail)*int64(st.Bsize) - ReserveBytes, nil
 }
 
 func extractEntry(tr *tar.Reader, hdr *tar.Header, dir string) error {
