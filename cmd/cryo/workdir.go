@@ -34,9 +34,9 @@ func restoreBase() string {
 // directory under restoreBase, and the function that removes it.
 func workDir(dir string) (string, func(), error) {
 	if dir != "" {
-		return dir, func() {
-			fmt.Fprintf(os.Stderr, "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
-		}, nil
+		// Said first: the restore's last line on stdout is the pid.
+		fmt.Fprintf(os.Stderr, "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
+		return dir, func() {}, nil
 	}
 	base := restoreBase()
 	if err := os.MkdirAll(base, archive.DirMode); err != nil {
