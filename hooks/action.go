@@ -114,7 +114,7 @@ func logf(format string, a ...any) {
 	if dir == "" {
 		return
 	}
-	if f, err := os.OpenFile(filepath.Join(dir, "cryo-action.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+	if f, err := os.OpenFile(filepath.Join(dir, "cryo-action.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
 		f.WriteString(time.Now().UTC().Format(time.RFC3339) + " " + msg)
 		f.Close()
 	}

@@ -347,3 +347,45 @@ func bareNotRestored(t *testing.T, p *bareProc, img string) {
 		t.Fatal("CRIU ran although the checkpoint was refused")
 	}
 }
+
+// TestBarePrivateImageDir: a checkpoint into an existing 0755 directory
+// leaves it 0700 and every file in it 0600 (CRIU writes with its umask);
+// a non-empty directory is refused before the process is touched.
+func TestBarePrivateImageDir(t *testing.T) {
+	requireRoot(t)
+	p := bareStartCounter(t)
+	img := filepath.Join(t.TempDir(), "img")
+	if err := os.Mkdir(img, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(img, 0o755)
+	bareCryo(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img, "--leave-running")
+	n := 0
+	filepath.WalkDir(img, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := d.Info()
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, info.Mode().Perm(), want)
+		}
+		n++
+		return nil
+	})
+	if n < 3 {
+		t.Fatalf("only %d entries in the checkpoint", n)
+	}
+
+	full := t.TempDir()
+	os.Mkdir(filepath.Join(full, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(full, ".ssh", "id_rsa"), []byte("secret"), 0o600)
+	out := bareCryoFails(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", full)
+	wantIn(t, out, "image directory is not empty", "nothing was checkpointed", "remedy: give --dir a new or empty directory")
+	if !p.alive() {
+		t.Fatal("the refused checkpoint touched the process")
+	}
+}

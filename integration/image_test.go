@@ -534,3 +534,43 @@ func TestImagePodmanExport(t *testing.T) {
 	b.cryo(t, "image", "restore", "--pull", "--name", restored, "--dir", filepath.Join(t.TempDir(), "w"), ref)
 	waitFor(t, 20*time.Second, "restored counter to advance", func() bool { return counter(restored) > before+5 })
 }
+
+// TestImageRestoreRemovesWorkDir: the work directory of "cryo image
+// restore" (the process's memory, decrypted) is gone after a restore that
+// succeeded and after one that failed; one left by a killed cryo (its
+// owner's pid is dead) is removed by the next restore.
+func TestImageRestoreRemovesWorkDir(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	base := filepath.Join(t.TempDir(), "restore")
+	a := newNode(t, append(env, "CRYO_RESTORE_DIR="+base))
+	app, dir, tick := checkpointApp(t, env)
+	ref := "localhost/ckpt/workdir:v1"
+	a.cryo(t, "image", "build", dir, ref)
+	stale := filepath.Join(base, "image-4194304-1")
+	os.MkdirAll(stale, 0o700)
+	os.WriteFile(filepath.Join(stale, "pages-1.img"), []byte("secret"), 0o600)
+
+	out := a.cryo(t, "image", "restore", ref)
+	if !strings.HasSuffix(strings.TrimSpace(out), strconv.Itoa(app.pid)) {
+		t.Fatalf("restore printed no pid %d:\n%s", app.pid, out)
+	}
+	app.waitTick(t, tick+3)
+	wantEmpty(t, base, "a successful restore")
+
+	// The original pid is taken by the restored app: CRIU fails.
+	a.cryoFails(t, "image", "restore", ref)
+	wantEmpty(t, base, "a failed restore")
+
+	work := filepath.Join(t.TempDir(), "work")
+	out = a.cryoFails(t, "image", "restore", "--dir", work, ref)
+	wantIn(t, out, "the work directory "+work+" is kept (--dir)")
+}
+
+func wantEmpty(t *testing.T, dir, after string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		t.Errorf("%s left behind after %s", filepath.Join(dir, e.Name()), after)
+	}
+}

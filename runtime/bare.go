@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -57,7 +56,7 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
 	}
 	if err := prepareDir(po.Dir); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "choose an empty or new directory"}
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "give --dir a new or empty directory"}
 	}
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }}
 	dump := func(ctx context.Context) error {
@@ -72,22 +71,24 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	return m, err
 }
 
-// prepareDir creates the image directory, refusing one that already holds a
-// checkpoint: CRIU would overwrite some images and leave others.
+// prepareDir creates the image directory owner-only, refusing one that
+// holds anything: CRIU would overwrite some images of an earlier checkpoint
+// and leave others, and unrelated files would be digested and carried into
+// an image built from the checkpoint.
 func prepareDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("image directory %s: %w", dir, err)
 	}
-	for _, name := range []string{snapshot.ManifestName, "inventory.img"} {
-		_, err := os.Stat(filepath.Join(dir, name))
-		if err == nil {
+	for _, e := range entries {
+		if e.Name() == snapshot.ManifestName || e.Name() == "inventory.img" {
 			return fmt.Errorf("%s: %w", dir, ErrDirInUse)
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
 	}
-	return nil
+	if len(entries) > 0 {
+		return fmt.Errorf("%s holds %d entries (%s…): %w", dir, len(entries), entries[0].Name(), ErrDirNotEmpty)
+	}
+	return snapshot.PrivateDir(dir)
 }
 
 // RestoreDetached verifies the checkpoint in ro.Dir (manifest, digests, GPU

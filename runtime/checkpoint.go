@@ -46,6 +46,13 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 	if err := o.checkCRIU(); err != nil {
 		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
+	// Owner-only before the first page is written: CRIU writes its images
+	// with its own umask, readable by all, until the digests step narrows
+	// them.
+	if err := snapshot.PrivateDir(imageDir); err != nil {
+		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
+			Remedy: "give an image directory that this user can create and chmod"}
+	}
 	for _, s := range c.steps() {
 		if s.skip != nil && s.skip() {
 			continue
@@ -215,6 +222,11 @@ func (c *checkpoint) resume(ctx context.Context) error {
 const EnvDigestWatch = "CRYO_DIGEST_WATCH"
 
 func (c *checkpoint) digests(ctx context.Context) error {
+	// Before the digests and the stamp: chmod changes ctime, which the
+	// stamp records.
+	if err := snapshot.MakePrivate(c.dir); err != nil {
+		return err
+	}
 	w := c.watch
 	c.watch = nil
 	var d map[string]string

@@ -36,6 +36,9 @@ var (
 	ErrRollback = errors.New("CUDA could not be resumed after a failed checkpoint")
 	// ErrDirInUse: the image directory already holds a checkpoint.
 	ErrDirInUse = errors.New("image directory already holds a checkpoint")
+	// ErrDirNotEmpty: the image directory holds files of its own, which a
+	// checkpoint would digest and carry into its image.
+	ErrDirNotEmpty = errors.New("image directory is not empty")
 	// ErrNoCRIU: no CRIU binary was found.
 	ErrNoCRIU = errors.New("CRIU not found")
 )

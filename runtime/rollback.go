@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // fail turns a failed step into a *StepError. Before the dump has
@@ -17,6 +18,8 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 		c.watch.Stop()
 		c.watch = nil
 	}
+	// A partial dump holds process memory as much as a whole one.
+	_ = snapshot.MakePrivate(c.dir)
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
 	if step == StepDump && tcpRefused(err) {
 		e.Remedy = c.o.tcpRemedy()

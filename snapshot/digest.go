@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -106,6 +107,9 @@ func VerifyDigests(dir string, m *Manifest) error {
 	if m.Digests == nil {
 		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish; remedy: re-take the checkpoint: %w", dir, ErrCorrupt)
 	}
+	if err := confined(dir, m.Digests); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(m.Digests))
 	for name := range m.Digests {
 		names = append(names, name)
@@ -147,6 +151,40 @@ func VerifyDigests(dir string, m *Manifest) error {
 		}
 	}
 	return nil
+}
+
+// confined refuses a digest name that could reach a file outside dir: an
+// absolute name, a ".." component, or a symlink on the way. The manifest
+// travels with the image, so its names are as untrusted as its files; and
+// ComputeDigests never records a name through a symlink.
+func confined(dir string, digests map[string]string) error {
+	for name := range digests {
+		if reason := unconfined(dir, name); reason != "" {
+			return &CorruptFileError{File: name, Reason: reason}
+		}
+	}
+	return nil
+}
+
+func unconfined(dir, name string) string {
+	if name == "" || strings.HasPrefix(name, "/") || path.Clean(name) != name {
+		return "the manifest names a file outside the image directory (absolute or not a clean relative path)"
+	}
+	cur := dir
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "the manifest names a file outside the image directory (..)"
+		}
+		cur = filepath.Join(cur, part)
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return "" // missing: reported as such by the caller
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return "the manifest names a file through a symlink, which could lead outside the image directory"
+		}
+	}
+	return ""
 }
 
 // fileDigest is a parsed digest: chunk is 0 for a plain sha256, size is -1

@@ -153,7 +153,7 @@ func Write(dir string, m *Manifest) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write manifest into %s: %w", dir, err)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err := os.Chmod(tmp.Name(), PrivateFileMode); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), filepath.Join(dir, ManifestName))

@@ -186,6 +186,9 @@ func pruneStamps() {
 // valid stamp (see above) and stamping it after a full verification. It
 // reports whether the stamp was used.
 func VerifyDigestsStamped(dir string, m *Manifest) (bool, error) {
+	if err := confined(dir, m.Digests); err != nil {
+		return false, err
+	}
 	if m.Digests != nil && stamped(dir, m) {
 		if err := uncovered(dir, m.Digests); err != nil {
 			return false, err

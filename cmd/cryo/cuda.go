@@ -104,10 +104,10 @@ func pidArgs(c *cli.Context) ([]int, error) {
 	return pids, nil
 }
 
-// signalContext is cancelled on SIGINT/SIGTERM, so that an interrupted
+// signalContext is cancelled on SIGINT/SIGTERM/SIGHUP, so that an interrupted
 // suspend still rolls back instead of leaving processes locked.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 }
 
 func cudaState(c *cli.Context) error {

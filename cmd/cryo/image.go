@@ -309,7 +309,9 @@ func imageRestoreCommand() *cli.Command {
     already be in the namespace: cryo does not pull it), the rw layer and the
     carried spec on the cryo runtime, and its task is restored and started;
     its stdout and stderr go to --log. It prints the container and the pid.
-    The work directory is removed afterwards unless --dir was given.
+The work directory holds the process's memory (decrypted): it is removed
+after the restore, whether it succeeded, failed or was interrupted, unless
+--dir was given. One left by a killed cryo is removed by the next restore.
 --containerd refuses any other kind of checkpoint.`,
 		Flags: append(append([]cli.Flag{storeFlag, keyFlag(),
 			&cli.BoolFlag{Name: "pull", Usage: "pull REF from its registry first"},
@@ -362,10 +364,11 @@ func restoreImage(ctx context.Context, c *cli.Context, ref, dir string) error {
 	if c.Bool("containerd") && im.Kind() != ociimage.KindContainerd {
 		return fmt.Errorf("%s is a %q checkpoint, not a containerd one; remedy: build it with `cryo image build --containerd`, or restore it without --containerd: %w", ref, im.Kind(), ociimage.ErrNotCheckpointImage)
 	}
-	keep := dir != ""
-	if dir, err = workDir(dir); err != nil {
+	dir, cleanup, err := workDir(dir)
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	dec, err := decryptOptions(c)
 	if err != nil {
 		return err
@@ -379,14 +382,9 @@ func restoreImage(ctx context.Context, c *cli.Context, ref, dir string) error {
 	case ociimage.KindPodman:
 		return restorePodman(ctx, c, dir)
 	case ociimage.KindContainerd:
-		if !keep {
-			// The files now live in containerd; the copy holds the
-			// process's memory, secrets included.
-			defer os.RemoveAll(dir)
-		}
 		return restoreContainerd(ctx, c, dir)
 	}
-	return fmt.Errorf("%s is a %q checkpoint; its verified files are in %s: restore it with the tool that took it (see docs/images.md)", ref, im.Kind(), dir)
+	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
 }
 
 func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
@@ -402,16 +400,6 @@ func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
 	fmt.Fprintf(os.Stderr, "restored container %s in namespace %s\n", res.ID, res.Namespace)
 	fmt.Println(res.PID)
 	return nil
-}
-
-func workDir(dir string) (string, error) {
-	if dir != "" {
-		return dir, nil
-	}
-	if err := os.MkdirAll("/var/lib/cryo/restore", archive.DirMode); err != nil {
-		return "", fmt.Errorf("work directory: %w; remedy: pass --dir", err)
-	}
-	return os.MkdirTemp("/var/lib/cryo/restore", "image-")
 }
 
 func restoreProcess(ctx context.Context, c *cli.Context, dir string) error {

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -65,7 +68,9 @@ func inspectTarget(c *cli.Context, target string) (*ociimage.Summary, error) {
 func printSummary(w io.Writer, s *ociimage.Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	row := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s:\t"+f+"\n", append([]any{k}, a...)...) }
+	// The values come from annotations of any registry: escape what a
+	// terminal would act on.
+	row := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, escapeControl(fmt.Sprintf(f, a...))) }
 	row("Source", "%s", s.Source)
 	row("Kind", "%s", s.Kind)
 	if s.Name != "" {
@@ -88,6 +93,25 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 	if s.Digest != "" {
 		row("Digest", "%s", s.Digest)
 	}
+}
+
+// escapeControl writes control characters (C0, DEL, C1: escape sequences,
+// carriage returns, the tab that would break the table) and invalid UTF-8
+// as Go escapes, so that a hostile annotation prints as text.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func orDash(s string) string {

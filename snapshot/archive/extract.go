@@ -14,6 +14,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUnsafeEntry is wrapped by every refusal of a tar entry.
@@ -39,10 +41,27 @@ const (
 	DirMode  = 0o700
 )
 
+// ErrTooLarge: the entries would leave less than ReserveBytes free on the
+// file system of the target directory.
+var ErrTooLarge = errors.New("tar expands beyond the free space")
+
+// ReserveBytes is the free space that extraction leaves on the target's file
+// system: a small compressed layer can expand to any size (zeros compress
+// a thousandfold), and filling the disk would hurt every tenant of the host.
+// Since the bound is the free space left, it holds across the layers of one
+// image as well.
+var ReserveBytes int64 = 1 << 30
+
 // Extract writes the entries of the tar stream r under dir, which must
-// exist. It refuses absolute names, names with "..", links whose target
-// leaves dir, writes through an existing symlink, and devices or fifos.
+// exist. It refuses absolute names, names with "..", symlinks whose target
+// is absolute or has a ".." component, writes through an existing symlink,
+// devices or fifos, and content beyond the free space of dir's file system
+// less ReserveBytes.
 func Extract(r io.Reader, dir string) error {
+	room, err := freeBytes(dir)
+	if err != nil {
+		return err
+	}
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -52,9 +71,34 @@ func Extract(r io.Reader, dir string) error {
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
+		// hdr.Size is what the entry will write (a sparse file's holes
+		// included), so the check comes before any byte is written.
+		if room -= hdr.Size; room < 0 || hdr.Size < 0 {
+			return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s; remedy: free space there, or do not restore this image if it is not expected to be this large: %w",
+				hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge)
+		}
 		if err := extractEntry(tr, hdr, dir); err != nil {
 			return err
 		}
+	}
+}
+
+// freeBytes is what extraction may write into dir: the space available to
+// this user on its file system, less ReserveBytes. dir may not exist yet
+// (entries create their parents): its nearest existing parent tells.
+func freeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	p := dir
+	for {
+		err := unix.Statfs(p, &st)
+		if err == nil {
+			return int64(st.Bavail)*int64(st.Bsize) - ReserveBytes, nil
+		}
+		if parent := filepath.Dir(p); err == unix.ENOENT && parent != p {
+			p = parent
+			continue
+		}
+		return 0, fmt.Errorf("extract into %s: %w", dir, err)
 	}
 }
 
@@ -154,10 +198,19 @@ func writeFile(r io.Reader, target string, size int64) error {
 	return nil
 }
 
-// symlink allows only relative targets that resolve inside the tree.
+// symlink allows only relative targets without a ".." component. A
+// lexical check of where a target resolves is not enough: through other
+// links (S1 -> ., S2 -> S1/..) "S2/x" is outside although "S1/../x" is not.
+// Without "..", every link leads down from its own directory, which is
+// inside dir, so no chain of links, in any order of creation, leads out.
 func symlink(hdr *tar.Header, rel, target string) error {
 	if path.IsAbs(hdr.Linkname) {
 		return &UnsafeEntryError{Name: hdr.Name, Reason: "symlink to an absolute path " + hdr.Linkname}
+	}
+	for _, part := range strings.Split(hdr.Linkname, "/") {
+		if part == ".." {
+			return &UnsafeEntryError{Name: hdr.Name, Reason: "symlink target with .. (could lead out of the directory through other links): " + hdr.Linkname}
+		}
 	}
 	resolved := path.Join(path.Dir(rel), hdr.Linkname)
 	if resolved == ".." || strings.HasPrefix(resolved, "../") {

@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +83,50 @@ func TestTruncatedTar(t *testing.T) {
 	b := tarOf(t, ent{name: "f", typ: tar.TypeReg, body: "0123456789"}).Bytes()
 	if err := Extract(bytes.NewReader(b[:520]), t.TempDir()); err == nil {
 		t.Fatal("truncated tar extracted without error")
+	}
+}
+
+// A chain of relative links that each look inside, lexically, but lead out
+// together: S1 -> ., S2 -> S1/.., …, leak.img -> S13/etc/shadow.
+func TestExtractRefusesSymlinkChain(t *testing.T) {
+	ents := []ent{{name: "S1", link: ".", typ: tar.TypeSymlink}}
+	for i := 2; i <= 13; i++ {
+		ents = append(ents, ent{name: fmt.Sprintf("S%d", i), link: fmt.Sprintf("S%d/..", i-1), typ: tar.TypeSymlink})
+	}
+	ents = append(ents, ent{name: "leak.img", link: "S13/etc/shadow", typ: tar.TypeSymlink})
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	os.MkdirAll(dir, 0o700)
+	err := Extract(tarOf(t, ents...), dir)
+	if !errors.Is(err, ErrUnsafeEntry) {
+		t.Fatalf("got %v, want ErrUnsafeEntry", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "leak.img")); err == nil {
+		t.Error("leak.img was created")
+	}
+	// Links that stay below their directory are still fine.
+	ok := []ent{{name: "d", typ: tar.TypeDir}, {name: "d/f", typ: tar.TypeReg, body: "x"}, {name: "l", link: "d/f", typ: tar.TypeSymlink}, {name: "self", link: ".", typ: tar.TypeSymlink}}
+	if err := Extract(tarOf(t, ok...), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Extraction stops before the target's file system would have less than
+// ReserveBytes free, whatever the layer's compressed size.
+func TestExtractSizeCap(t *testing.T) {
+	dir := t.TempDir()
+	room, err := freeBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// A header claiming more than the room: refused before a byte is written.
+	tw.WriteHeader(&tar.Header{Name: "pages-1.img", Typeflag: tar.TypeReg, Mode: 0o600, Size: room + 1})
+	err = Extract(&buf, dir)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "remedy:") {
+		t.Fatalf("got %v, want ErrTooLarge with a remedy", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("%d entries written", len(entries))
 	}
 }

@@ -91,11 +91,17 @@ func parseProcesses(s string) []ProcessInfo {
 	return out
 }
 
+// maxGPUCount bounds the GPU count read from annotations: they come from
+// any registry, and a count is turned into a slice.
+const maxGPUCount = 1024
+
 // parseGPUs rebuilds the needs from the annotations: count GPUs of one model
-// sharing the memory evenly (the annotations keep the total).
+// sharing the memory evenly (the annotations keep the total). A count that
+// is not a number in 1..maxGPUCount reads as none: inspect shows what the
+// image claims, and a restore checks cryo's own manifest, not these.
 func parseGPUs(a map[string]string) []snapshot.GPUNeed {
-	count, _ := strconv.Atoi(a[AnnGPUCount])
-	if count == 0 {
+	count, err := strconv.Atoi(a[AnnGPUCount])
+	if err != nil || count <= 0 || count > maxGPUCount {
 		return nil
 	}
 	mem, _ := strconv.ParseUint(a[AnnGPUMemory], 10, 64)
