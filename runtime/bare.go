@@ -97,9 +97,19 @@ func prepareDir(dir string) error {
 // (the tree runs, with CUDA suspended) with the error.
 func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
 	id := "checkpoint " + ro.Dir
+	ctx, l, release, err := lockFor(ctx, "restore", id)
+	if err != nil {
+		return nil, lockError("restore", id, err)
+	}
+	defer release()
 	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
 	if err != nil {
 		return nil, err
+	}
+	// CRIU gives the processes back their pids: hold them from before they
+	// exist until their CUDA runs again.
+	if err := l.AddPIDs(manifestPIDs(m)); err != nil {
+		return nil, lockError("restore", id, err)
 	}
 	tcp := o.restoreTCP(id, ro.Dir)
 	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
@@ -119,4 +129,17 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	res := &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}
 	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 	return res, o.ResumeRestored(ctx, t, m)
+}
+
+// manifestPIDs are the CUDA processes a checkpoint recorded; none for a
+// checkpoint without a manifest.
+func manifestPIDs(m *snapshot.Manifest) []int {
+	if m == nil {
+		return nil
+	}
+	pids := make([]int, 0, len(m.Processes))
+	for _, p := range m.Processes {
+		pids = append(pids, p.PID)
+	}
+	return pids
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -24,6 +25,7 @@ type checkpoint struct {
 	dump         DumpFunc
 	m            *snapshot.Manifest
 
+	lock      *Lock // held for the whole run: no other run touches the target meanwhile
 	pids      []int // the target's processes
 	toSuspend []int // CUDA processes found running, suspended by us
 	suspended bool  // CUDA is suspended: a failure must resume it
@@ -46,6 +48,11 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 	if err := o.checkCRIU(); err != nil {
 		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
+	ctx, release, err := c.takeLock(ctx)
+	if err != nil {
+		return c.m, lockError("checkpoint", t.ID, err)
+	}
+	defer release()
 	for _, s := range c.steps() {
 		if s.skip != nil && s.skip() {
 			continue
@@ -85,6 +92,28 @@ func (c *checkpoint) steps() []stepRun {
 	}
 }
 
+// takeLock locks the target and its processes before anything is touched,
+// the thaw included: a second checkpoint that thawed or suspended under a
+// first one would corrupt what the first one copies. A lock ctx already
+// carries (the front end's) is used as it is.
+func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), error) {
+	ctx, l, release, err := lockFor(ctx, "checkpoint", c.t.ID)
+	if err != nil {
+		return ctx, nil, err
+	}
+	pids, err := c.t.PIDs(ctx)
+	if err == nil {
+		err = l.AddPIDs(pids)
+	}
+	if err != nil && errors.Is(err, ErrBusy) {
+		release()
+		return ctx, nil, err
+	}
+	// Any other error is find's to report, with its remedy.
+	c.lock = l
+	return ctx, release, nil
+}
+
 func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 
 // find lists the target's processes and the CUDA ones among them.
@@ -96,6 +125,10 @@ func (c *checkpoint) find(ctx context.Context) error {
 		return err
 	}
 	c.pids = pids
+	// The tree may have grown since takeLock listed it.
+	if err := c.lock.AddPIDs(pids); err != nil {
+		return err
+	}
 	if err := checkDumpable(pids); err != nil {
 		return err
 	}
