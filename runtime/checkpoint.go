@@ -139,16 +139,19 @@ func (c *checkpoint) find(ctx context.Context) error {
 }
 
 // classify records every CUDA process in the manifest and picks the running
-// ones to suspend. One already checkpointed (by `cryo cuda suspend`) is
-// dumped as it is; a locked or failed one cannot be dumped safely.
+// ones to suspend. One already checkpointed was suspended by the user
+// (`cryo cuda suspend`): no other cryo run can hold it while we hold the
+// lock. It is dumped as it is and left suspended for its owner to resume
+// (see StillSuspended). A locked or failed one cannot be dumped safely.
 func (c *checkpoint) classify(procs []cudacr.Process) error {
 	for _, p := range procs {
 		switch p.State {
 		case cudacr.StateRunning:
 			c.toSuspend = append(c.toSuspend, p.PID)
 		case cudacr.StateCheckpointed:
+			c.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", c.t.ID, "pid", p.PID)
 		default:
-			return fmt.Errorf("CUDA process %d is %s: %w", p.PID, p.State, cudacr.ErrBadState)
+			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo cuda resume %d` once nothing else checkpoints it", p.PID, p.State, cudacr.ErrBadState, p.PID, p.PID)
 		}
 		c.m.Processes = append(c.m.Processes, snapshot.Process{PID: p.PID, State: p.State.String()})
 	}
@@ -241,6 +244,22 @@ func (c *checkpoint) resume(ctx context.Context) error {
 	}
 	c.suspended = false
 	return nil
+}
+
+// StillSuspended lists the CUDA processes of a leave-running checkpoint
+// that were suspended before it (by `cryo cuda suspend`) and that it left
+// suspended, as it found them: the front ends tell the user to resume them.
+func StillSuspended(m *snapshot.Manifest) []int {
+	var pids []int
+	if m == nil {
+		return nil
+	}
+	for _, p := range m.Processes {
+		if p.State == cudacr.StateCheckpointed.String() {
+			pids = append(pids, p.PID)
+		}
+	}
+	return pids
 }
 
 // EnvDigestWatch set to 0 hashes the image after the dump instead of

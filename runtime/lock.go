@@ -82,6 +82,21 @@ func LockTarget(ctx context.Context, op, id string) (context.Context, *Lock, err
 	return context.WithValue(ctx, lockCtxKey{}, l), l, nil
 }
 
+// LockPIDs locks only pids, for a run on processes without a container
+// (`cryo cuda suspend`): it collides with any checkpoint or restore that
+// holds one of them.
+func LockPIDs(op string, pids []int) (*Lock, error) {
+	l := &Lock{op: op, target: "pid " + strings.Trim(fmt.Sprint(pids), "[]"), dir: lockDir(), files: map[string]*os.File{}}
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock directory %s: %w", l.dir, err)
+	}
+	if err := l.AddPIDs(pids); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
 // heldLock is the lock ctx carries, or nil.
 func heldLock(ctx context.Context) *Lock {
 	l, _ := ctx.Value(lockCtxKey{}).(*Lock)
