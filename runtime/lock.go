@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +46,7 @@ type BusyError struct {
 func (e *BusyError) Error() string {
 	holder := e.Holder
 	if holder == "" {
-		holder = "a checkpoint or restore of " + e.Target
+		holder = "checkpoint or restore of " + e.Target
 	}
 	who := "another cryo"
 	if e.PID > 0 {
@@ -156,24 +157,42 @@ func (l *Lock) add(key string) error {
 		return fmt.Errorf("lock %s: %w", key, err)
 	}
 	// Who holds it, for the message of a run that loses: written after the
-	// flock, so a loser may read the previous holder's line or none.
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(fmt.Sprintf("%d %s of %s\n", os.Getpid(), l.op, l.target)), 0)
+	// flock, over the previous holder's line and then cut to length, so
+	// that the file is never empty once written (see busy).
+	line := []byte(fmt.Sprintf("%d %s of %s\n", os.Getpid(), l.op, l.target))
+	if n, err := f.WriteAt(line, 0); err == nil {
+		_ = f.Truncate(int64(n))
+	}
 	l.files[key] = f
 	return nil
 }
 
-// busy reads the holder's line from a lock file someone else holds.
+// busy reads the holder's line from a lock file someone else holds. The
+// holder writes it just after taking the lock, so for a moment the file
+// still names the previous holder (a process gone by now) or nobody: read
+// again briefly until it names a live process.
 func busy(f *os.File, target string) error {
 	e := &BusyError{Target: target}
+	for i := 0; i < 20; i++ {
+		e.PID, e.Holder = readHolder(f)
+		if e.PID > 0 && unix.Kill(e.PID, 0) == nil {
+			return e
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.PID, e.Holder = 0, ""
+	return e
+}
+
+func readHolder(f *os.File) (int, string) {
 	buf := make([]byte, 512)
 	n, _ := f.ReadAt(buf, 0)
-	line := strings.TrimSpace(string(buf[:n]))
-	if pid, what, ok := strings.Cut(line, " "); ok {
-		e.PID, _ = strconv.Atoi(pid)
-		e.Holder = what
+	pid, what, ok := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+	if !ok {
+		return 0, ""
 	}
-	return e
+	p, _ := strconv.Atoi(pid)
+	return p, what
 }
 
 func lockDir() string {
