@@ -52,6 +52,10 @@ const maxParallel = 16
 type member struct {
 	pid   int
 	state State
+	// mine: this call has moved the member, or may have (a failed call
+	// other than the driver's "wrong state" refusal may have taken effect).
+	// A rollback touches only such members.
+	mine bool
 }
 
 func members(pids []int, s State) []*member {
@@ -97,9 +101,11 @@ func (d *Driver) step(m *member, name string, to State, o SetOptions, call func(
 	report(o, Progress{PID: m.pid, Step: name, Done: true, Elapsed: time.Since(start), Err: err})
 	if err != nil {
 		m.state = stateUnknown
+		// ILLEGAL_STATE: the driver did nothing, someone else moved it.
+		m.mine = m.mine || !errors.Is(err, ErrBadState)
 		return fmt.Errorf("pid %d: %s: %w", m.pid, name, err)
 	}
-	m.state = to
+	m.state, m.mine = to, true
 	return nil
 }
 

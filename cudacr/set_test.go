@@ -231,19 +231,50 @@ func TestResumeFailedProcess(t *testing.T) {
 	wantState(t, d, pids[1], StateRunning)
 }
 
-func TestSuspendSkipsAlreadySuspended(t *testing.T) {
+// TestSuspendRefusesOthersProcess: a process another caller has locked is
+// not taken over, and nothing is touched: neither it (its owner resumes
+// it) nor the running ones.
+func TestSuspendRefusesOthersProcess(t *testing.T) {
 	d, ctx := newDriver(), context.Background()
 	_, pids := startApps(t, 2)
 	if err := d.Lock(ctx, pids[0], time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Suspend(ctx, pids, SetOptions{}); err != nil {
+	rec := &recorder{}
+	err := d.Suspend(ctx, pids, SetOptions{OnProgress: rec.add})
+	if !errors.Is(err, ErrBadState) {
+		t.Fatalf("got %v, want ErrBadState", err)
+	}
+	mustContain(t, err, fmt.Sprint(pids[0]), "locked", "nothing was suspended")
+	if got := rec.phases(); got != "" {
+		t.Fatalf("driver calls %s, want none", got)
+	}
+	wantState(t, d, pids[0], StateLocked)
+	wantState(t, d, pids[1], StateRunning)
+	if err := d.Resume(ctx, pids, SetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range pids {
-		wantState(t, d, p, StateCheckpointed)
+}
+
+// TestSuspendRollbackKeepsOthersLock: another caller locks a member
+// between Suspend's state query and its lock. The driver refuses Suspend's
+// lock; the rollback unlocks only what Suspend locked itself.
+func TestSuspendRollbackKeepsOthersLock(t *testing.T) {
+	d, ctx := newDriver(), context.Background()
+	_, pids := startApps(t, 2)
+	fault(t, "lock", pids[0], "once delay 1000") // Suspend's lock waits, the other's does not
+	errc := make(chan error, 1)
+	go func() { errc <- d.Suspend(ctx, pids, SetOptions{}) }()
+	time.Sleep(300 * time.Millisecond)
+	if err := d.Lock(ctx, pids[0], time.Second); err != nil {
+		t.Fatal(err)
 	}
-	if err := d.Resume(ctx, pids, SetOptions{}); err != nil {
+	if err := <-errc; !errors.Is(err, ErrBadState) {
+		t.Fatalf("got %v, want ErrBadState", err)
+	}
+	wantState(t, d, pids[0], StateLocked) // still the other caller's
+	wantState(t, d, pids[1], StateRunning)
+	if err := d.Unlock(ctx, pids[0]); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -50,6 +50,7 @@ var containerdCases = []struct {
 	{"RepeatedContainerCheckpoints", testRepeatedCheckpoints},
 	{"CUDAFaultRollsBack", testCUDAFaultRollsBack},
 	{"CRIUFailureRollsBack", testCRIUFailureRollsBack},
+	{"ConcurrentTaskCheckpoints", testConcurrentTaskCheckpoints},
 	{"MultiGPUMoveToOtherGPU", testMultiGPUMove},
 	{"NetworkServer", testNetworkServer},
 	{"NetworkTCPEstablished", testNetworkTCP},

@@ -99,9 +99,19 @@ func prepareDir(dir string) error {
 // (the tree runs, with CUDA suspended) with the error.
 func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
 	id := "checkpoint " + ro.Dir
+	ctx, l, release, err := lockFor(ctx, "restore", id)
+	if err != nil {
+		return nil, lockError("restore", id, err)
+	}
+	defer release()
 	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
 	if err != nil {
 		return nil, err
+	}
+	// CRIU gives the processes back their pids: hold them from before they
+	// exist until their CUDA runs again.
+	if err := l.AddPIDs(manifestPIDs(m)); err != nil {
+		return nil, lockError("restore", id, err)
 	}
 	tcp := o.restoreTCP(id, ro.Dir)
 	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
@@ -133,4 +143,17 @@ func bareRestoreRemedy(err error) string {
 		return "a pid of the checkpoint is in use (the original processes still run, or have not been reaped yet): stop them, then retry"
 	}
 	return "read the CRIU log from its first Error line (pids in use by the original processes, missing files and --shell-job are the usual causes)"
+}
+
+// manifestPIDs are the CUDA processes a checkpoint recorded; none for a
+// checkpoint without a manifest.
+func manifestPIDs(m *snapshot.Manifest) []int {
+	if m == nil {
+		return nil
+	}
+	pids := make([]int, 0, len(m.Processes))
+	for _, p := range m.Processes {
+		pids = append(pids, p.PID)
+	}
+	return pids
 }

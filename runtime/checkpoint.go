@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -24,6 +25,7 @@ type checkpoint struct {
 	dump         DumpFunc
 	m            *snapshot.Manifest
 
+	lock      *Lock // held for the whole run: no other run touches the target meanwhile
 	pids      []int // the target's processes
 	toSuspend []int // CUDA processes found running, suspended by us
 	suspended bool  // CUDA is suspended: a failure must resume it
@@ -46,6 +48,11 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 	if err := o.checkCRIU(); err != nil {
 		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
+	ctx, release, err := c.takeLock(ctx)
+	if err != nil {
+		return c.m, lockError("checkpoint", t.ID, err)
+	}
+	defer release()
 	// Owner-only before the first page is written: CRIU writes its images
 	// with its own umask, readable by all, until the digests step narrows
 	// them.
@@ -92,6 +99,28 @@ func (c *checkpoint) steps() []stepRun {
 	}
 }
 
+// takeLock locks the target and its processes before anything is touched,
+// the thaw included: a second checkpoint that thawed or suspended under a
+// first one would corrupt what the first one copies. A lock ctx already
+// carries (the front end's) is used as it is.
+func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), error) {
+	ctx, l, release, err := lockFor(ctx, "checkpoint", c.t.ID)
+	if err != nil {
+		return ctx, nil, err
+	}
+	pids, err := c.t.PIDs(ctx)
+	if err == nil {
+		err = l.AddPIDs(pids)
+	}
+	if err != nil && errors.Is(err, ErrBusy) {
+		release()
+		return ctx, nil, err
+	}
+	// Any other error is find's to report, with its remedy.
+	c.lock = l
+	return ctx, release, nil
+}
+
 func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 
 // find lists the target's processes and the CUDA ones among them.
@@ -103,6 +132,10 @@ func (c *checkpoint) find(ctx context.Context) error {
 		return err
 	}
 	c.pids = pids
+	// The tree may have grown since takeLock listed it.
+	if err := c.lock.AddPIDs(pids); err != nil {
+		return err
+	}
 	if err := checkDumpable(pids); err != nil {
 		return err
 	}
@@ -113,16 +146,19 @@ func (c *checkpoint) find(ctx context.Context) error {
 }
 
 // classify records every CUDA process in the manifest and picks the running
-// ones to suspend. One already checkpointed (by `cryo cuda suspend`) is
-// dumped as it is; a locked or failed one cannot be dumped safely.
+// ones to suspend. One already checkpointed was suspended by the user
+// (`cryo cuda suspend`): no other cryo run can hold it while we hold the
+// lock. It is dumped as it is and left suspended for its owner to resume
+// (see StillSuspended). A locked or failed one cannot be dumped safely.
 func (c *checkpoint) classify(procs []cudacr.Process) error {
 	for _, p := range procs {
 		switch p.State {
 		case cudacr.StateRunning:
 			c.toSuspend = append(c.toSuspend, p.PID)
 		case cudacr.StateCheckpointed:
+			c.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", c.t.ID, "pid", p.PID)
 		default:
-			return fmt.Errorf("CUDA process %d is %s: %w", p.PID, p.State, cudacr.ErrBadState)
+			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo cuda resume %d` once nothing else checkpoints it", p.PID, p.State, cudacr.ErrBadState, p.PID, p.PID)
 		}
 		c.m.Processes = append(c.m.Processes, snapshot.Process{PID: p.PID, State: p.State.String()})
 	}
@@ -215,6 +251,22 @@ func (c *checkpoint) resume(ctx context.Context) error {
 	}
 	c.suspended = false
 	return nil
+}
+
+// StillSuspended lists the CUDA processes of a leave-running checkpoint
+// that were suspended before it (by `cryo cuda suspend`) and that it left
+// suspended, as it found them: the front ends tell the user to resume them.
+func StillSuspended(m *snapshot.Manifest) []int {
+	var pids []int
+	if m == nil {
+		return nil
+	}
+	for _, p := range m.Processes {
+		if p.State == cudacr.StateCheckpointed.String() {
+			pids = append(pids, p.PID)
+		}
+	}
+	return pids
 }
 
 // EnvDigestWatch set to 0 hashes the image after the dump instead of

@@ -14,6 +14,7 @@ type Step string
 // The steps, in the order a checkpoint or restore takes them.
 const (
 	StepPrepare   Step = "prepare"   // bare process: check the pid and the image directory
+	StepLock      Step = "lock"      // take the target's lock: one checkpoint or restore at a time
 	StepThaw      Step = "thaw"      // unfreeze the cgroup: the driver hangs on frozen threads
 	StepFind      Step = "find"      // find the CUDA processes of the target
 	StepInventory Step = "inventory" // the GPUs and driver, before the suspend

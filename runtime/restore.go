@@ -133,7 +133,12 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 	if !m.HasCUDA() {
 		return nil
 	}
-	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m) })
+	ctx, l, release, err := lockFor(ctx, "restore", t.ID)
+	if err != nil {
+		return lockError("restore", t.ID, err)
+	}
+	defer release()
+	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m, l) })
 	m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepResume), Seconds: d.Seconds()})
 	if err != nil {
 		return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
@@ -143,9 +148,12 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 	return nil
 }
 
-func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot.Manifest) error {
+func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot.Manifest, l *Lock) error {
 	pids, procs, _, err := o.findCUDA(ctx, t)
 	if err != nil {
+		return err
+	}
+	if err := l.AddPIDs(pids); err != nil {
 		return err
 	}
 	var suspended []int

@@ -36,7 +36,7 @@ type checkpointRun struct {
 // the task is paused again afterwards so that containerd's own Resume,
 // which follows every checkpoint, finds the state it expects.
 func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskRequest) (*emptypb.Empty, error) {
-	done, err := s.begin(r.ID, "checkpoint")
+	ctx, done, err := s.begin(ctx, r.ID, "checkpoint")
 	if err != nil {
 		return nil, toGRPC(err, false)
 	}

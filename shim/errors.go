@@ -6,12 +6,15 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
+
+	cryort "github.com/cryo-gpu/cryo/runtime"
 )
 
 // Sentinel errors of the shim; concrete errors are *StepError.
 var (
-	// ErrBusy: a checkpoint or restore of the same task is in flight.
-	ErrBusy = errors.New("checkpoint or restore already in progress")
+	// ErrBusy: a checkpoint or restore of the same task is in flight; the
+	// concrete error is a *runtime.BusyError naming it.
+	ErrBusy = cryort.ErrBusy
 	// ErrCheckpoint: the checkpoint failed; the task was returned to running.
 	ErrCheckpoint = errors.New("checkpoint failed")
 	// ErrRestore: the restore failed.

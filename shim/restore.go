@@ -68,7 +68,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	if pending.tcp {
 		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}
-	done, err := s.begin(r.ID, "restore")
+	ctx, done, err := s.begin(ctx, r.ID, "restore")
 	if err != nil {
 		return nil, toGRPC(err, false)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/shim"
 	"github.com/containerd/log"
 	"github.com/containerd/ttrpc"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	cryort "github.com/cryo-gpu/cryo/runtime"
@@ -27,7 +28,7 @@ type service struct {
 
 	mu       sync.Mutex
 	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
-	busy     map[string]bool           // task ids with a checkpoint or restore in flight
+	busy     map[string]string         // task id -> "checkpoint" or "restore" in flight
 }
 
 var _ shim.TTRPCService = (*service)(nil)
@@ -41,7 +42,7 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 		publisher: publisher,
 		daemon:    newLegacyDaemon(grpcAddress),
 		restores:  map[string]pendingRestore{},
-		busy:      map[string]bool{},
+		busy:      map[string]string{},
 	}
 }
 
@@ -74,21 +75,59 @@ func (s *service) RegisterTTRPC(server *ttrpc.Server) error {
 	return registerTaskAPI(server, s)
 }
 
-// begin marks a task busy with a checkpoint or restore; a second one for
-// the same task fails at once rather than interleave with the first.
-func (s *service) begin(id, step string) (func(), error) {
+// begin marks a task busy with a checkpoint or restore for the whole run,
+// in this shim and in cryo's lock that every front end takes (cryo-runc
+// and the bare CLI on the task's pids collide with it); a second run for
+// the same task fails at once rather than interleave with the first. The
+// returned context carries the lock to the orchestration.
+func (s *service) begin(ctx context.Context, id, step string) (context.Context, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.busy[id] {
-		return nil, &StepError{Container: id, Step: step, Err: ErrBusy,
+	if op, ok := s.busy[id]; ok {
+		return ctx, nil, busyError(id, step, op)
+	}
+	ctx, l, err := cryort.LockTarget(ctx, step, id)
+	if err != nil {
+		return ctx, nil, &StepError{Container: id, Step: step, Err: err,
 			Remedy: "wait for the running checkpoint or restore of this container to finish"}
 	}
-	s.busy[id] = true
-	return func() {
+	s.busy[id] = step
+	return ctx, func() {
+		l.Release()
 		s.mu.Lock()
 		delete(s.busy, id)
 		s.mu.Unlock()
 	}, nil
+}
+
+// busyFor is the error for a request that must not run while a checkpoint
+// or restore of the task is in flight; nil if none is.
+func (s *service) busyFor(id, step string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op, ok := s.busy[id]; ok {
+		return busyError(id, step, op)
+	}
+	return nil
+}
+
+func busyError(id, step, op string) error {
+	return &StepError{Container: id, Step: step,
+		Err:    &cryort.BusyError{Target: "container " + id, Holder: op + " of container " + id, PID: os.Getpid()},
+		Remedy: "wait for the running " + op + " of this container to finish, then retry"}
+}
+
+// Pause refuses to freeze a task that a checkpoint or restore is working
+// on. containerd pauses a task before every checkpoint request: a second
+// `ctr task checkpoint` would freeze the cgroup under the first run's
+// driver calls, which hang on frozen threads, before the shim could refuse
+// its Checkpoint. The first run's own thaw and re-pause go to the runc
+// service directly.
+func (s *service) Pause(ctx context.Context, r *taskv3.PauseRequest) (*emptypb.Empty, error) {
+	if err := s.busyFor(r.ID, "pause"); err != nil {
+		return nil, toGRPC(err, false)
+	}
+	return s.TTRPCTaskService.Pause(ctx, r)
 }
 
 // pendingRestore is a restore checked at Create, run at Start.

@@ -58,6 +58,9 @@ func checkpointAction(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "checkpoint of pid %d written to %s (%d CUDA process(es))\n", c.Int("pid"), c.String("dir"), len(m.Processes))
+	if pids := runtime.StillSuspended(m); len(pids) > 0 && c.Bool("leave-running") {
+		fmt.Fprintf(os.Stderr, "note: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pids, strings.Trim(fmt.Sprint(pids), "[]"))
+	}
 	return nil
 }
 

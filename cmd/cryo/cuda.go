@@ -188,6 +188,13 @@ func cudaSet(c *cli.Context, verb, done string, op func(context.Context, *cudacr
 	if err != nil {
 		return err
 	}
+	// A checkpoint in progress owns its processes: suspending or resuming
+	// them under it would corrupt its image.
+	l, err := runtime.LockPIDs("cuda "+verb, targets)
+	if err != nil {
+		return fmt.Errorf("%s: %w; nothing was done", verb, err)
+	}
+	defer l.Release()
 	start := time.Now()
 	if err := op(ctx, d, targets); err != nil {
 		return fmt.Errorf("%s: %w", verb, err)

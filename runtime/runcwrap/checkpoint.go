@@ -43,6 +43,9 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 		return err // a *runtime.StepError: container, step, outcome, remedy
 	}
 	w.log.info("checkpoint of container %s: %d CUDA process(es) in %s", o.id, len(m.Processes), o.imagePath)
+	if pids := cryoruntime.StillSuspended(m); len(pids) > 0 && o.leaveRunning {
+		w.log.warn("checkpoint of container %s: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume` on them", o.id, pids)
+	}
 	return nil
 }
 

@@ -19,6 +19,15 @@ func (w *wrapper) restore(ctx context.Context) int {
 	if o.help || o.id == "" {
 		return w.exec()
 	}
+	// One lock from the check to the CUDA resume: a checkpoint of the
+	// container must not start while its processes are still suspended.
+	ctx, l, err := cryoruntime.LockTarget(ctx, "restore", o.id)
+	if err != nil {
+		w.log.error("%v", &cryoruntime.StepError{Op: "restore", ID: o.id, Step: cryoruntime.StepLock, Err: err,
+			Outcome: "nothing was restored", Remedy: "wait for that run to finish, then retry"})
+		return 1
+	}
+	defer l.Release()
 	// The GPUs the container gets are those of its new spec (a device
 	// plugin or CDI may give it other GPUs than the checkpoint ran on).
 	// Without a readable spec runc's restore fails on its own; check the
@@ -37,7 +46,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	if o.detach {
 		return w.restoreDetached(ctx, o, m, scope)
 	}
-	return w.restoreForeground(ctx, o, m, scope)
+	return w.restoreForeground(ctx, o, m, scope, l)
 }
 
 // restoreTCP adds --tcp-established to runc's command line when the
@@ -72,7 +81,9 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Man
 
 // restoreForeground: runc restore without --detach waits for the container
 // to exit, so CUDA is resumed while it runs, once runc reports "running".
-func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) int {
+// The lock is released once CUDA runs: runc stays until the container
+// exits, and the container may be checkpointed meanwhile.
+func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope, l *cryoruntime.Lock) int {
 	cmd := runcCmd(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		w.log.error("restore of container %s: start runc: %v", o.id, err)
@@ -82,6 +93,7 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.M
 	resumed := make(chan struct{})
 	go func() {
 		defer close(resumed)
+		defer l.Release()
 		if w.waitRunning(ctx, o.id, exited) {
 			if err := w.resume(ctx, o, m, scope); err != nil {
 				w.log.error("%v", err)

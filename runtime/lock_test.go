@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain keeps the tests' locks out of the host's lock directory.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cryo-locks-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(EnvLockDir, dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestLockTargetBusy(t *testing.T) {
+	ctx := context.Background()
+	_, l, err := LockTarget(ctx, "checkpoint", "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = LockTarget(ctx, "restore", "abc")
+	var be *BusyError
+	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) || be.PID != os.Getpid() {
+		t.Fatalf("want a BusyError naming this process, got %v", err)
+	}
+	want := "a checkpoint of container abc is in progress (pid " + strconv.Itoa(os.Getpid()) + " of cryo)"
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("%q lacks %q", err, want)
+	}
+	l.Release()
+	_, l2, err := LockTarget(ctx, "restore", "abc")
+	if err != nil {
+		t.Fatalf("after Release: %v", err)
+	}
+	l2.Release()
+}
+
+// TestLockPIDsCollide: a bare checkpoint of a container's pid and a
+// checkpoint of the container collide on the pid.
+func TestLockPIDsCollide(t *testing.T) {
+	ctx := context.Background()
+	_, a, err := LockTarget(ctx, "checkpoint", "pid 42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	if err := a.AddPIDs([]int{42, 43}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddPIDs([]int{42}); err != nil {
+		t.Fatalf("a key already held must be taken again: %v", err)
+	}
+	_, b, err := LockTarget(ctx, "checkpoint", "ctr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	err = b.AddPIDs([]int{7, 43})
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "checkpoint of pid 42 is in progress") {
+		t.Fatalf("want busy naming pid 42's checkpoint, got %v", err)
+	}
+}
+
+func TestLockForReusesContext(t *testing.T) {
+	ctx, l, err := LockTarget(context.Background(), "restore", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	_, got, release, err := lockFor(ctx, "restore", "r1")
+	if err != nil || got != l {
+		t.Fatalf("lockFor under a held lock: %v", err)
+	}
+	release() // a no-op: the caller's lock stays
+	if _, _, err := LockTarget(context.Background(), "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the lock was dropped by a nested release: %v", err)
+	}
+}
+
+// TestLockDiesWithHolder: a killed holder leaves no stale lock.
+func TestLockDiesWithHolder(t *testing.T) {
+	path := filepath.Join(lockDir(), fileName("id-dead"))
+	os.WriteFile(path, []byte("1 checkpoint of container dead\n"), 0o600)
+	cmd := exec.Command("sh", "-c", `exec 9<>"$0" && flock -x 9 && exec sleep 60`, path)
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no flock(1): %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, l, err := LockTarget(context.Background(), "checkpoint", "dead")
+		if errors.Is(err, ErrBusy) {
+			break
+		}
+		if err == nil {
+			l.Release()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("flock(1) never took the lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	_, l, err := LockTarget(context.Background(), "checkpoint", "dead")
+	if err != nil {
+		t.Fatalf("lock of a killed holder still held: %v", err)
+	}
+	l.Release()
+}
+
+func TestLockFileName(t *testing.T) {
+	if got := fileName("id-abc_1.2"); got != "id-abc_1.2.lock" {
+		t.Fatal(got)
+	}
+	a, b := fileName("id-checkpoint /tmp/x"), fileName("id-checkpoint /tmp/y")
+	if a == b || strings.ContainsAny(a, "/ ") {
+		t.Fatalf("%q %q", a, b)
+	}
+}
