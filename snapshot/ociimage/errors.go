@@ -11,6 +11,9 @@ var (
 	ErrNotCheckpointImage = errors.New("not a checkpoint image")
 	// ErrUnknownSource: build cannot tell what kind of checkpoint it got.
 	ErrUnknownSource = errors.New("unknown checkpoint source")
+	// ErrNoSpace: the file system ran out of room while unpacking; the
+	// image itself may be fine.
+	ErrNoSpace = errors.New("no space left to unpack the checkpoint")
 	// ErrIntegrity: a blob or file does not match its digest or size.
 	ErrIntegrity = errors.New("checkpoint image failed verification")
 	// ErrDecrypt: an encrypted layer could not be decrypted (no or wrong key).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
@@ -107,6 +108,8 @@ func remedyFor(err error) string {
 		return ""
 	case errors.Is(err, archive.ErrUnsafeEntry):
 		return "do not restore this image"
+	case errors.Is(err, ErrNoSpace):
+		return "free space where the image is unpacked ($CRYO_RESTORE_DIR, default /var/lib/cryo/restore), then retry; the image itself is kept"
 	default:
 		return "remove it (`cryo image rm`) and pull it again"
 	}
@@ -174,6 +177,11 @@ func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID d
 func layerErr(l ocispec.Descriptor, err error) error {
 	if errors.Is(err, archive.ErrUnsafeEntry) || errors.Is(err, ErrDecrypt) {
 		return err
+	}
+	// A full disk is not a corrupt layer: the image must not be deleted
+	// for it.
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, archive.ErrTooLarge) {
+		return fmt.Errorf("layer %s (%s): %v: %w", l.Digest.Encoded()[:12], human(l.Size), err, ErrNoSpace)
 	}
 	return fmt.Errorf("layer %s (%s) is truncated or corrupt: %v: %w", l.Digest.Encoded()[:12], human(l.Size), err, ErrIntegrity)
 }
