@@ -44,9 +44,13 @@ instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".`,
 }
 
 func checkpointAction(c *cli.Context) error {
+	lt, err := lockTimeout(c)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
-	o := orchestrator(runtime.WithLockTimeout(c.Duration("lock-timeout")), runtime.WithAllowCUDAIPC(c.Bool("allow-cuda-ipc")))
+	o := orchestrator(runtime.WithLockTimeout(lt), runtime.WithAllowCUDAIPC(c.Bool("allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(ctx, runtime.ProcessOptions{
 		PID:            c.Int("pid"),
 		Dir:            c.String("dir"),

@@ -154,7 +154,11 @@ func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, erro
 }
 
 func cudaSuspend(c *cli.Context) error {
-	opts := cudacr.SetOptions{LockTimeout: c.Duration("lock-timeout"), OnProgress: progressPrinter(), Parallel: c.Int("parallel")}
+	lt, err := lockTimeout(c)
+	if err != nil {
+		return err
+	}
+	opts := cudacr.SetOptions{LockTimeout: lt, OnProgress: progressPrinter(), Parallel: c.Int("parallel")}
 	return cudaSet(c, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
 		if err := cudacr.CheckIPCOf(pids); err != nil && !c.Bool("allow-cuda-ipc") {
 			return err

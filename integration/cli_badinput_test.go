@@ -1,0 +1,41 @@
+package integration
+
+import (
+	"errors"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// TestBareLockTimeoutRefused: a lock timeout that is not positive is a usage
+// error (exit 2) before anything is touched, not silently replaced by the
+// driver's default; the process keeps running.
+func TestBareLockTimeoutRefused(t *testing.T) {
+	requireRoot(t)
+	p := startBare(t, nil, nil, "sleep 600 </dev/null")
+	for _, args := range [][]string{
+		{"checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", t.TempDir() + "/img", "--lock-timeout", "-5s"},
+		{"cuda", "suspend", "--lock-timeout", "0s", strconv.Itoa(p.pid)},
+	} {
+		out, err := runErr(bareTimeout, nil, cryoBin(t, "cryo"), args...)
+		if code := exitCode(err); code != 2 {
+			t.Fatalf("cryo %v: exit %d, want 2:\n%s", args, code, out)
+		}
+		wantIn(t, out, "--lock-timeout must be positive")
+	}
+	if !p.alive() {
+		t.Fatal("the process is gone")
+	}
+}
+
+// exitCode is the exit status of a finished command's error (0 for nil).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
