@@ -3,8 +3,12 @@ package integration
 import (
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // TestBareLockTimeoutRefused: a lock timeout that is not positive is a usage
@@ -38,4 +42,29 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// TestBareManifestWithoutProcesses: a manifest that lists no CUDA process
+// over images of one (altered, or written by another tool) used to restore
+// with CUDA still suspended and exit 0, the app hung. The restore now
+// resumes what it finds suspended, and the app ticks on.
+func TestBareManifestWithoutProcesses(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	waitFor(t, 10*time.Second, "the dumped process to exit", func() bool { return !p.alive() })
+	before := p.lastTick(t)
+	m, err := snapshot.Read(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Processes, m.Needs = nil, nil
+	if err := snapshot.Write(img, m); err != nil {
+		t.Fatal(err)
+	}
+	bareCryo(t, env, "restore", "--dir", img)
+	p.waitTicks(t, before+5)
+	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
 }

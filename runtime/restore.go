@@ -131,7 +131,7 @@ func restoreRemedy(err error, dir string) string {
 func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot.Manifest) error {
 	o.upLoopback(t)
 	if !m.HasCUDA() {
-		return nil
+		return o.resumeUnlisted(ctx, t)
 	}
 	ctx, l, release, err := lockFor(ctx, "restore", t.ID)
 	if err != nil {
@@ -141,9 +141,7 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m, l) })
 	m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepResume), Seconds: d.Seconds()})
 	if err != nil {
-		return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
-			Outcome: "the restored processes run, with CUDA still suspended",
-			Remedy:  "retry with `cryo cuda resume PID` (see `cryo cuda state PID`), or kill them and restore again"}
+		return resumeError(t, err)
 	}
 	return nil
 }
@@ -181,6 +179,45 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot
 	return o.driver().Resume(ctx, suspended, opts)
 }
 
+// resumeUnlisted resumes restored processes whose CUDA state is suspended
+// although the manifest lists none (a checkpoint of another tool, or an
+// altered manifest): left so, they would hang at their next CUDA call while
+// the restore reported success. They are resumed on the GPUs they had.
+func (o *Orchestrator) resumeUnlisted(ctx context.Context, t Target) error {
+	_, procs, _, err := o.findCUDA(ctx, t)
+	if err != nil || len(procs) == 0 {
+		return nil // no CUDA process: a CPU checkpoint, as the manifest says
+	}
+	var suspended []int
+	for _, p := range procs {
+		if p.State == cudacr.StateCheckpointed || p.State == cudacr.StateLocked {
+			suspended = append(suspended, p.PID)
+		}
+	}
+	if len(suspended) == 0 {
+		return nil
+	}
+	o.log().Warn("restored processes hold suspended CUDA state that the checkpoint's manifest does not list: resuming them on the GPUs they had", "id", t.ID, "pids", suspended)
+	ctx, l, release, err := lockFor(ctx, "restore", t.ID)
+	if err != nil {
+		return lockError("restore", t.ID, err)
+	}
+	defer release()
+	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error {
+		if err := l.AddPIDs(suspended); err != nil {
+			return err
+		}
+		if err := o.prepareNodes(t); err != nil {
+			return err
+		}
+		return o.driver().Resume(ctx, suspended, o.setOptions(nil))
+	})
+	if err != nil {
+		return resumeError(t, err)
+	}
+	return nil
+}
+
 // prepareNodes gives a restored container the GPU device nodes of its
 // spec before the driver opens them.
 func (o *Orchestrator) prepareNodes(t Target) error {
@@ -212,4 +249,12 @@ func (o *Orchestrator) restorePairs(ctx context.Context, t Target, m *snapshot.M
 		out[pid] = pairs
 	}
 	return out, nil
+}
+
+// resumeError is a failed CUDA resume after a restore: the processes run,
+// suspended, and the user can retry the resume.
+func resumeError(t Target, err error) error {
+	return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
+		Outcome: "the restored processes run, with CUDA still suspended",
+		Remedy:  "retry with `cryo cuda resume PID` (see `cryo cuda state PID`), or kill them and restore again"}
 }
