@@ -151,15 +151,7 @@ func TestBareNetworkServer(t *testing.T) {
 	waitFor(t, 10*time.Second, "the dumped server to go", func() bool { return !p.alive() })
 	out = bareCryo(t, nil, "restore", "--dir", img)
 	wantIn(t, out, "restored 1 established TCP connection")
-	if n := c.mustPing(); n != 4 {
-		t.Fatalf("on the kept connection the restored server answered %d, want 4", n)
-	}
-	if n := dialServer(t, addr).mustPing(); n != 5 {
-		t.Fatalf("a new connection got %d, want 5", n)
-	}
-	if n := udpPing(t, addr); n != 6 {
-		t.Fatalf("UDP after the restore: %d, want 6", n)
-	}
+	carriedOn(t, c, addr, 4)
 	_ = os.Remove(img)
 }
 
@@ -189,6 +181,21 @@ func TestBareNetworkServerTimeWait(t *testing.T) {
 	t.Logf("the restore waited for TIME_WAIT and took %s", time.Since(start).Round(time.Second))
 	if n := dialServer(t, addr).mustPing(); n != 2 {
 		t.Fatalf("the restored server answered %d, want 2", n)
+	}
+}
+
+// carriedOn checks a restored server's count across its sockets: want on
+// the kept connection c, want+1 on a new one, want+2 over UDP.
+func carriedOn(t testing.TB, c *tcpClient, addr string, want int) {
+	t.Helper()
+	if n := c.mustPing(); n != want {
+		t.Fatalf("on the kept connection the restored server answered %d, want %d", n, want)
+	}
+	if n := dialServer(t, addr).mustPing(); n != want+1 {
+		t.Fatalf("a new connection got %d, want %d", n, want+1)
+	}
+	if n := udpPing(t, addr); n != want+2 {
+		t.Fatalf("UDP after the restore: %d, want %d", n, want+2)
 	}
 }
 
@@ -391,15 +398,7 @@ func testNetworkTCP(d *daemon) {
 	d.waitStopped("tcp")
 	d.restoreTask(ckpt.Name(), "tcp")
 	wantIn(t, d.log(), "restoring with tcp-established")
-	if n := conn.mustPing(); n != 3 {
-		t.Fatalf("on the kept connection the restored server answered %d, want 3", n)
-	}
-	if n := dialServer(t, addr).mustPing(); n != 4 {
-		t.Fatalf("a new connection got %d, want 4", n)
-	}
-	if n := udpPing(t, addr); n != 5 {
-		t.Fatalf("UDP after the restore: %d, want 5", n)
-	}
+	carriedOn(t, conn, addr, 3)
 	d.refusedTCPCheckpoint("tcp", conn, 6)
 	d.remove("tcp")
 }
