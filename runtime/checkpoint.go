@@ -64,12 +64,14 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		if s.skip != nil && s.skip() {
 			continue
 		}
+		holdForTest(s.name)
 		d, err := o.step(ctx, t.ID, s.name, s.run)
 		c.m.AddStep(string(s.name), d, err)
 		if err != nil {
 			return c.m, c.fail(ctx, s.name, err)
 		}
 	}
+	holdForTest(stepFinal)
 	if err := snapshot.Write(imageDir, c.m); err != nil {
 		return c.m, c.fail(ctx, StepManifest, err)
 	}
