@@ -72,9 +72,12 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		}
 	}
 	holdForTest(stepFinal)
+	// Write syncs the file system: the images, digests and manifest are on
+	// disk before the processes may go.
 	if err := snapshot.Write(imageDir, c.m); err != nil {
 		return c.m, c.fail(ctx, StepManifest, err)
 	}
+	c.killStopped(ctx)
 	return c.m, nil
 }
 
