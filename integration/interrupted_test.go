@@ -92,6 +92,11 @@ func TestInterruptedKilledDuringDigests(t *testing.T) {
 	if ok, err := snapshot.DumpCompleted(img); !ok || err != nil {
 		t.Fatalf("DumpCompleted after a complete dump: %v, %v", ok, err)
 	}
+	// CRIU left the tree stopped for cryo, which died before it could kill
+	// it: the workload is still there.
+	if st := procState(p.pid); st != "T" {
+		t.Fatalf("the dumped process is in state %q after cryo was killed, want T (stopped)", st)
+	}
 	killDumped(t, p)
 	bareRestoreVerified(t, env, p, img, "completing a checkpoint interrupted after its dump")
 	m, err := snapshot.Read(img)
@@ -124,4 +129,40 @@ func TestInterruptedFinishCommand(t *testing.T) {
 	os.WriteFile(filepath.Join(partial, "inventory.img"), []byte("x"), 0o600)
 	wantIn(t, bareCryoFails(t, env, "checkpoint", "--finish", partial), "before CRIU's dump completed", "re-take the checkpoint")
 	wantIn(t, bareCryoFails(t, env, "restore", "--dir", partial), "did not finish", "--finish")
+}
+
+// A full disk at the last manifest write: the dumped process, left stopped
+// by CRIU, is continued with CUDA resumed and its memory intact. Its dump,
+// stale once it ran on, is refused by a restore.
+func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	img := filepath.Join(mnt, "img")
+	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "final")
+	// Fill what is left; dd ends with ENOSPC, as it should.
+	filler := filepath.Join(mnt, "filler")
+	exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M").Run()
+	os.Remove(hold)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("cryo checkpoint succeeded on a full disk:\n%s", out)
+	}
+	wantIn(t, out.String(), "failed at step manifest", "no space left", "left running with CUDA resumed")
+	if !p.alive() || procState(p.pid) == "T" {
+		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", procState(p.pid), out)
+	}
+	p.waitTicks(t, p.lastTick(t)+5)
+	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
+	bareTicksIncrease(t, p.output())
+
+	os.Remove(filler)
+	wantIn(t, bareCryoFails(t, env, "restore", "--dir", img), "did not finish", "re-take the checkpoint")
+	if !p.alive() {
+		t.Fatal("the refused restore touched the running process")
+	}
 }

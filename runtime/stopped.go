@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // A dump that leaves the tree stopped (Target.DumpLeavesStopped) keeps the
@@ -59,6 +61,12 @@ func (c *checkpoint) continueStopped(ctx context.Context) string {
 		}
 	}
 	c.dumped = false // the checkpoint is abandoned: the processes are ours again
+	// The processes run on from the dumped state, so the images are stale
+	// (their files move on): a restore must not complete them later (see
+	// snapshot.DumpCompleted). Removing a file works on a full disk too.
+	if err := snapshot.AbandonDump(c.dir); err != nil {
+		c.o.log().Warn("could not mark the abandoned dump", "id", c.t.ID, "dir", c.dir, "error", err)
+	}
 	outcome := "the processes were left running, CUDA untouched"
 	if c.suspended {
 		outcome = c.rollback(ctx)

@@ -50,6 +50,17 @@ func DumpCompleted(dir string) (bool, error) {
 	return true, nil
 }
 
+// AbandonDump makes the dump in dir one that DumpCompleted refuses, for a
+// checkpoint whose processes ran on after their dump: the images no longer
+// match the files and sockets the processes hold.
+func AbandonDump(dir string) error {
+	err := os.Remove(filepath.Join(dir, criuStatsDump))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
 // Unfinished reports whether m is the manifest of a checkpoint whose run
 // stopped between CRIU's dump and the digests (m has none).
 func (m *Manifest) Unfinished() bool { return m != nil && m.Digests == nil }
@@ -66,7 +77,7 @@ func Complete(dir string, m *Manifest) error {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed (no %s or no \"Dumping finished successfully\" in the dump log), so its images are partial; remedy: re-take the checkpoint: %w", dir, criuStatsDump, ErrIncomplete)
+		return fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed, or abandoned after it when the processes ran on (no %s, or no \"Dumping finished successfully\" in the dump log), so its images are partial or stale; remedy: re-take the checkpoint: %w", dir, criuStatsDump, ErrIncomplete)
 	}
 	if err := MakePrivate(dir); err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
