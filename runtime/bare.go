@@ -58,9 +58,13 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	if err := prepareDir(po.Dir); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "give --dir a new or empty directory"}
 	}
-	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }}
+	// The tree waits, stopped, until the checkpoint is durable. Not with
+	// established TCP: CRIU keeps the network locked for a stopped tree, and
+	// a tree continued after a failure would find its connections dead.
+	stopped := !po.LeaveRunning && !po.TCPEstablished
+	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped}
 	dump := func(ctx context.Context) error {
-		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning})
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped})
 	}
 	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
 	// Outside the timed steps: how soon the parent reaps is not the dump's

@@ -64,15 +64,20 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		if s.skip != nil && s.skip() {
 			continue
 		}
+		holdForTest(s.name)
 		d, err := o.step(ctx, t.ID, s.name, s.run)
 		c.m.AddStep(string(s.name), d, err)
 		if err != nil {
 			return c.m, c.fail(ctx, s.name, err)
 		}
 	}
+	holdForTest(stepFinal)
+	// Write syncs the file system: the images, digests and manifest are on
+	// disk before the processes may go.
 	if err := snapshot.Write(imageDir, c.m); err != nil {
 		return c.m, c.fail(ctx, StepManifest, err)
 	}
+	c.killStopped(ctx)
 	return c.m, nil
 }
 

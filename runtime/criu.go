@@ -48,6 +48,9 @@ type criuOptions struct {
 	ShellJob       bool
 	TCPEstablished bool
 	LeaveRunning   bool
+	// LeaveStopped leaves the dumped tree stopped instead of killing it
+	// (see Target.DumpLeavesStopped).
+	LeaveStopped bool
 }
 
 func newCRIU() (*criu.Criu, error) {
@@ -82,8 +85,9 @@ func baseOpts(dir, logFile string, o criuOptions) (*rpc.CriuOpts, *os.File, erro
 }
 
 // criuDump dumps the process tree rooted at pid into dir. Without
-// LeaveRunning CRIU kills the tree once the images are written; on a failed
-// dump CRIU lets the tree run on.
+// LeaveRunning CRIU kills the tree once the images are written, or with
+// LeaveStopped leaves it stopped; on a failed dump CRIU lets the tree run
+// on.
 func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
 	c, err := newCRIU()
 	if err != nil {
@@ -96,6 +100,9 @@ func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
 	defer f.Close()
 	opts.Pid = proto.Int32(int32(pid))
 	opts.LeaveRunning = proto.Bool(o.LeaveRunning)
+	if o.LeaveStopped && !o.LeaveRunning {
+		opts.LeaveStopped = proto.Bool(true)
+	}
 	if err := c.Dump(opts, criu.NoNotify{}); err != nil {
 		return &CRIUError{Op: "dump", LogPath: filepath.Join(dir, DumpLog), Err: err}
 	}

@@ -25,6 +25,7 @@ const (
 	StepDigests   Step = "digests"   // sha256 of every image file
 	StepRollback  Step = "rollback"  // resume CUDA after a failed checkpoint
 	StepVerify    Step = "verify"    // restore: manifest, digests and host check
+	StepComplete  Step = "complete"  // hash a checkpoint whose run was interrupted after its dump
 	StepRestore   Step = "restore"   // restore: the front end's restore (CRIU)
 	StepPorts     Step = "ports"     // restore: wait for TIME_WAIT sockets on the checkpoint's listening ports
 )
@@ -40,6 +41,9 @@ var (
 	// ErrDirNotEmpty: the image directory holds files of its own, which a
 	// checkpoint would digest and carry into its image.
 	ErrDirNotEmpty = errors.New("image directory is not empty")
+	// ErrNothingToFinish: `cryo checkpoint --finish` on a checkpoint that
+	// finished.
+	ErrNothingToFinish = errors.New("checkpoint already finished")
 	// ErrNoCRIU: no CRIU binary was found.
 	ErrNoCRIU = errors.New("CRIU not found")
 )

@@ -23,6 +23,11 @@ type Target struct {
 	// it, and its init process (whose root holds its /dev).
 	Scope   GPUScope
 	InitPID int
+	// DumpLeavesStopped says that the dump leaves the processes stopped
+	// instead of killing them (CRIU's leave_stopped): the orchestration
+	// kills them once the checkpoint is complete and synced, and continues
+	// them if anything fails before.
+	DumpLeavesStopped bool
 }
 
 // Event reports the start (Done false) and end of one step, for progress

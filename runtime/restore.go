@@ -23,6 +23,10 @@ import (
 // scope is which GPUs the restored processes may use: a container's, from
 // its new spec (ScopeFromSpec), or the zero value for all of the host's.
 func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, scope GPUScope) (*snapshot.Manifest, error) {
+	if _, err := o.completeInterrupted(ctx, id, imageDir); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was restored",
+			Remedy: "free space in " + imageDir + " or make it writable, then retry (or run `cryo checkpoint --finish " + imageDir + "`)"}
+	}
 	var m *snapshot.Manifest
 	d, err := o.step(ctx, id, StepVerify, func(ctx context.Context) error {
 		var err error

@@ -25,6 +25,8 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 		e.Remedy = c.o.tcpRemedy()
 	}
 	switch {
+	case c.stoppedAfterDump():
+		e.Outcome = c.continueStopped(ctx)
 	case c.dumped && !c.leaveRunning:
 		e.Outcome = "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete"
 	case c.suspended:

@@ -105,7 +105,7 @@ func computeDigests(dir string, early earlySums) (map[string]string, error) {
 // before any file is read; then all files are hashed in parallel.
 func VerifyDigests(dir string, m *Manifest) error {
 	if m.Digests == nil {
-		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish; remedy: re-take the checkpoint: %w", dir, ErrCorrupt)
+		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish; remedy: `cryo checkpoint --finish %s` completes it if CRIU's dump did (a restore does so itself), else re-take the checkpoint: %w", dir, dir, errors.Join(ErrIncomplete, ErrCorrupt))
 	}
 	if err := confined(dir, m.Digests); err != nil {
 		return err

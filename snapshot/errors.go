@@ -13,6 +13,9 @@ var (
 	ErrNoManifest = errors.New("no cryo manifest")
 	// ErrCorrupt: a file of the checkpoint is damaged or missing.
 	ErrCorrupt = errors.New("checkpoint corrupt")
+	// ErrIncomplete: the checkpoint's run stopped before its manifest
+	// recorded the digests (see Complete).
+	ErrIncomplete = errors.New("checkpoint did not finish")
 	// ErrUnsupportedVersion: the manifest comes from a newer cryo.
 	ErrUnsupportedVersion = errors.New("unsupported manifest version")
 	// ErrIncompatibleHost: this host cannot take the checkpoint.

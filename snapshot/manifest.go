@@ -52,6 +52,12 @@ type Manifest struct {
 	// see ComputeDigests) or the plain sha256 in hex (version 1). Nil until
 	// the dump has completed.
 	Digests map[string]string `json:"digests,omitempty"`
+	// CompletedLate is when a later cryo run (a restore or `cryo checkpoint
+	// --finish`) computed the digests of a checkpoint whose dump had
+	// completed but whose own run was interrupted before it hashed the
+	// files: those digests vouch for the files as they were then, not as
+	// CRIU wrote them. Nil for a checkpoint that finished in one run.
+	CompletedLate *time.Time `json:"completed_after_interruption,omitempty"`
 
 	// RestorePairs maps each process's GPUs to this host's (by the
 	// process's NSPID, AnyProcess for a manifest older than version 3),
@@ -135,7 +141,8 @@ func (m *Manifest) AddStep(name string, d time.Duration, err error) {
 }
 
 // Write writes the manifest into dir atomically (temp file and rename), so
-// that a reader never sees half a manifest.
+// that a reader never sees half a manifest, and durably (the file and then
+// the directory synced): the processes may be killed as soon as it returns.
 func Write(dir string, m *Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -150,13 +157,22 @@ func Write(dir string, m *Manifest) error {
 		tmp.Close()
 		return fmt.Errorf("write manifest into %s: %w", dir, err)
 	}
+	// Sync before the rename: after a crash the name must not point at an
+	// empty file.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync manifest in %s: %w", dir, err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write manifest into %s: %w", dir, err)
 	}
 	if err := os.Chmod(tmp.Name(), PrivateFileMode); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, ManifestName))
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, ManifestName)); err != nil {
+		return fmt.Errorf("write manifest into %s: %w", dir, err)
+	}
+	return SyncDir(dir)
 }
 
 // Read reads the manifest of dir. Its errors wrap ErrNotCheckpoint (dir

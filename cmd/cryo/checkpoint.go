@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -17,7 +19,7 @@ func checkpointCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "checkpoint",
 		Usage:     "checkpoint a process tree (and its GPU state) into a directory",
-		UsageText: "cryo checkpoint --pid PID --dir DIR [--leave-running] [--tcp-established] [--shell-job]",
+		UsageText: "cryo checkpoint --pid PID --dir DIR [--leave-running] [--tcp-established] [--shell-job]\n   cryo checkpoint --finish DIR",
 		Description: `Suspends CUDA in the tree's CUDA processes (their GPU memory moves into host
 memory), dumps the tree with CRIU into DIR, and writes cryo-manifest.json with
 the GPUs, driver, step times and the sha256 of every image file.
@@ -29,10 +31,17 @@ keep running. CRIU's log is DIR/criu-dump.log.
 Stdio: /dev/null, files and sockets inside the tree are fine. A terminal needs
 --shell-job (at restore too). Pipes to a process outside the tree (the shell
 that started it) are restored as pipes nobody reads: redirect to a file
-instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".`,
+instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".
+
+--finish DIR completes a checkpoint whose run was interrupted after CRIU's
+dump had completed (cryo or cryo-runc killed while it hashed, a full disk
+at the last write): it hashes the image files as they are now and writes the
+manifest. "cryo restore" does the same by itself; a checkpoint whose dump did
+not complete cannot be finished and must be taken again.`,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "pid", Required: true, Usage: "root of the process tree to checkpoint"},
-			&cli.StringFlag{Name: "dir", Required: true, Usage: "image directory (created if missing; must not hold a checkpoint)"},
+			&cli.IntFlag{Name: "pid", Usage: "root of the process tree to checkpoint"},
+			&cli.StringFlag{Name: "dir", Usage: "image directory (created if missing; must not hold a checkpoint)"},
+			&cli.StringFlag{Name: "finish", Usage: "complete the interrupted checkpoint in `DIR` (see below) instead"},
 			&cli.BoolFlag{Name: "leave-running", Usage: "keep the processes running after the dump (CUDA resumed)"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "checkpoint established TCP connections"},
 			&cli.BoolFlag{Name: "shell-job", Usage: "the tree is attached to a terminal or is not a session leader"},
@@ -50,6 +59,12 @@ func checkpointAction(c *cli.Context) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if dir := c.String("finish"); dir != "" {
+		return finishAction(ctx, dir)
+	}
+	if c.Int("pid") == 0 || c.String("dir") == "" {
+		return cli.Exit("cryo: give --pid PID and --dir DIR, or --finish DIR (see cryo checkpoint --help)", 2)
+	}
 	o := orchestrator(runtime.WithLockTimeout(lt), runtime.WithAllowCUDAIPC(c.Bool("allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(ctx, runtime.ProcessOptions{
 		PID:            c.Int("pid"),
@@ -65,6 +80,20 @@ func checkpointAction(c *cli.Context) error {
 	if pids := runtime.StillSuspended(m); len(pids) > 0 && c.Bool("leave-running") {
 		fmt.Fprintf(os.Stderr, "note: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pids, strings.Trim(fmt.Sprint(pids), "[]"))
 	}
+	return nil
+}
+
+// finishAction completes a checkpoint interrupted after its dump.
+func finishAction(ctx context.Context, dir string) error {
+	m, err := orchestrator().FinishCheckpoint(ctx, dir)
+	if errors.Is(err, runtime.ErrNothingToFinish) {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "checkpoint in %s completed after an interruption: its %d file(s) were hashed now, as they are, not as CRIU wrote them (%d CUDA process(es))\n", dir, len(m.Digests), len(m.Processes))
 	return nil
 }
 
@@ -152,7 +181,8 @@ func stepPrinter() func(runtime.Event) {
 		runtime.StepSuspend: "suspending CUDA", runtime.StepDump: "dumping with CRIU",
 		runtime.StepResume: "resuming CUDA", runtime.StepDigests: "hashing image files",
 		runtime.StepRollback: "rolling back: resuming CUDA", runtime.StepVerify: "verifying checkpoint",
-		runtime.StepRestore: "restoring with CRIU", runtime.StepPorts: "waiting for the listening ports to leave TIME_WAIT",
+		runtime.StepComplete: "completing a checkpoint interrupted after its dump: hashing its files as they are now",
+		runtime.StepRestore:  "restoring with CRIU", runtime.StepPorts: "waiting for the listening ports to leave TIME_WAIT",
 	}
 	var stop chan struct{}
 	return func(e runtime.Event) {

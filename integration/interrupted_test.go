@@ -1,0 +1,168 @@
+package integration
+
+// Checkpoints whose cryo run is interrupted after CRIU's dump: the workload
+// must never be lost to a checkpoint that cannot be restored.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// startHeldCheckpoint starts `cryo checkpoint` of p into img, held before
+// step (CRYO_TEST_HOLD), and waits until it is held there.
+func startHeldCheckpoint(t *testing.T, env []string, p *bareProc, img, step string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	cmd := exec.Command(cryoBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	out := &strings.Builder{}
+	cmd.Env = append(append(os.Environ(), env...), "CRYO_TEST_HOLD="+step+":"+hold)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, bareTimeout, "cryo to reach step "+step, func() bool {
+		_, err := os.Stat(hold)
+		return err == nil
+	})
+	return cmd, hold, out
+}
+
+// procState is the state letter of pid in /proc (R, S, T, Z…), "" if gone.
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ") ")
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// bareRestoreVerified restores img and checks that the app continues with
+// its device memory intact.
+func bareRestoreVerified(t *testing.T, env []string, p *bareProc, img string, wants ...string) {
+	t.Helper()
+	before := p.lastTick(t)
+	out := run(t, bareTimeout, env, cryoBin(t, "cryo"), "restore", "--dir", img)
+	wantIn(t, out, append(wants, "verifying checkpoint done", "resuming CUDA done", strconv.Itoa(p.pid))...)
+	p.waitTicks(t, before+5)
+	if page, err := fakecuda.ReadPage(p.pid); err != nil || page.State != 0 || page.Restores < 1 {
+		t.Fatalf("driver state after restore: %+v, %v", page, err)
+	}
+	bareTicksIncrease(t, p.output())
+}
+
+// killDumped makes sure the dumped tree is gone (killing it if the
+// checkpoint left it stopped) so that its pid is free for the restore.
+func killDumped(t *testing.T, p *bareProc) {
+	t.Helper()
+	if p.alive() {
+		syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	// Reaped, not only dead: the restore needs the pid free.
+	waitFor(t, 10*time.Second, "the dumped process to be reaped", func() bool { return procState(p.pid) == "" })
+}
+
+// cryo killed while it hashes the images: the dump is complete, the
+// manifest has no digests. The restore completes the checkpoint and says so.
+func TestInterruptedKilledDuringDigests(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	cmd, _, _ := startHeldCheckpoint(t, env, p, img, "digests")
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if m, err := snapshot.Read(img); err != nil || !m.Unfinished() {
+		t.Fatalf("manifest after the kill: %+v, %v", m, err)
+	}
+	if ok, err := snapshot.DumpCompleted(img); !ok || err != nil {
+		t.Fatalf("DumpCompleted after a complete dump: %v, %v", ok, err)
+	}
+	// CRIU left the tree stopped for cryo, which died before it could kill
+	// it: the workload is still there.
+	if st := procState(p.pid); st != "T" {
+		t.Fatalf("the dumped process is in state %q after cryo was killed, want T (stopped)", st)
+	}
+	killDumped(t, p)
+	bareRestoreVerified(t, env, p, img, "completing a checkpoint interrupted after its dump")
+	m, err := snapshot.Read(img)
+	if err != nil || m.Unfinished() || m.CompletedLate == nil {
+		t.Fatalf("manifest after the completing restore: %+v, %v", m, err)
+	}
+}
+
+// cryo checkpoint --finish completes the checkpoint explicitly; a second
+// --finish has nothing to do, and a partial dump is refused.
+func TestInterruptedFinishCommand(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	cmd, _, _ := startHeldCheckpoint(t, env, p, img, "digests")
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	killDumped(t, p)
+	out := bareCryo(t, env, "checkpoint", "--finish", img)
+	wantIn(t, out, "completed after an interruption", "hashed now")
+	wantIn(t, bareCryo(t, env, "checkpoint", "--finish", img), "already finished")
+	bareRestoreVerified(t, env, p, img)
+
+	partial := t.TempDir()
+	m := snapshot.New("partial")
+	if err := snapshot.Write(partial, m); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(partial, "inventory.img"), []byte("x"), 0o600)
+	wantIn(t, bareCryoFails(t, env, "checkpoint", "--finish", partial), "before CRIU's dump completed", "re-take the checkpoint")
+	wantIn(t, bareCryoFails(t, env, "restore", "--dir", partial), "did not finish", "--finish")
+}
+
+// A full disk at the last manifest write: the dumped process, left stopped
+// by CRIU, is continued with CUDA resumed and its memory intact. Its dump,
+// stale once it ran on, is refused by a restore.
+func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	img := filepath.Join(mnt, "img")
+	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "final")
+	// Fill what is left; dd ends with ENOSPC, as it should.
+	filler := filepath.Join(mnt, "filler")
+	exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M").Run()
+	os.Remove(hold)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("cryo checkpoint succeeded on a full disk:\n%s", out)
+	}
+	wantIn(t, out.String(), "failed at step manifest", "no space left", "left running with CUDA resumed")
+	if !p.alive() || procState(p.pid) == "T" {
+		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", procState(p.pid), out)
+	}
+	p.waitTicks(t, p.lastTick(t)+5)
+	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
+	bareTicksIncrease(t, p.output())
+
+	os.Remove(filler)
+	wantIn(t, bareCryoFails(t, env, "restore", "--dir", img), "did not finish", "re-take the checkpoint")
+	if !p.alive() {
+		t.Fatal("the refused restore touched the running process")
+	}
+}

@@ -1,0 +1,33 @@
+package runtime
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+)
+
+// EnvTestHold, set to "STEP:FILE", makes a checkpoint stop before STEP:
+// it creates FILE and waits (at most two minutes) until FILE is removed.
+// Tests use it to kill cryo, or to fill the disk, at a chosen step; it has
+// no other use.
+const EnvTestHold = "CRYO_TEST_HOLD"
+
+func holdForTest(s Step) {
+	step, file, ok := strings.Cut(os.Getenv(EnvTestHold), ":")
+	if !ok || step != string(s) {
+		return
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		return
+	}
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
+}
+
+// stepFinal names, for EnvTestHold only, the last write of the manifest.
+const stepFinal Step = "final"

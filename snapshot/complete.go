@@ -1,0 +1,116 @@
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// criuStatsDump is the file CRIU writes at the very end of a successful
+// dump, after every image (and inventory.img) is written and just before it
+// logs "Dumping finished successfully"; a failed dump never writes it.
+const criuStatsDump = "stats-dump"
+
+// criuDumpDone is the line CRIU logs at the end of a successful dump.
+var criuDumpDone = []byte("Dumping finished successfully")
+
+// dumpLogs are the dump logs a front end may leave in the image directory:
+// cryo's own (bare) and runc's (when its work directory is the image
+// directory). Podman and containerd keep runc's log elsewhere.
+var dumpLogs = []string{"criu-dump.log", "dump.log"}
+
+// DumpCompleted reports whether CRIU's dump into dir completed: the images
+// are all there even though the cryo run that started it did not finish.
+// It needs inventory.img and stats-dump, and, where a dump log is in dir,
+// its "Dumping finished successfully" line.
+func DumpCompleted(dir string) (bool, error) {
+	for _, name := range []string{criuInventory, criuStatsDump} {
+		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	for _, name := range dumpLogs {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		return bytes.Contains(data, criuDumpDone), nil
+	}
+	return true, nil
+}
+
+// AbandonDump makes the dump in dir one that DumpCompleted refuses, for a
+// checkpoint whose processes ran on after their dump: the images no longer
+// match the files and sockets the processes hold.
+func AbandonDump(dir string) error {
+	err := os.Remove(filepath.Join(dir, criuStatsDump))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Unfinished reports whether m is the manifest of a checkpoint whose run
+// stopped between CRIU's dump and the digests (m has none).
+func (m *Manifest) Unfinished() bool { return m != nil && m.Digests == nil }
+
+// Complete finishes a checkpoint whose cryo run was interrupted after
+// CRIU's dump completed (killed, or a full disk at the last write): it
+// narrows the files' modes, hashes them, and writes the manifest with the
+// digests and CompletedLate, durably. It refuses (ErrIncomplete) when the
+// dump did not complete: the images are then partial and only a new
+// checkpoint helps.
+func Complete(dir string, m *Manifest) error {
+	ok, err := DumpCompleted(dir)
+	if err != nil {
+		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed, or abandoned after it when the processes ran on (no %s, or no \"Dumping finished successfully\" in the dump log), so its images are partial or stale; remedy: re-take the checkpoint: %w", dir, criuStatsDump, ErrIncomplete)
+	}
+	if err := MakePrivate(dir); err != nil {
+		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
+	}
+	d, err := ComputeDigests(dir)
+	if err != nil {
+		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
+	}
+	now := time.Now().UTC()
+	done := *m
+	done.Digests, done.CompletedLate = d, &now
+	if err := Write(dir, &done); err != nil {
+		return fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved; remedy: free space or make %s writable, then run `cryo checkpoint --finish %s`): %w", dir, dir, dir, err)
+	}
+	*m = done
+	_ = Stamp(dir, d) // best effort: without it the restore hashes again
+	return nil
+}
+
+// SyncDir flushes dir's file system to disk (the images CRIU wrote without
+// fsync included) and then dir itself, so that a rename in it survives a
+// crash.
+func SyncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
