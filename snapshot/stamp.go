@@ -87,7 +87,7 @@ func identify(path string) (fileID, error) {
 // this process a moment ago. It is best effort: without a writable stamp
 // directory (not root) the next restore simply hashes again.
 func Stamp(dir string, digests map[string]string) error {
-	if len(digests) == 0 {
+	if len(digests) == 0 || !timesTrack(dir) {
 		return nil
 	}
 	path, err := stampPath(dir, digests)
@@ -118,7 +118,7 @@ func Stamp(dir string, digests map[string]string) error {
 // stamped reports whether dir has a valid stamp for m's digests: the stamp
 // directory is root's alone, and every file's identity is unchanged.
 func stamped(dir string, m *Manifest) bool {
-	if os.Getenv(EnvVerify) == "full" || len(m.Digests) == 0 || !trustedStampDir() {
+	if os.Getenv(EnvVerify) == "full" || len(m.Digests) == 0 || !trustedStampDir() || !timesTrack(dir) {
 		return false
 	}
 	path, err := stampPath(dir, m.Digests)
@@ -140,6 +140,28 @@ func stamped(dir string, m *Manifest) bool {
 		}
 	}
 	return true
+}
+
+// File systems on which a write through a shared mapping changes a file's
+// bytes without moving its mtime or ctime: tmpfs (and /dev/shm) and ramfs.
+// A stamp's identity proves nothing there.
+var untimedFS = map[int64]bool{0x01021994: true, 0x858458f6: true}
+
+// timesTrack reports whether dir's file system moves a file's ctime with
+// every change of its bytes, which stamps rely on.
+func timesTrack(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return !untimedFS[int64(st.Type)]
+}
+
+// dropStamp removes dir's stamp for digests, if any.
+func dropStamp(dir string, digests map[string]string) {
+	if path, err := stampPath(dir, digests); err == nil {
+		_ = os.Remove(path)
+	}
 }
 
 // trustedStampDir: a stamp counts only if nobody but root could have
@@ -196,6 +218,7 @@ func VerifyDigestsStamped(dir string, m *Manifest) (bool, error) {
 		return true, nil
 	}
 	if err := VerifyDigests(dir, m); err != nil {
+		dropStamp(dir, m.Digests) // what failed must be hashed again next time
 		return false, err
 	}
 	_ = Stamp(dir, m.Digests) // best effort: without it only a speed-up is lost

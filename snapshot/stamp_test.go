@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -120,5 +121,63 @@ func TestStampPrune(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, gone)); err == nil {
 			t.Errorf("%s was kept", gone)
 		}
+	}
+}
+
+// On tmpfs a write through a shared mapping changes a file without moving
+// its mtime or ctime: no stamp is written or trusted there, so the hash
+// catches the change.
+func TestStampNotOnTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "verified"))
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, 0) })
+	path := filepath.Join(dir, "pages-1.img")
+	writeFileT(t, path, "pages pages pages")
+	d, err := ComputeDigests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manifest{Digests: d}
+	if err := Stamp(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	if used, err := VerifyDigestsStamped(dir, m); err != nil || used {
+		t.Fatalf("tmpfs: stamp used %v, err %v; want a full verification", used, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, 5, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, "PAGES")
+	syscall.Munmap(mem)
+	var cf *CorruptFileError
+	if _, err := VerifyDigestsStamped(dir, m); !errors.As(err, &cf) {
+		t.Fatalf("a write through a mapping on tmpfs: got %v, want a CorruptFileError", err)
+	}
+}
+
+// A full verification that fails drops the stamp, so that the next restore
+// hashes again.
+func TestStampDroppedOnFailure(t *testing.T) {
+	dir, m := stampedImage(t)
+	t.Setenv(EnvVerify, "full")
+	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages PAGES pages")
+	if _, err := VerifyDigestsStamped(dir, m); err == nil {
+		t.Fatal("a changed file verified")
+	}
+	path, _ := stampPath(dir, m.Digests)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stamp is still there after a failed verification: %v", err)
 	}
 }
