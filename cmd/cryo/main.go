@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cryo-gpu/cryo/hooks"
-	"github.com/cryo-gpu/cryo/runtime/runcwrap"
+	"github.com/cryo-gpu/cryo/runcwrap"
 	"github.com/cryo-gpu/cryo/shim"
 )
 
