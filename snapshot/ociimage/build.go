@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	goruntime "runtime"
 
@@ -101,42 +102,65 @@ func (st *Store) writeLayers(ctx context.Context, src *Source, o BuildOptions) (
 
 // buildLayer compresses (and maybe encrypts) one layer into the store.
 func (st *Store) buildLayer(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
-	tmp, d, diffID, err := st.compressLayer(p, o.Level)
+	if o.Encrypt != nil {
+		return st.buildEncryptedLayer(p, o)
+	}
+	f, err := os.CreateTemp(st.blobDir(), ".build-*")
+	if err != nil {
+		return ocispec.Descriptor{}, "", fmt.Errorf("create layer: %w", err)
+	}
+	defer os.Remove(f.Name())
+	d, diffID, err := compressLayer(f, p, o.Level)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s layer: %w", p.Part, cerr)
+	}
 	if err != nil {
 		return d, "", err
 	}
-	defer os.Remove(tmp)
-	if o.Encrypt != nil {
-		// The plain blob is a temp file, removed above: only ciphertext
-		// is kept in the store.
-		d, err = st.encryptLayer(tmp, d, o.Encrypt)
-		return d, diffID, err
-	}
-	if err := os.Rename(tmp, st.blobPath(d)); err != nil {
+	if err := os.Rename(f.Name(), st.blobPath(d)); err != nil {
 		return d, "", fmt.Errorf("store layer: %w", err)
 	}
 	return d, diffID, nil
 }
 
-// compressLayer writes the layer's tar, zstd-compressed with one encoder
-// goroutine per core, to a 0600 temp file in the store; it returns the
-// file, the descriptor and the digest of the uncompressed tar (diff_id).
-func (st *Store) compressLayer(p layerPlan, level zstd.EncoderLevel) (string, ocispec.Descriptor, digest.Digest, error) {
-	var d ocispec.Descriptor
-	f, err := os.CreateTemp(st.blobDir(), ".build-*")
+// buildEncryptedLayer never writes the plain layer to disk: a first pass
+// compresses it only to learn its digest (which ocicrypt records inside the
+// encryption, for the decrypting side to check), a second compresses it
+// again straight into the encryption. The two must agree: files that
+// changed in between fail the build.
+func (st *Store) buildEncryptedLayer(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
+	plain, diffID, err := compressLayer(io.Discard, p, o.Level)
 	if err != nil {
-		return "", d, "", fmt.Errorf("create layer: %w", err)
+		return plain, "", err
 	}
-	fail := func(err error) (string, ocispec.Descriptor, digest.Digest, error) {
-		f.Close()
-		os.Remove(f.Name())
-		return "", d, "", fmt.Errorf("write %s layer: %w", p.Part, err)
+	pr, pw := io.Pipe()
+	again := make(chan ocispec.Descriptor, 1)
+	go func() {
+		d, _, err := compressLayer(pw, p, o.Level)
+		again <- d
+		pw.CloseWithError(err)
+	}()
+	d, err := st.encryptLayer(pr, plain, o.Encrypt)
+	pr.CloseWithError(errors.New("encryption ended")) // let the compressor stop
+	if second := <-again; err == nil && second.Digest != plain.Digest {
+		err = fmt.Errorf("%s layer changed while it was built (%s, then %s): the checkpoint directory must not change during a build", p.Part, plain.Digest, second.Digest)
+	}
+	return d, diffID, err
+}
+
+// compressLayer writes the layer's tar, zstd-compressed with one encoder
+// goroutine per core, to w; it returns the descriptor of the compressed
+// stream and the digest of the uncompressed tar (diff_id).
+func compressLayer(w io.Writer, p layerPlan, level zstd.EncoderLevel) (ocispec.Descriptor, digest.Digest, error) {
+	var d ocispec.Descriptor
+	fail := func(err error) (ocispec.Descriptor, digest.Digest, error) {
+		return d, "", fmt.Errorf("write %s layer: %w", p.Part, err)
 	}
 	if level == 0 {
 		level = zstd.SpeedDefault
 	}
 	packed := newDigestCounter()
-	zw, err := zstd.NewWriter(multi(f, packed), zstd.WithEncoderConcurrency(goruntime.NumCPU()), zstd.WithEncoderLevel(level))
+	zw, err := zstd.NewWriter(multi(w, packed), zstd.WithEncoderConcurrency(goruntime.NumCPU()), zstd.WithEncoderLevel(level))
 	if err != nil {
 		return fail(err)
 	}
@@ -148,12 +172,9 @@ func (st *Store) compressLayer(p layerPlan, level zstd.EncoderLevel) (string, oc
 	if err := zw.Close(); err != nil {
 		return fail(err)
 	}
-	if err := f.Close(); err != nil {
-		return fail(err)
-	}
 	d = ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayerZstd, Digest: packed.Digest(), Size: packed.n,
 		Annotations: map[string]string{AnnLayerPart: p.Part}}
-	return f.Name(), d, plain.Digest(), nil
+	return d, plain.Digest(), nil
 }
 
 func (st *Store) blobDir() string { return st.Root + "/blobs/sha256" }

@@ -39,18 +39,13 @@ func LoadKeys(specs []string) ([][]byte, error) {
 	return keys, nil
 }
 
-// encryptLayer encrypts the plain blob at path (described by plain) into
-// the store with a fresh symmetric key wrapped for every recipient.
-func (st *Store) encryptLayer(path string, plain ocispec.Descriptor, o *EncryptOptions) (ocispec.Descriptor, error) {
+// encryptLayer encrypts the plain layer read from in (described by plain)
+// into the store with a fresh symmetric key wrapped for every recipient.
+func (st *Store) encryptLayer(in io.Reader, plain ocispec.Descriptor, o *EncryptOptions) (ocispec.Descriptor, error) {
 	cc, err := encconfig.EncryptWithJwe(o.PublicKeys)
 	if err != nil {
 		return plain, fmt.Errorf("encryption keys: %w; remedy: give --recipient a PEM public key (openssl rsa -pubout)", err)
 	}
-	in, err := os.Open(path)
-	if err != nil {
-		return plain, err
-	}
-	defer in.Close()
 	enc, finalize, err := ocicrypt.EncryptLayer(cc.EncryptConfig, in, plain)
 	if err != nil {
 		return plain, fmt.Errorf("encrypt layer: %w", err)
