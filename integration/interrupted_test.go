@@ -76,9 +76,11 @@ func killDumped(t *testing.T, p *bareProc) {
 	waitFor(t, 10*time.Second, "the dumped process to be reaped", func() bool { return procState(p.pid) == "" })
 }
 
-// cryo killed while it hashes the images: the dump is complete, the
-// manifest has no digests. The restore completes the checkpoint and says so.
-func TestInterruptedKilledDuringDigests(t *testing.T) {
+// killedBeforeDigests checkpoints a fake CUDA app and SIGKILLs cryo when
+// the dump is complete and the digests are next; it returns the app's
+// environment, the app and the image directory.
+func killedBeforeDigests(t *testing.T) ([]string, *bareProc, string) {
+	t.Helper()
 	requireRoot(t)
 	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
 	p := bareStartFakeApp(t, env, nil)
@@ -86,6 +88,13 @@ func TestInterruptedKilledDuringDigests(t *testing.T) {
 	cmd, _, _ := startHeldCheckpoint(t, env, p, img, "digests")
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+	return env, p, img
+}
+
+// cryo killed while it hashes the images: the dump is complete, the
+// manifest has no digests. The restore completes the checkpoint and says so.
+func TestInterruptedKilledDuringDigests(t *testing.T) {
+	env, p, img := killedBeforeDigests(t)
 	if m, err := snapshot.Read(img); err != nil || !m.Unfinished() {
 		t.Fatalf("manifest after the kill: %+v, %v", m, err)
 	}
@@ -108,13 +117,7 @@ func TestInterruptedKilledDuringDigests(t *testing.T) {
 // cryo checkpoint --finish completes the checkpoint explicitly; a second
 // --finish has nothing to do, and a partial dump is refused.
 func TestInterruptedFinishCommand(t *testing.T) {
-	requireRoot(t)
-	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
-	p := bareStartFakeApp(t, env, nil)
-	img := filepath.Join(t.TempDir(), "img")
-	cmd, _, _ := startHeldCheckpoint(t, env, p, img, "digests")
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	env, p, img := killedBeforeDigests(t)
 	killDumped(t, p)
 	out := bareCryo(t, env, "checkpoint", "--finish", img)
 	wantIn(t, out, "completed after an interruption", "hashed now")

@@ -23,8 +23,15 @@ func (o *Orchestrator) completeInterrupted(ctx context.Context, id, dir string) 
 		return false, nil
 	}
 	o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", id, "dir", dir)
-	_, err = o.step(ctx, id, StepComplete, func(context.Context) error { return snapshot.Complete(dir, m) })
+	err = o.complete(ctx, id, dir, m)
 	return err == nil, err
+}
+
+// complete is the step that hashes an interrupted checkpoint's files and
+// writes its finished manifest.
+func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *snapshot.Manifest) error {
+	_, err := o.step(ctx, id, StepComplete, func(context.Context) error { return snapshot.Complete(dir, m) })
+	return err
 }
 
 // FinishCheckpoint completes the checkpoint in dir whose run was
@@ -45,7 +52,7 @@ func (o *Orchestrator) FinishCheckpoint(ctx context.Context, dir string) (*snaps
 	if !m.Unfinished() {
 		return m, fmt.Errorf("%s: the checkpoint already finished (its manifest has digests); nothing to do: %w", dir, ErrNothingToFinish)
 	}
-	if _, err := o.step(ctx, id, StepComplete, func(context.Context) error { return snapshot.Complete(dir, m) }); err != nil {
+	if err := o.complete(ctx, id, dir, m); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "the checkpoint is still unfinished",
 			Remedy: "free space in " + dir + " or make it writable and retry; if CRIU's dump did not complete, re-take the checkpoint"}
 	}
