@@ -17,7 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var allreduceRe = regexp.MustCompile(`(?m)^tick (\d+) rank=(\d+) allreduce=(OK|BAD)`)
+// The patterns need no line anchors, so that a log whose lines ran into
+// one another still counts every step.
+var allreduceRe = regexp.MustCompile(`tick (\d+) rank=(\d+) allreduce=(OK|BAD)`)
 
 // ncclJob is contrib/workloads/allreduce: a launcher and two ranks.
 type ncclJob struct {
@@ -279,7 +281,7 @@ func (j *ncclJob) waitPIDsFree() {
 	})
 }
 
-var lossRe = regexp.MustCompile(`(?m)^tick (\d+) rank=(\d+) allreduce=OK loss=(\S+)$`)
+var lossRe = regexp.MustCompile(`tick (\d+) rank=(\d+) allreduce=OK loss=(-?0x[0-9a-f.]+p[-+]?\d+|-?inf|nan)`)
 
 // waitLosses waits until both ranks have printed steps training steps and
 // returns each loss by (rank, step); a step printed twice must agree.

@@ -74,7 +74,10 @@ def rank_main(rank, world, port, interval, mib, steps):
         ok = torch.equal(x, want)
         loss = f" loss={trainer.step(tick)}" if trainer else ""
         tick += 1
-        print(f"tick {tick} rank={rank} allreduce={'OK' if ok else 'BAD'}{loss}", flush=True)
+        # One write per line: the ranks share the launcher's stdout, and
+        # print() under PYTHONUNBUFFERED writes the text and its newline
+        # apart, so two ranks' lines could run into one another.
+        os.write(1, f"tick {tick} rank={rank} allreduce={'OK' if ok else 'BAD'}{loss}\n".encode())
         if not ok:
             sys.exit(3)
         time.sleep(interval / 1000.0)
