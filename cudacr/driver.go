@@ -1,6 +1,7 @@
 package cudacr
 
 import (
+	"fmt"
 	"os"
 	"time"
 )
@@ -9,6 +10,10 @@ import (
 const (
 	EnvLibCUDA = "CRYO_LIBCUDA"
 	EnvLibNVML = "CRYO_LIBNVML"
+	// EnvCopyTimeout bounds the driver's GPU memory copies for every front
+	// end (the shim and cryo-runc have no flag of their own): a hung driver
+	// holds the workload frozen until it.
+	EnvCopyTimeout = "CRYO_COPY_TIMEOUT"
 )
 
 const (
@@ -47,7 +52,22 @@ func (d *Driver) callTimeout() time.Duration {
 }
 
 func (d *Driver) copyTimeout() time.Duration {
-	return positive(d.opts.CopyTimeout, defaultCopyTimeout)
+	env, _ := CopyTimeoutFromEnv() // an invalid value is reported by `cryo doctor`
+	return positive(d.opts.CopyTimeout, positive(env, defaultCopyTimeout))
+}
+
+// CopyTimeoutFromEnv is $CRYO_COPY_TIMEOUT (a Go duration such as 90s or
+// 5m); zero when unset, and an error when it is not a positive duration.
+func CopyTimeoutFromEnv() (time.Duration, error) {
+	v := os.Getenv(EnvCopyTimeout)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive duration, so the default %s applies; remedy: give one such as 90s or 5m", EnvCopyTimeout, v, defaultCopyTimeout)
+	}
+	return d, nil
 }
 
 func firstSet(vals ...string) string {

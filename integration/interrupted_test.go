@@ -98,7 +98,7 @@ func TestInterruptedKilledDuringDigests(t *testing.T) {
 	if m, err := snapshot.Read(img); err != nil || !m.Unfinished() {
 		t.Fatalf("manifest after the kill: %+v, %v", m, err)
 	}
-	if ok, err := snapshot.DumpCompleted(img); !ok || err != nil {
+	if ok, err := snapshot.DumpCompleted(img, nil); !ok || err != nil {
 		t.Fatalf("DumpCompleted after a complete dump: %v, %v", ok, err)
 	}
 	// CRIU left the tree stopped for cryo, which died before it could kill
@@ -119,6 +119,7 @@ func TestInterruptedKilledDuringDigests(t *testing.T) {
 func TestInterruptedFinishCommand(t *testing.T) {
 	env, p, img := killedBeforeDigests(t)
 	killDumped(t, p)
+	wantIn(t, bareCryo(t, env, "inspect", img), "interrupted after its dump", "cryo checkpoint --finish "+img)
 	out := bareCryo(t, env, "checkpoint", "--finish", img)
 	wantIn(t, out, "completed after an interruption", "hashed now")
 	wantIn(t, bareCryo(t, env, "checkpoint", "--finish", img), "already finished")
@@ -130,6 +131,7 @@ func TestInterruptedFinishCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(partial, "inventory.img"), []byte("x"), 0o600)
+	wantIn(t, bareCryo(t, env, "inspect", partial), "before CRIU's dump completed", "re-take")
 	wantIn(t, bareCryoFails(t, env, "checkpoint", "--finish", partial), "before CRIU's dump completed", "re-take the checkpoint")
 	wantIn(t, bareCryoFails(t, env, "restore", "--dir", partial), "did not finish", "--finish")
 }

@@ -344,3 +344,75 @@ func TestPodmanHooksDirectRuncCheckpoint(t *testing.T) {
 	})
 	p.requireContinued(t, "app", podmanLastTick(p.ticks(t, "app")))
 }
+
+// TestPodmanKilledCryoRunc: cryo-runc SIGKILLed during Podman's checkpoint,
+// after CRIU's dump (which ends the container's processes) and before the
+// digests. The workload is not lost: `podman container restore` brings it
+// back from the dump, which the restore completes, and it carries on with
+// its device memory intact.
+func TestPodmanKilledCryoRunc(t *testing.T) {
+	hold := filepath.Join(t.TempDir(), "hold")
+	p := newPodman(t, "CRYO_TEST_HOLD=digests:"+hold, "CRYO_DIGEST_WATCH=0")
+	p.runApp(t, "app")
+	before := podmanLastTick(p.ticks(t, "app"))
+	ckpt := exec.Command("podman", append(append([]string{}, p.args...), "container", "checkpoint", "app")...)
+	ckpt.Env = append(os.Environ(), p.env...)
+	out := &strings.Builder{}
+	ckpt.Stdout, ckpt.Stderr = out, out
+	if err := ckpt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ckpt.Process.Kill(); ckpt.Wait() })
+	waitFor(t, 2*time.Minute, "cryo-runc to finish the dump", func() bool {
+		_, err := os.Stat(hold)
+		return err == nil
+	})
+	killed := 0
+	for _, pid := range pidsOf("cryo-runc", "checkpoint") { // cryo-runc, not podman
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no cryo-runc checkpoint process to kill")
+	}
+	if err := ckpt.Wait(); err == nil {
+		t.Fatalf("podman's checkpoint succeeded although cryo-runc was killed:\n%s", out)
+	}
+	t.Logf("podman after the kill: %s", strings.TrimSpace(out.String()))
+	restored, err := p.podmanErr("container", "restore", "app")
+	if err != nil {
+		t.Fatalf("restore after the killed checkpoint: %v\n%s", err, restored)
+	}
+	if st := p.state(t, "app"); st != "running" {
+		t.Fatalf("container is %s after the restore", st)
+	}
+	p.requireContinued(t, "app", before)
+	if st := p.cudaState(t, "app"); !strings.Contains(st, "running") {
+		t.Fatalf("CUDA after the restore: %s", st)
+	}
+}
+
+// pidsOf lists the processes running the program prog whose command line
+// holds every word.
+func pidsOf(prog string, words ...string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		line := strings.Join(args, " ")
+		all := filepath.Base(args[0]) == prog
+		for _, w := range words {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -37,6 +37,9 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint of container %s: %w: %v (is it running under this --root?)", o.id, ErrContainer, err)
 	}
+	if wd := workDir(o); wd != o.imagePath {
+		t.CRIUWorkDir = wd // CRIU's log and stats-dump land there, not in the image
+	}
 	dump := func(ctx context.Context) error { return w.runDump(o) }
 	m, err := w.orchestrator().Checkpoint(ctx, t, o.imagePath, o.leaveRunning, dump)
 	if err != nil {

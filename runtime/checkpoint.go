@@ -45,6 +45,7 @@ type checkpoint struct {
 // with the duration of every step taken, is returned in both cases.
 func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*snapshot.Manifest, error) {
 	c := &checkpoint{o: o, t: t, dir: imageDir, leaveRunning: leaveRunning, dump: dump, m: snapshot.New(t.ID)}
+	c.m.CRIUWorkDir = t.CRIUWorkDir
 	if err := o.checkCRIU(); err != nil {
 		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}

@@ -19,7 +19,7 @@ func (o *Orchestrator) completeInterrupted(ctx context.Context, id, dir string) 
 	if err != nil || !m.Unfinished() {
 		return false, nil
 	}
-	if ok, err := snapshot.DumpCompleted(dir); err != nil || !ok {
+	if ok, err := snapshot.DumpCompleted(dir, m); err != nil || !ok {
 		return false, nil
 	}
 	o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", id, "dir", dir)

@@ -28,6 +28,11 @@ type Target struct {
 	// kills them once the checkpoint is complete and synced, and continues
 	// them if anything fails before.
 	DumpLeavesStopped bool
+	// CRIUWorkDir is where the dump writes CRIU's log and stats-dump when
+	// that is not the image directory (runc's --work-path, as Podman gives
+	// it): a later run needs them to tell a completed dump from a partial
+	// one. Empty: the image directory.
+	CRIUWorkDir string
 }
 
 // Event reports the start (Done false) and end of one step, for progress

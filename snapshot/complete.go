@@ -27,27 +27,47 @@ var dumpLogs = []string{"criu-dump.log", "dump.log"}
 
 // DumpCompleted reports whether CRIU's dump into dir completed: the images
 // are all there even though the cryo run that started it did not finish.
-// It needs inventory.img and stats-dump, and, where a dump log is in dir,
-// its "Dumping finished successfully" line.
-func DumpCompleted(dir string) (bool, error) {
-	for _, name := range []string{criuInventory, criuStatsDump} {
-		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
+// It needs inventory.img and stats-dump, and, where a dump log is found,
+// its "Dumping finished successfully" line. CRIU writes stats-dump and its
+// log into its work directory: dir, or m's CRIUWorkDir (m may be nil).
+func DumpCompleted(dir string, m *Manifest) (bool, error) {
+	dirs := []string{dir}
+	if m != nil && m.CRIUWorkDir != "" {
+		dirs = append(dirs, m.CRIUWorkDir)
 	}
-	for _, name := range dumpLogs {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+	if ok, err := existsIn(dirs[:1], criuInventory); !ok || err != nil {
+		return false, err
+	}
+	if ok, err := existsIn(dirs, criuStatsDump); !ok || err != nil {
+		return false, err
+	}
+	for _, d := range dirs {
+		for _, name := range dumpLogs {
+			data, err := os.ReadFile(filepath.Join(d, name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			return bytes.Contains(data, criuDumpDone), nil
 		}
-		if err != nil {
-			return false, err
-		}
-		return bytes.Contains(data, criuDumpDone), nil
 	}
 	return true, nil
+}
+
+// existsIn reports whether name is in one of dirs.
+func existsIn(dirs []string, name string) (bool, error) {
+	for _, d := range dirs {
+		_, err := os.Stat(filepath.Join(d, name))
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // AbandonDump makes the dump in dir one that DumpCompleted refuses, for a
@@ -72,7 +92,7 @@ func (m *Manifest) Unfinished() bool { return m != nil && m.Digests == nil }
 // dump did not complete: the images are then partial and only a new
 // checkpoint helps.
 func Complete(dir string, m *Manifest) error {
-	ok, err := DumpCompleted(dir)
+	ok, err := DumpCompleted(dir, m)
 	if err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
 	}

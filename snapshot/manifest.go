@@ -58,6 +58,9 @@ type Manifest struct {
 	// files: those digests vouch for the files as they were then, not as
 	// CRIU wrote them. Nil for a checkpoint that finished in one run.
 	CompletedLate *time.Time `json:"completed_after_interruption,omitempty"`
+	// CRIUWorkDir is where CRIU wrote its dump log and stats-dump, when
+	// not in the image directory (runc's --work-path under Podman).
+	CRIUWorkDir string `json:"criu_work_dir,omitempty"`
 
 	// RestorePairs maps each process's GPUs to this host's (by the
 	// process's NSPID, AnyProcess for a manifest older than version 3),

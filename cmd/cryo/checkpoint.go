@@ -46,6 +46,7 @@ not complete cannot be finished and must be taken again.`,
 			&cli.BoolFlag{Name: "tcp-established", Usage: "checkpoint established TCP connections"},
 			&cli.BoolFlag{Name: "shell-job", Usage: "the tree is attached to a terminal or is not a session leader"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: 10 * time.Second, Usage: "how long the driver may wait for in-flight GPU work before locking"},
+			copyTimeoutFlag,
 			allowIPCFlag,
 		},
 		Action: checkpointAction,
@@ -65,7 +66,11 @@ func checkpointAction(c *cli.Context) error {
 	if c.Int("pid") == 0 || c.String("dir") == "" {
 		return cli.Exit("cryo: give --pid PID and --dir DIR, or --finish DIR (see cryo checkpoint --help)", 2)
 	}
-	o := orchestrator(runtime.WithLockTimeout(lt), runtime.WithAllowCUDAIPC(c.Bool("allow-cuda-ipc")))
+	drv, err := driverOption(c)
+	if err != nil {
+		return err
+	}
+	o := orchestrator(drv, runtime.WithLockTimeout(lt), runtime.WithAllowCUDAIPC(c.Bool("allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(ctx, runtime.ProcessOptions{
 		PID:            c.Int("pid"),
 		Dir:            c.String("dir"),
@@ -124,6 +129,7 @@ checkpoint into the containerd at --address, as container --name.`,
 			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections (automatic when the checkpoint holds some)"},
 			&cli.StringSliceFlag{Name: "gpu-map", EnvVars: []string{runtime.GPUMapEnv}, Usage: "restore the GPU OLD-UUID onto NEW-UUID of this host (OLD=NEW, repeatable); default: the same UUID if present, else any free GPU of the same model"},
+			copyTimeoutFlag,
 		}, append(containerdRestoreFlags(), remoteFlags()...)...),
 		Action: restoreAction,
 	}
@@ -142,7 +148,11 @@ func restoreAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := orchestrator(runtime.WithGPUMap(pairs)).RestoreDetached(ctx, runtime.RestoreOptions{
+	drv, err := driverOption(c)
+	if err != nil {
+		return err
+	}
+	res, err := orchestrator(drv, runtime.WithGPUMap(pairs)).RestoreDetached(ctx, runtime.RestoreOptions{
 		Dir:            c.String("dir"),
 		ShellJob:       c.Bool("shell-job"),
 		TCPEstablished: c.Bool("tcp-established"),

@@ -76,7 +76,7 @@ func driverFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "libcuda", EnvVars: []string{"CRYO_LIBCUDA"}, Usage: "path of the CUDA driver library", DefaultText: "libcuda.so.1"},
 		&cli.DurationFlag{Name: "call-timeout", Value: 30 * time.Second, Usage: "deadline of a driver call that copies no memory"},
-		&cli.DurationFlag{Name: "copy-timeout", Value: 10 * time.Minute, Usage: "deadline of a checkpoint or restore call, which copies GPU memory"},
+		copyTimeoutFlag,
 	}
 }
 

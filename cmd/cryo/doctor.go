@@ -37,7 +37,7 @@ with its fix. Exits 1 if something required is missing.`,
 func doctor(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	checks := []check{checkKernel(), checkCgroups(), checkTHP()}
+	checks := []check{checkKernel(), checkCgroups(), checkTHP(), checkCopyTimeout()}
 	checks = append(checks, checkCRIU(ctx)...)
 	checks = append(checks, checkRunc(ctx))
 	checks = append(checks, checkDriver(ctx, newDriver(c))...)
@@ -56,6 +56,18 @@ func doctor(c *cli.Context) error {
 		return cli.Exit("", 1)
 	}
 	return nil
+}
+
+// checkCopyTimeout reports a $CRYO_COPY_TIMEOUT that the front ends ignore.
+func checkCopyTimeout() check {
+	d, err := cudacr.CopyTimeoutFromEnv()
+	switch {
+	case err != nil:
+		return check{"copy limit", "FAIL", err.Error(), "unset " + cudacr.EnvCopyTimeout + " or give a positive duration"}
+	case d > 0:
+		return check{"copy limit", "ok", fmt.Sprintf("%s (%s): a hung GPU copy is cut off then", d, cudacr.EnvCopyTimeout), ""}
+	}
+	return check{"copy limit", "ok", "10m0s (default; set " + cudacr.EnvCopyTimeout + " to change)", ""}
 }
 
 func checkKernel() check {

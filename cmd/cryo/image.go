@@ -318,6 +318,7 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 			&cli.StringFlag{Name: "dir", Usage: "work directory for the unpacked checkpoint (default: a new one under /var/lib/cryo/restore)"},
 			&cli.BoolFlag{Name: "shell-job", Usage: "bare process: restore into this terminal"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections (automatic when the checkpoint holds some)"},
+			copyTimeoutFlag,
 		}, containerdRestoreFlags()...), remoteFlags()...),
 		Action: imageRestoreAction,
 	}
@@ -403,7 +404,11 @@ func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
 }
 
 func restoreProcess(ctx context.Context, c *cli.Context, dir string) error {
-	res, err := orchestrator().RestoreDetached(ctx, runtime.RestoreOptions{
+	drv, err := driverOption(c)
+	if err != nil {
+		return err
+	}
+	res, err := orchestrator(drv).RestoreDetached(ctx, runtime.RestoreOptions{
 		Dir: ociimage.CRIUDir(dir), ShellJob: c.Bool("shell-job"), TCPEstablished: c.Bool("tcp-established"),
 	})
 	printRestored(res)

@@ -73,6 +73,9 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 	row := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, escapeControl(fmt.Sprintf(f, a...))) }
 	row("Source", "%s", s.Source)
 	row("Kind", "%s", s.Kind)
+	if s.Unfinished {
+		row("State", "%s", unfinishedState(s))
+	}
 	if s.Name != "" {
 		row("Name", "%s", s.Name)
 	}
@@ -150,4 +153,13 @@ func gpuList(s *ociimage.Summary) string {
 		mem += n.Memory
 	}
 	return fmt.Sprintf("%d× %s (sm %s), %s in use at checkpoint, driver %s", len(s.GPUs), g.Name, orDash(g.ComputeCapability), ociimage.Human(int64(mem)), orDash(s.Driver))
+}
+
+// unfinishedState says what to do with a checkpoint whose cryo run
+// stopped after CRIU's dump.
+func unfinishedState(s *ociimage.Summary) string {
+	if s.Finishable {
+		return fmt.Sprintf("interrupted after its dump, which completed: finish it with `cryo checkpoint --finish %s` (a restore finishes it too)", s.Source)
+	}
+	return "interrupted before CRIU's dump completed: its images are partial; re-take the checkpoint"
 }

@@ -52,12 +52,38 @@ var ErrTooLarge = errors.New("tar expands beyond the free space")
 // image as well.
 var ReserveBytes int64 = 1 << 30
 
+// Budget bounds what the extractions that share it may write: the bytes
+// an image's manifest records for its files, across all of its layers. A
+// registry may serve any layer under a manifest, so the record is checked
+// as the bytes come, not trusted.
+type Budget struct {
+	Left   int64  // bytes still allowed
+	Source string // where the bound comes from, for the error
+}
+
 // Extract writes the entries of the tar stream r under dir, which must
 // exist. It refuses absolute names, names with "..", symlinks whose target
 // is absolute or has a ".." component, writes through an existing symlink,
 // devices or fifos, and content beyond the free space of dir's file system
 // less ReserveBytes.
-func Extract(r io.Reader, dir string) error {
+func Extract(r io.Reader, dir string) error { return ExtractWithin(r, dir, nil) }
+
+// ExtractWithin is Extract, also bounded by b (nil: no bound but the free
+// space), which it draws down.
+func ExtractWithin(r io.Reader, dir string, b *Budget) error {
+	return extract(r, dir, b, nil)
+}
+
+// ExtractSkeleton is Extract for a reader that needs the layout and the
+// small files only (`cryo inspect`): a regular file for which bulk(name)
+// is true is created empty with its recorded size (sparse: no byte of it is
+// read into or written to disk), so that an archive of many GiB is
+// summarised for the cost of its metadata.
+func ExtractSkeleton(r io.Reader, dir string, bulk func(name string) bool) error {
+	return extract(r, dir, nil, bulk)
+}
+
+func extract(r io.Reader, dir string, b *Budget, bulk func(string) bool) error {
 	room, err := freeBytes(dir)
 	if err != nil {
 		return err
@@ -71,16 +97,39 @@ func Extract(r io.Reader, dir string) error {
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
-		// hdr.Size is what the entry will write (a sparse file's holes
-		// included), so the check comes before any byte is written.
-		if room -= hdr.Size; room < 0 || hdr.Size < 0 {
-			return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s; remedy: free space there, or do not restore this image if it is not expected to be this large: %w",
-				hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge)
+		if bulk != nil && (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) && bulk(hdr.Name) {
+			if err := placeholder(hdr, dir); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := charge(hdr, dir, &room, b); err != nil {
+			return err
 		}
 		if err := extractEntry(tr, hdr, dir); err != nil {
 			return err
 		}
 	}
+}
+
+// charge counts an entry against the free space and the budget before any
+// of its bytes is written: hdr.Size is what the entry will write (a sparse
+// file's holes included).
+func charge(hdr *tar.Header, dir string, room *int64, b *Budget) error {
+	if hdr.Size < 0 {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: "negative size"}
+	}
+	if *room -= hdr.Size; *room < 0 {
+		return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s; remedy: free space there, or do not restore this image if it is not expected to be this large: %w",
+			hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge)
+	}
+	if b == nil || hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+		return nil
+	}
+	if b.Left -= hdr.Size; b.Left < 0 {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: fmt.Sprintf("its %d bytes go beyond the %s", hdr.Size, b.Source)}
+	}
+	return nil
 }
 
 // freeBytes is what extraction may write into dir: the space available to
@@ -162,6 +211,29 @@ func noSymlinkParents(dir, rel, name string) error {
 		if st.Mode()&fs.ModeSymlink != 0 {
 			return &UnsafeEntryError{Name: name, Reason: "a parent directory is a symlink"}
 		}
+	}
+	return nil
+}
+
+// placeholder creates a bulk entry as a sparse file of its size; the tar
+// reader skips its content at the next entry.
+func placeholder(hdr *tar.Header, dir string) error {
+	if hdr.Size < 0 {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: "negative size"}
+	}
+	rel, err := cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	if err := noSymlinkParents(dir, rel, hdr.Name); err != nil {
+		return err
+	}
+	target := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := writeFile(strings.NewReader(""), target, 0); err != nil {
+		return err
+	}
+	if err := os.Truncate(target, hdr.Size); err != nil {
+		return fmt.Errorf("extract: %w", err)
 	}
 	return nil
 }

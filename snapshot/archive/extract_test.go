@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -128,5 +129,49 @@ func TestExtractSizeCap(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("%d entries written", len(entries))
+	}
+}
+
+// A budget shared by two extractions (two layers of one image) refuses the
+// entry that goes beyond it, before writing it, whichever layer it is in.
+func TestExtractWithinBudget(t *testing.T) {
+	dir := t.TempDir()
+	b := &Budget{Left: 10, Source: "10 bytes the image records"}
+	if err := ExtractWithin(tarOf(t, ent{name: "a.img", typ: tar.TypeReg, body: "123456"}), dir, b); err != nil {
+		t.Fatal(err)
+	}
+	err := ExtractWithin(tarOf(t, ent{name: "b.img", typ: tar.TypeReg, body: "12345"}), dir, b)
+	if !errors.Is(err, ErrUnsafeEntry) || !strings.Contains(err.Error(), "10 bytes the image records") {
+		t.Fatalf("got %v, want the budget's refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.img")); err == nil {
+		t.Fatal("the refused entry was written")
+	}
+}
+
+// A skeleton extraction writes the small files and only the size of the
+// bulk ones: no data block of theirs reaches the disk.
+func TestExtractSkeleton(t *testing.T) {
+	dir := t.TempDir()
+	pages := strings.Repeat("x", 1<<20)
+	r := tarOf(t, ent{name: "checkpoint/inventory.img", typ: tar.TypeReg, body: "inv"},
+		ent{name: "checkpoint/pages-1.img", typ: tar.TypeReg, body: pages})
+	bulk := func(name string) bool { return strings.HasPrefix(filepath.Base(name), "pages-") }
+	if err := ExtractSkeleton(r, dir, bulk); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "checkpoint/inventory.img")); string(b) != "inv" {
+		t.Fatalf("inventory.img = %q", b)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "checkpoint/pages-1.img"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 1<<20 || st.Blocks != 0 {
+		t.Fatalf("pages-1.img: size %d, %d blocks; want %d bytes and no block", st.Size, st.Blocks, 1<<20)
+	}
+	// The skeleton keeps the refusals of a full extraction.
+	if err := ExtractSkeleton(tarOf(t, ent{name: "../pages-2.img", typ: tar.TypeReg, body: "x"}), dir, bulk); !errors.Is(err, ErrUnsafeEntry) {
+		t.Fatalf("got %v, want ErrUnsafeEntry", err)
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
-// InspectPath summarizes a checkpoint directory or export tar.
+// InspectPath summarizes a checkpoint directory or export tar. A Podman or
+// CRI-O export is read for its metadata only: its memory pages and rootfs
+// diff are counted, not extracted.
 func InspectPath(path string) (*Summary, error) {
-	src, err := OpenSource(path, os.TempDir())
+	src, err := openSource(path, os.TempDir(), true)
 	if err != nil {
 		return nil, err
 	}

@@ -52,13 +52,15 @@ func (s *Source) Close() {
 // export tar (plain, gzip or zstd) or a `ctr image export` tar, extracted
 // safely under tmp. A checkpoint still in containerd is opened with
 // OpenContainerd.
-func OpenSource(path, tmp string) (*Source, error) {
+func OpenSource(path, tmp string) (*Source, error) { return openSource(path, tmp, false) }
+
+func openSource(path, tmp string, skeleton bool) (*Source, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint %s: %w", path, err)
 	}
 	if !st.IsDir() {
-		return openExportTar(path, tmp)
+		return openExportTar(path, tmp, skeleton)
 	}
 	if isCRIUDir(path) {
 		return openProcessDir(path)

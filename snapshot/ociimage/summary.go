@@ -17,21 +17,26 @@ import (
 // Summary is what `cryo inspect` shows, and what build stores in the
 // manifest's annotations so that it can be read without pulling layers.
 type Summary struct {
-	Source     string             `json:"source"`
-	Kind       Kind               `json:"kind"`
-	Name       string             `json:"name,omitempty"`
-	BaseImage  string             `json:"base_image,omitempty"`
-	Created    time.Time          `json:"created"`
-	Host       string             `json:"host,omitempty"`
-	Processes  []ProcessInfo      `json:"processes"`
-	GPUs       []snapshot.GPUNeed `json:"gpus,omitempty"`
-	Driver     string             `json:"driver,omitempty"`
-	CUDA       int                `json:"cuda_version,omitempty"`
-	Sizes      Sizes              `json:"sizes"`
-	Encrypted  bool               `json:"encrypted,omitempty"`
-	Digest     string             `json:"digest,omitempty"`
-	Layers     []LayerInfo        `json:"layers,omitempty"`
-	Annotation map[string]string  `json:"annotations,omitempty"`
+	Source    string             `json:"source"`
+	Kind      Kind               `json:"kind"`
+	Name      string             `json:"name,omitempty"`
+	BaseImage string             `json:"base_image,omitempty"`
+	Created   time.Time          `json:"created"`
+	Host      string             `json:"host,omitempty"`
+	Processes []ProcessInfo      `json:"processes"`
+	GPUs      []snapshot.GPUNeed `json:"gpus,omitempty"`
+	Driver    string             `json:"driver,omitempty"`
+	CUDA      int                `json:"cuda_version,omitempty"`
+	Sizes     Sizes              `json:"sizes"`
+	Encrypted bool               `json:"encrypted,omitempty"`
+	// Unfinished: the cryo run that took the checkpoint stopped after
+	// CRIU's dump (Finishable: the dump completed, so `cryo checkpoint
+	// --finish` or a restore completes it; otherwise it must be re-taken).
+	Unfinished bool              `json:"unfinished,omitempty"`
+	Finishable bool              `json:"finishable,omitempty"`
+	Digest     string            `json:"digest,omitempty"`
+	Layers     []LayerInfo       `json:"layers,omitempty"`
+	Annotation map[string]string `json:"annotations,omitempty"`
 }
 
 // ProcessInfo is one checkpointed process.
@@ -73,6 +78,9 @@ func Summarize(s *Source) (*Summary, error) {
 	sum.Processes = criuProcesses(s.CRIU)
 	if m := s.Manifest; m != nil {
 		addManifest(sum, m)
+		if sum.Unfinished = m.Unfinished(); sum.Unfinished {
+			sum.Finishable, _ = snapshot.DumpCompleted(s.CRIU, m)
+		}
 	} else if st, err := os.Stat(s.CRIU + "/inventory.img"); err == nil {
 		sum.Created = st.ModTime().UTC()
 	}

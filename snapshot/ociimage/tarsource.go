@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -20,8 +21,10 @@ var (
 )
 
 // openExportTar extracts a Podman/CRI-O export (plain, gzip or zstd tar)
-// into a private directory under tmp and opens it.
-func openExportTar(path, tmp string) (*Source, error) {
+// into a private directory under tmp and opens it. With skeleton, memory
+// pages and the rootfs diff are created with their sizes but not read:
+// enough to summarise the checkpoint, not to build or restore it.
+func openExportTar(path, tmp string, skeleton bool) (*Source, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint archive: %w", err)
@@ -32,7 +35,11 @@ func openExportTar(path, tmp string) (*Source, error) {
 		return nil, fmt.Errorf("extract checkpoint archive: %w", err)
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	if err := extractAny(f, dir); err != nil {
+	extract := archive.Extract
+	if skeleton {
+		extract = func(r io.Reader, dir string) error { return archive.ExtractSkeleton(r, dir, isBulk) }
+	}
+	if err := extractAny(f, dir, extract); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("extract checkpoint archive %s: %w", path, err)
 	}
@@ -47,7 +54,7 @@ func openExportTar(path, tmp string) (*Source, error) {
 }
 
 // extractAny extracts a tar that may be gzip- or zstd-compressed.
-func extractAny(r io.Reader, dir string) error {
+func extractAny(r io.Reader, dir string, extract func(io.Reader, string) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(4)
 	switch {
@@ -57,17 +64,24 @@ func extractAny(r io.Reader, dir string) error {
 			return err
 		}
 		defer zr.Close()
-		return archive.Extract(zr, dir)
+		return extract(zr, dir)
 	case bytes.HasPrefix(head, gzipMagic):
 		gr, err := gzip.NewReader(br)
 		if err != nil {
 			return err
 		}
 		defer gr.Close()
-		return archive.Extract(gr, dir)
+		return extract(gr, dir)
 	default:
-		return archive.Extract(br, dir)
+		return extract(br, dir)
 	}
+}
+
+// isBulk: the entries of an export whose content a summary does not need,
+// only their size: CRIU's memory pages and the container's rootfs diff.
+func isBulk(name string) bool {
+	base := path.Base(name)
+	return isPages(base) || base == rootfsDiffName
 }
 
 func gzipReader(r io.Reader) (io.Reader, func(), error) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -91,8 +92,9 @@ func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOption
 			os.RemoveAll(dir)
 		}
 	}()
+	budget := recordedBudget(im.Manifest.Annotations)
 	for i, l := range im.Manifest.Layers {
-		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, dec); err != nil {
+		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, dec, budget); err != nil {
 			return nil, &StepError{Step: "unpack", Ref: ref, Err: err, Remedy: remedyFor(err)}
 		}
 	}
@@ -100,6 +102,21 @@ func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOption
 		return nil, &StepError{Step: "unpack", Ref: ref, Err: err, Remedy: "pull the image again, or rebuild it from the checkpoint"}
 	}
 	return im, nil
+}
+
+// budgetSlack covers the small files an image holds beyond those its size
+// annotation counts.
+const budgetSlack = 1 << 20
+
+// recordedBudget bounds an unpack by the size that cryo recorded at build
+// (its size.total annotation); an image without it (built by Podman or
+// CRI-O) is bounded by the free space alone.
+func recordedBudget(ann map[string]string) *archive.Budget {
+	total, err := strconv.ParseInt(ann[AnnSizeTotal], 10, 64)
+	if err != nil || total < 0 {
+		return nil
+	}
+	return &archive.Budget{Left: total + budgetSlack, Source: fmt.Sprintf("%d bytes the image records for its files (%s)", total, AnnSizeTotal)}
 }
 
 func remedyFor(err error) string {
@@ -139,7 +156,7 @@ func verifyCheckpoint(dir string) error {
 // unpackLayer streams one blob through digest verification, decryption,
 // decompression and safe extraction, then checks the size, digest and
 // diff_id; a mismatch fails the unpack (and dir is removed).
-func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions) error {
+func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions, budget *archive.Budget) error {
 	f, err := os.Open(st.blobPath(l))
 	if err != nil {
 		return fmt.Errorf("layer %s is missing from the store (%v): %w", l.Digest, err, ErrIntegrity)
@@ -158,7 +175,7 @@ func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID d
 	}
 	defer closeFn()
 	plain := newDigestCounter()
-	if err := archive.Extract(io.TeeReader(tarStream, plain), dir); err != nil {
+	if err := archive.ExtractWithin(io.TeeReader(tarStream, plain), dir, budget); err != nil {
 		return layerErr(l, err)
 	}
 	// Drain the padding after the tar's end so that the digest covers it all.
