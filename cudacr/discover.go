@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 // Find returns the CUDA processes among pids, and the ones it skipped and
@@ -70,7 +72,7 @@ func candidate(pid int) (string, error) {
 
 // noProcess turns a vanished /proc entry into ErrNoProcess.
 func noProcess(pid int, err error) error {
-	if errors.Is(err, os.ErrNotExist) || !alive(pid) {
+	if errors.Is(err, os.ErrNotExist) || !proc.Alive(pid) {
 		return fmt.Errorf("%w: pid %d has exited (%v)", ErrNoProcess, pid, err)
 	}
 	return err

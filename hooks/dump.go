@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
@@ -22,7 +23,7 @@ func preDump(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if frozen(pid) {
+	if proc.Frozen(pid) {
 		return fmt.Errorf("the container is paused; the CUDA driver cannot suspend frozen processes: resume it, then checkpoint")
 	}
 	t := cryoruntime.Target{

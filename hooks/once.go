@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 // markerDir holds one empty file per action already run by a CRIU process.
@@ -39,7 +41,7 @@ func removeStaleMarkers() {
 	for _, e := range entries {
 		f := strings.SplitN(e.Name(), "-", 3)
 		pid, err := strconv.Atoi(f[0])
-		if err != nil || len(f) < 3 || !alive(pid) || startTime(pid) != f[1] {
+		if err != nil || len(f) < 3 || !proc.Alive(pid) || proc.StartTime(pid) != f[1] {
 			os.Remove(filepath.Join(markerDir, e.Name()))
 		}
 	}
@@ -48,7 +50,7 @@ func removeStaleMarkers() {
 // criuKey names the CRIU process that runs this action: pid and start time.
 func criuKey() string {
 	criu := os.Getppid()
-	return strconv.Itoa(criu) + "-" + startTime(criu)
+	return strconv.Itoa(criu) + "-" + proc.StartTime(criu)
 }
 
 // rememberImageDir records the image directory for this CRIU's later actions.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -49,7 +50,7 @@ func startWatcher(dir string, m *snapshot.Manifest) error {
 	cmd.Args = []string{"cryo-criu-action"} // the multi-call binary dispatches on argv[0]
 	cmd.Env = append(os.Environ(), "CRTOOLS_SCRIPT_ACTION="+watchAction, "CRTOOLS_IMAGE_DIR=",
 		watchDirEnv+"="+dir, watchPIDEnv+"="+strconv.Itoa(criu),
-		watchStartEnv+"="+startTime(criu), watchPIDsEnv+"="+strings.Join(pids, ","))
+		watchStartEnv+"="+proc.StartTime(criu), watchPIDsEnv+"="+strings.Join(pids, ","))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives CRIU and runc
 	if err := cmd.Start(); err != nil {
@@ -63,7 +64,7 @@ func startWatcher(dir string, m *snapshot.Manifest) error {
 func watch(ctx context.Context) error {
 	criu, _ := strconv.Atoi(os.Getenv(watchPIDEnv))
 	start := os.Getenv(watchStartEnv)
-	if !waitUntil(criuExitTimeout, func() bool { return !alive(criu) || startTime(criu) != start }) {
+	if !waitUntil(criuExitTimeout, func() bool { return !proc.Alive(criu) || proc.StartTime(criu) != start }) {
 		return fmt.Errorf("CRIU (pid %d) still runs after %s; CUDA left suspended: run `cryo cuda resume` on the container's pids", criu, criuExitTimeout)
 	}
 	pids := livePIDs(os.Getenv(watchPIDsEnv))
@@ -94,7 +95,7 @@ func resumeNow(ctx context.Context, m *snapshot.Manifest) {
 func livePIDs(list string) []int {
 	var out []int
 	for _, f := range strings.Split(list, ",") {
-		if pid, err := strconv.Atoi(f); err == nil && alive(pid) {
+		if pid, err := strconv.Atoi(f); err == nil && proc.Alive(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -103,7 +104,7 @@ func livePIDs(list string) []int {
 
 func anyFrozen(pids []int) bool {
 	for _, p := range pids {
-		if frozen(p) {
+		if proc.Frozen(p) {
 			return true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -57,10 +58,7 @@ func startBare(t *testing.T, env []string, extra []*os.File, script string) *bar
 	return p
 }
 
-func (p *bareProc) alive() bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
-	return err == nil && !strings.Contains(string(b), ") Z ")
-}
+func (p *bareProc) alive() bool { return proc.Alive(p.pid) }
 
 func (p *bareProc) output() string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, "out"))

@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 // a100 is a GPU the checkpoints of these tests (taken on the fake driver's
@@ -220,7 +221,7 @@ func testShimKilledWhileFrozen(d *daemon, _ string) {
 	pid := d.taskPid("skf")
 	d.killShimDuringCheckpoint("skf", pid, func() bool {
 		_, err := os.Stat(wrapper + ".stalled")
-		return err == nil && frozen(pid)
+		return err == nil && proc.Frozen(pid)
 	})
 }
 
@@ -263,7 +264,7 @@ func (d *daemon) killShimDuringCheckpoint(id string, pid int, ready func() bool)
 	}
 	killed := time.Now()
 	p, _ := fakecuda.ReadPage(pid)
-	d.t.Logf("killed shim %d; pid %d: CUDA state %d, cgroup frozen: %v", shim, pid, p.State, frozen(pid))
+	d.t.Logf("killed shim %d; pid %d: CUDA state %d, cgroup frozen: %v", shim, pid, p.State, proc.Frozen(pid))
 	select {
 	case r := <-done:
 		if r.err == nil {
@@ -326,8 +327,8 @@ func (d *daemon) settle(id string, pid int) string {
 		}
 		if errdefs.IsNotFound(err) {
 			_, berr := os.Stat(bundle)
-			last = fmt.Sprintf("no task; bundle left: %v; pid %d alive: %v", berr == nil, pid, alive(pid))
-			if os.IsNotExist(berr) && !alive(pid) {
+			last = fmt.Sprintf("no task; bundle left: %v; pid %d alive: %v", berr == nil, pid, proc.Alive(pid))
+			if os.IsNotExist(berr) && !proc.Alive(pid) {
 				return "stopped"
 			}
 		} else if err != nil {
@@ -338,17 +339,6 @@ func (d *daemon) settle(id string, pid int) string {
 	p, perr := fakecuda.ReadPage(pid)
 	d.t.Fatalf("%s is wedged 30 s after its shim died: %s; CUDA state %+v (%v)\n%s", id, last, p, perr, lastLines(d.log(), 40))
 	return ""
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // restartTask starts a new task of an existing container with `ctr task
@@ -416,31 +406,6 @@ func hasArgPair(args []string, flag, value string) bool {
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] == flag && args[i+1] == value {
 			return true
-		}
-	}
-	return false
-}
-
-// frozen reports whether pid's cgroup is frozen (v1 freezer or v2).
-func frozen(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		switch {
-		case f[1] == "freezer":
-			st, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/freezer", f[2], "freezer.state"))
-			return err == nil && strings.TrimSpace(string(st)) != "THAWED"
-		case f[0] == "0" && f[1] == "":
-			st, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", f[2], "cgroup.freeze"))
-			if err == nil {
-				return strings.TrimSpace(string(st)) == "1"
-			}
 		}
 	}
 	return false

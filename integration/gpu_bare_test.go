@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 // TestGPUSuspendResumeInPlace: `cryo cuda suspend` then `cryo cuda resume`
@@ -56,7 +58,7 @@ func TestGPUBareCheckpointRestore(t *testing.T) {
 
 	img := filepath.Join(dir, "img")
 	report(t, "cryo checkpoint", timed(t, nil, cryo, "checkpoint", "--pid", strconv.Itoa(pid), "--dir", img))
-	waitFor(t, 10*time.Second, "the checkpointed process to exit", func() bool { return !pidAlive(pid) })
+	waitFor(t, 10*time.Second, "the checkpointed process to exit", func() bool { return !proc.Alive(pid) })
 	atDump := lastTick(t, readFile(logPath))
 	size := fileSize(t, logPath)
 
@@ -73,7 +75,7 @@ func TestGPUBareCheckpointRestore(t *testing.T) {
 		// The restored process is an orphan of CRIU, reparented to this
 		// test (a subreaper): reap it so that its pid is free again.
 		_, _ = unix.Wait4(pid, nil, 0, nil)
-		waitFor(t, 30*time.Second, "the restored process to be reaped", func() bool { return !pidExists(pid) })
+		waitFor(t, 30*time.Second, "the restored process to be reaped", func() bool { return !proc.Exists(pid) })
 	}
 	rawBaseline(t, cryo, app, dir)
 }

@@ -143,37 +143,6 @@ func killPid(pid int) {
 	}
 }
 
-// pidAlive reports whether pid exists and is not a zombie.
-func pidAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}
-
-// pidExists reports whether /proc has pid at all, zombie or not.
-func pidExists(pid int) bool {
-	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-	return err == nil
-}
-
-// pidFromFile reads a pid written by CRIU or runc.
-func pidFromFile(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("pid file: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("pid file %s: %v", path, err)
-	}
-	return pid
-}
-
 // gpuMemoryUsedMiB sums the GPU memory in use, through nvidia-smi.
 func gpuMemoryUsedMiB(t *testing.T) int {
 	t.Helper()

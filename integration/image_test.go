@@ -32,6 +32,8 @@ import (
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 const imgTimeout = 2 * time.Minute
@@ -154,18 +156,13 @@ func (a *imgApp) waitTick(t *testing.T, n int) {
 	waitFor(t, 20*time.Second, "tick "+strconv.Itoa(n), func() bool { return a.lastTick(t) >= n })
 }
 
-func pidGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err != nil || strings.Contains(string(b), ") Z ")
-}
-
 // checkpointApp checkpoints a fresh fakecuda-app (a CUDA process under the
 // fake driver) into a directory; the app exits.
 func checkpointApp(t *testing.T, env []string) (*imgApp, string, int) {
 	a := startImgApp(t)
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	run(t, imgTimeout, env, cryoBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(a.pid), "--dir", dir)
-	waitFor(t, 10*time.Second, "checkpointed app to exit", func() bool { return pidGone(a.pid) })
+	waitFor(t, 10*time.Second, "checkpointed app to exit", func() bool { return !proc.Alive(a.pid) })
 	return a, dir, a.lastTick(t)
 }
 
@@ -251,7 +248,7 @@ func TestImageIntegrity(t *testing.T) {
 	if _, err := os.Stat(work); err == nil {
 		t.Errorf("%s left behind after a refused unpack", work)
 	}
-	if !pidGone(app.pid) {
+	if !!proc.Alive(app.pid) {
 		t.Errorf("pid %d is alive: the tampered checkpoint was restored", app.pid)
 	}
 
@@ -294,7 +291,7 @@ func TestImageEncrypted(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "work")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--key")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--key", wrong, ref), "none of the given keys can decrypt it")
-	if !pidGone(app.pid) {
+	if !!proc.Alive(app.pid) {
 		t.Fatalf("restored without the key")
 	}
 	b.cryo(t, "image", "restore", "--dir", work, "--key", priv, ref)

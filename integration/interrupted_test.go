@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -35,20 +36,6 @@ func startHeldCheckpoint(t *testing.T, env []string, p *bareProc, img, step stri
 		return err == nil
 	})
 	return cmd, hold, out
-}
-
-// procState is the state letter of pid in /proc (R, S, T, Z…), "" if gone.
-func procState(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndex(s, ") ")
-	if i < 0 || i+2 >= len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
 }
 
 // bareRestoreVerified restores img and checks that the app continues with
@@ -73,7 +60,7 @@ func killDumped(t *testing.T, p *bareProc) {
 		syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 	// Reaped, not only dead: the restore needs the pid free.
-	waitFor(t, 10*time.Second, "the dumped process to be reaped", func() bool { return procState(p.pid) == "" })
+	waitFor(t, 10*time.Second, "the dumped process to be reaped", func() bool { return proc.State(p.pid) == "" })
 }
 
 // killedBeforeDigests checkpoints a fake CUDA app and SIGKILLs cryo when
@@ -103,7 +90,7 @@ func TestInterruptedKilledDuringDigests(t *testing.T) {
 	}
 	// CRIU left the tree stopped for cryo, which died before it could kill
 	// it: the workload is still there.
-	if st := procState(p.pid); st != "T" {
+	if st := proc.State(p.pid); st != "T" {
 		t.Fatalf("the dumped process is in state %q after cryo was killed, want T (stopped)", st)
 	}
 	killDumped(t, p)
@@ -158,8 +145,8 @@ func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
 		t.Fatalf("cryo checkpoint succeeded on a full disk:\n%s", out)
 	}
 	wantIn(t, out.String(), "failed at step manifest", "no space left", "left running with CUDA resumed")
-	if !p.alive() || procState(p.pid) == "T" {
-		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", procState(p.pid), out)
+	if !p.alive() || proc.State(p.pid) == "T" {
+		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", proc.State(p.pid), out)
 	}
 	p.waitTicks(t, p.lastTick(t)+5)
 	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -69,7 +70,7 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
 	// Outside the timed steps: how soon the parent reaps is not the dump's
 	// cost, but a restore right after us needs the pid free.
-	if err == nil && !po.LeaveRunning && !waitGone(po.PID, 5*time.Second) {
+	if err == nil && !po.LeaveRunning && !proc.WaitGone(po.PID, 5*time.Second) {
 		o.log().Warn("dumped process not reaped yet by its parent: a restore needs its pid free", "pid", po.PID)
 	}
 	return m, err

@@ -7,7 +7,6 @@ package runtime
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
@@ -136,25 +135,25 @@ func (o *Orchestrator) log() *slog.Logger {
 	return o.Logger
 }
 
-// DiscardLogger is a logger that drops everything, for callers that report
-// through OnEvent only.
-func DiscardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func (o *Orchestrator) setOptions(pairs []cudacr.GPUPair) cudacr.SetOptions {
 	return cudacr.SetOptions{LockTimeout: o.LockTimeout, GPUPairs: pairs, OnProgress: o.OnCUDAProgress}
 }
 
-// step runs fn as one named step: it emits the start and end events, logs
-// the duration, and returns the duration with fn's error.
+// step runs fn as one named step: it emits the start and end events, or,
+// for a caller that takes no events, logs the duration; it returns the
+// duration with fn's error. (A front end with events reports the steps its
+// own way, and its logger carries the warnings alone.)
 func (o *Orchestrator) step(ctx context.Context, id string, s Step, fn func(context.Context) error) (time.Duration, error) {
 	o.emit(Event{ID: id, Step: s})
 	start := time.Now()
 	err := fn(ctx)
 	d := time.Since(start)
 	o.emit(Event{ID: id, Step: s, Done: true, Elapsed: d, Err: err})
-	if err != nil {
+	switch {
+	case o.OnEvent != nil:
+	case err != nil:
 		o.log().Warn("cryo step failed", "id", id, "step", string(s), "elapsed", d, "error", err)
-	} else {
+	default:
 		o.log().Info("cryo step done", "id", id, "step", string(s), "elapsed", d)
 	}
 	return d, err

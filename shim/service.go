@@ -51,7 +51,7 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 func (s *service) orch(ctx context.Context) *cryort.Orchestrator {
 	return cryort.New(
 		cryort.WithDriver(s.driver),
-		cryort.WithLogger(cryort.DiscardLogger()),
+		cryort.WithLogger(newEntryLogger(ctx)),
 		cryort.WithEvents(func(e cryort.Event) { logStep(ctx, e) }),
 		cryort.WithAllowCUDAIPC(os.Getenv(cryort.AllowCUDAIPCEnv) == "1"),
 		cryort.WithTCPHint("set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp through containerd's Go client; `ctr` has no flag for it)"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -177,11 +178,26 @@ func printRestored(res *runtime.RestoreResult) {
 // failures only: the step lines already say what happened.
 func orchestrator(opts ...runtime.Option) *runtime.Orchestrator {
 	base := []runtime.Option{
-		runtime.WithLogger(runtime.DiscardLogger()),
+		runtime.WithLogger(warnLogger()),
 		runtime.WithEvents(stepPrinter()),
 		runtime.WithCUDAProgress(progressPrinter()),
 	}
 	return runtime.New(append(base, opts...)...)
+}
+
+// warnLogger prints the orchestration's warnings (an unverified restore,
+// an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr; the steps
+// themselves are the step printer's.
+func warnLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // a terminal line needs no timestamp
+			}
+			return a
+		},
+	}))
 }
 
 // stepPrinter prints the long steps with their elapsed time, ticking every

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 )
 
@@ -64,7 +64,7 @@ func sweepWorkDirs(base string) {
 		return
 	}
 	for _, e := range entries {
-		if pid, ok := workDirOwner(e.Name()); ok && e.IsDir() && !processExists(pid) {
+		if pid, ok := workDirOwner(e.Name()); ok && e.IsDir() && !proc.Alive(pid) {
 			removeWorkDir(filepath.Join(base, e.Name()))
 		}
 	}
@@ -79,9 +79,4 @@ func workDirOwner(name string) (int, bool) {
 	p, _, ok := strings.Cut(rest, "-")
 	pid, err := strconv.Atoi(p)
 	return pid, ok && err == nil && pid > 0
-}
-
-func processExists(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || err == syscall.EPERM
 }
