@@ -10,8 +10,8 @@ import (
 )
 
 // preDump runs before CRIU freezes the container: it suspends CUDA in the
-// container's processes and writes the manifest, through the one
-// orchestration, whose dump step is CRIU itself, already under way. The
+// container's processes and writes the manifest, through the first phase
+// of the one orchestration; the dump is CRIU's, once this returns. The
 // processes are left suspended for CRIU; a detached watcher resumes them
 // once CRIU has exited, if they still run (--leave-running, or a failed dump).
 func preDump(ctx context.Context) error {
@@ -30,8 +30,9 @@ func preDump(ctx context.Context) error {
 		ID:   containerID(),
 		PIDs: func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
 	}
-	criuDone := func(context.Context) error { return nil } // CRIU dumps after this script returns
-	m, err := orchestrator().Checkpoint(ctx, t, dir, false, criuDone)
+	// Only the first phase: CRIU dumps once this script has returned, and
+	// post-dump takes the digests.
+	m, err := orchestrator().BeginCheckpoint(ctx, t, dir)
 	if err != nil {
 		return err // the orchestration has resumed CUDA already
 	}

@@ -46,31 +46,13 @@ type checkpoint struct {
 func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*snapshot.Manifest, error) {
 	c := &checkpoint{o: o, t: t, dir: imageDir, leaveRunning: leaveRunning, dump: dump, m: snapshot.New(t.ID)}
 	c.m.CRIUWorkDir = t.CRIUWorkDir
-	if err := o.checkCRIU(); err != nil {
-		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
-	}
-	ctx, release, err := c.takeLock(ctx)
+	ctx, release, err := c.start(ctx)
 	if err != nil {
-		return c.m, lockError("checkpoint", t.ID, err)
+		return c.m, err
 	}
 	defer release()
-	// Owner-only before the first page is written: CRIU writes its images
-	// with its own umask, readable by all, until the digests step narrows
-	// them.
-	if err := snapshot.PrivateDir(imageDir); err != nil {
-		return c.m, &StepError{Op: "checkpoint", ID: t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
-			Remedy: "give an image directory that this user can create and chmod"}
-	}
-	for _, s := range c.steps() {
-		if s.skip != nil && s.skip() {
-			continue
-		}
-		holdForTest(s.name)
-		d, err := o.step(ctx, t.ID, s.name, s.run)
-		c.m.AddStep(string(s.name), d, err)
-		if err != nil {
-			return c.m, c.fail(ctx, s.name, err)
-		}
+	if err := c.run(ctx, append(c.begin(), c.finish()...)); err != nil {
+		return c.m, err
 	}
 	holdForTest(stepFinal)
 	// Write syncs the file system: the images, digests and manifest are on
@@ -82,16 +64,71 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 	return c.m, nil
 }
 
+// BeginCheckpoint runs the first phase alone (thaw, find, inventory,
+// suspend, manifest), for a dump that runs outside cryo's call: CRIU's
+// pre-dump action script, whose CRIU dumps once the script has returned.
+// On failure CUDA is resumed and the processes run on, as for Checkpoint.
+// On success the CUDA processes are left suspended for that dump, and the
+// manifest has no digests: the caller resumes the processes after the dump
+// if they still run, and takes the digests (snapshot.ComputeDigests).
+func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir string) (*snapshot.Manifest, error) {
+	c := &checkpoint{o: o, t: t, dir: imageDir, m: snapshot.New(t.ID)}
+	ctx, release, err := c.start(ctx)
+	if err != nil {
+		return c.m, err
+	}
+	defer release()
+	return c.m, c.run(ctx, c.begin())
+}
+
+// start checks CRIU, takes the target's lock and makes the image directory
+// private: what comes before any step. It returns the context that carries
+// the lock, and the lock's release.
+func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error) {
+	if err := c.o.checkCRIU(); err != nil {
+		return nil, nil, &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
+	}
+	ctx, release, err := c.takeLock(ctx)
+	if err != nil {
+		return nil, nil, lockError("checkpoint", c.t.ID, err)
+	}
+	// Owner-only before the first page is written: CRIU writes its images
+	// with its own umask, readable by all, until the digests step narrows
+	// them.
+	if err := snapshot.PrivateDir(c.dir); err != nil {
+		release()
+		return nil, nil, &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
+			Remedy: "give an image directory that this user can create and chmod"}
+	}
+	return ctx, release, nil
+}
+
+// run runs steps in order, recording each in the manifest; the first
+// failure rolls back what this run did and is returned.
+func (c *checkpoint) run(ctx context.Context, steps []stepRun) error {
+	for _, s := range steps {
+		if s.skip != nil && s.skip() {
+			continue
+		}
+		holdForTest(s.name)
+		d, err := c.o.step(ctx, c.t.ID, s.name, s.run)
+		c.m.AddStep(string(s.name), d, err)
+		if err != nil {
+			return c.fail(ctx, s.name, err)
+		}
+	}
+	return nil
+}
+
 type stepRun struct {
 	name Step
 	run  func(context.Context) error
 	skip func() bool // asked when the step's turn comes
 }
 
-// steps is the checkpoint sequence. The resume comes before the digests so
-// that a leave-running checkpoint gives the GPU back as soon as the images
-// are written; hashing tens of GB must not extend the application's pause.
-func (c *checkpoint) steps() []stepRun {
+// begin is the first phase: after it the CUDA processes are suspended and
+// the manifest (without digests) is written, ready for the dump.
+func (c *checkpoint) begin() []stepRun {
 	noCUDA := func() bool { return len(c.toSuspend) == 0 }
 	return []stepRun{
 		{StepThaw, c.thaw, func() bool { return c.t.Thaw == nil }},
@@ -99,6 +136,16 @@ func (c *checkpoint) steps() []stepRun {
 		{StepInventory, c.inventory, func() bool { return !c.m.HasCUDA() }},
 		{StepSuspend, c.suspend, noCUDA},
 		{StepManifest, c.writeManifest, nil},
+	}
+}
+
+// finish is the second phase: the dump, then the resume, then the
+// digests. The resume comes before the digests so that a leave-running
+// checkpoint gives the GPU back as soon as the images are written; hashing
+// tens of GB must not extend the application's pause.
+func (c *checkpoint) finish() []stepRun {
+	noCUDA := func() bool { return len(c.toSuspend) == 0 }
+	return []stepRun{
 		{StepDump, c.runDump, nil},
 		{StepResume, c.resume, func() bool { return !c.leaveRunning || noCUDA() }},
 		{StepDigests, c.digests, nil},
@@ -279,6 +326,10 @@ func StillSuspended(m *snapshot.Manifest) []int {
 // during it.
 const EnvDigestWatch = "CRYO_DIGEST_WATCH"
 
+// computeDigests hashes an image directory after its dump; the tests make
+// it fail, as a failing disk would.
+var computeDigests = snapshot.ComputeDigests
+
 func (c *checkpoint) digests(ctx context.Context) error {
 	// Before the digests and the stamp: chmod changes ctime, which the
 	// stamp records.
@@ -292,7 +343,7 @@ func (c *checkpoint) digests(ctx context.Context) error {
 	if w != nil {
 		d, err = w.Finish()
 	} else {
-		d, err = snapshot.ComputeDigests(c.dir)
+		d, err = computeDigests(c.dir)
 	}
 	if err != nil {
 		return err

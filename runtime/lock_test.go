@@ -12,18 +12,6 @@ import (
 	"time"
 )
 
-// TestMain keeps the tests' locks out of the host's lock directory.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cryo-locks-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv(EnvLockDir, dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
 func TestLockTargetBusy(t *testing.T) {
 	ctx := context.Background()
 	_, l, err := LockTarget(ctx, "checkpoint", "abc")

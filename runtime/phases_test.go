@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// breakAt arranges for the checkpoint of app into dir to fail at step, and
+// returns the dump to use.
+func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
+	t.Helper()
+	dump := func(context.Context) error { return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o600) }
+	switch step {
+	case StepSuspend:
+		fault(t, "lock", app.pid, "error 2")
+	case StepManifest:
+		// A non-empty directory where the manifest goes: the rename fails.
+		os.MkdirAll(filepath.Join(dir, snapshot.ManifestName, "x"), 0o700)
+	case StepDump:
+		dump = func(context.Context) error { return errors.New("CRIU exited with status 1") }
+	case StepDigests:
+		// As an I/O error of the disk would: the hashing fails.
+		t.Setenv(EnvDigestWatch, "0")
+		computeDigests = func(string) (map[string]string, error) { return nil, errors.New("read pages-1.img: input/output error") }
+		t.Cleanup(func() { computeDigests = snapshot.ComputeDigests })
+	}
+	return dump
+}
+
+// TestCheckpointFailureTable: a checkpoint that fails at each step, with
+// and without leave-running, returns a StepError naming the step, and
+// leaves the processes as its outcome says: before the dump has succeeded,
+// always running with CUDA resumed and their device memory intact; after
+// it, running if they were to keep running, otherwise left to the dump
+// (which ends them) and said so.
+func TestCheckpointFailureTable(t *testing.T) {
+	opt := fakeDriver(t)
+	for _, step := range []Step{StepSuspend, StepManifest, StepDump, StepDigests} {
+		for _, leave := range []bool{false, true} {
+			t.Run(string(step)+map[bool]string{false: "", true: "/leave-running"}[leave], func(t *testing.T) {
+				app := startFakeApp(t)
+				dir := t.TempDir()
+				o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.pid}, nil }}
+				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, step, app, dir))
+				var se *StepError
+				if !errors.As(err, &se) || se.Step != step {
+					t.Fatalf("want a StepError at %s, got %v", step, err)
+				}
+				if last := m.Steps[len(m.Steps)-1]; last.Name != string(step) && last.Name != string(StepRollback) {
+					t.Fatalf("manifest steps end with %+v, want %s (or its rollback)", last, step)
+				}
+				st, serr := o.driver().State(context.Background(), app.pid)
+				dumpedAway := step == StepDigests && !leave
+				switch {
+				case dumpedAway:
+					if !strings.Contains(se.Outcome, "dumped and have exited") {
+						t.Fatalf("outcome %q, want it to say the dump ended the processes", se.Outcome)
+					}
+				case serr != nil || st != cudacr.StateRunning:
+					t.Fatalf("CUDA state %v (%v) after a failure at %s, want running; outcome %q", st, serr, step, se.Outcome)
+				default:
+					app.ticks(t, 3)
+				}
+			})
+		}
+	}
+}
+
+// TestBeginCheckpoint: the first phase alone (the CRIU action script's
+// pre-dump) leaves CUDA suspended and a manifest without digests for a
+// dump outside cryo; failing at its last step it resumes CUDA, so a dump
+// that then never comes cannot strand the processes suspended.
+func TestBeginCheckpoint(t *testing.T) {
+	opt := fakeDriver(t)
+	o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	app := startFakeApp(t)
+	target := Target{ID: "hooks", PIDs: func(context.Context) ([]int, error) { return []int{app.pid}, nil }}
+	dir := t.TempDir()
+	m, err := o.BeginCheckpoint(context.Background(), target, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := o.driver().State(context.Background(), app.pid); st != cudacr.StateCheckpointed {
+		t.Fatalf("after the first phase CUDA is %v, want checkpointed for the dump", st)
+	}
+	if back, err := snapshot.Read(dir); err != nil || !back.Unfinished() || !m.HasCUDA() {
+		t.Fatalf("manifest after the first phase: %+v, %v; want one without digests listing the CUDA process", back, err)
+	}
+	if err := o.driver().Resume(context.Background(), []int{app.pid}, cudacr.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app.ticks(t, 3)
+
+	broken := t.TempDir()
+	os.MkdirAll(filepath.Join(broken, snapshot.ManifestName, "x"), 0o700)
+	_, err = o.BeginCheckpoint(context.Background(), target, broken)
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepManifest {
+		t.Fatalf("want a StepError at manifest, got %v", err)
+	}
+	if st, _ := o.driver().State(context.Background(), app.pid); st != cudacr.StateRunning {
+		t.Fatalf("after a failed first phase CUDA is %v, want running", st)
+	}
+	app.ticks(t, 3)
+}
