@@ -18,7 +18,9 @@ import (
 // returns the dump to use.
 func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 	t.Helper()
-	dump := func(context.Context) error { return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o600) }
+	dump := func(context.Context) error {
+		return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o600)
+	}
 	switch step {
 	case StepSuspend:
 		fault(t, "lock", app.pid, "error 2")
@@ -30,7 +32,9 @@ func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 	case StepDigests:
 		// As an I/O error of the disk would: the hashing fails.
 		t.Setenv(EnvDigestWatch, "0")
-		computeDigests = func(string) (map[string]string, error) { return nil, errors.New("read pages-1.img: input/output error") }
+		computeDigests = func(string) (map[string]string, error) {
+			return nil, errors.New("read pages-1.img: input/output error")
+		}
 		t.Cleanup(func() { computeDigests = snapshot.ComputeDigests })
 	}
 	return dump
