@@ -1,13 +1,16 @@
 package shim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 
+	"github.com/cryo-gpu/cryo/cudacr"
 	cryort "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // Sentinel errors of the shim; concrete errors are *StepError.
@@ -39,14 +42,54 @@ func (e *StepError) Error() string {
 
 func (e *StepError) Unwrap() error { return e.Err }
 
-// toGRPC converts an error once, at the API edge. Errors that carry no
-// errdefs class become FailedPrecondition for restore checks and Unknown
-// otherwise, with the message intact.
+// classes gives cryo's sentinel errors containerd's error classes, so that
+// containerd, the kubelet and `ctr` see what kind of failure it is (a busy
+// target can be retried, a host that lacks the GPUs cannot) instead of
+// Unknown. The first class that matches wins.
+var classes = []struct {
+	sentinel error
+	class    error
+}{
+	{cryort.ErrBusy, errdefs.ErrUnavailable},
+	{cudacr.ErrTimeout, context.DeadlineExceeded},
+	{cudacr.ErrNoProcess, errdefs.ErrNotFound},
+	{cryort.ErrNoProcess, errdefs.ErrNotFound},
+	{cudacr.ErrLibraryNotFound, errdefs.ErrFailedPrecondition},
+	{cudacr.ErrNoCheckpointAPI, errdefs.ErrFailedPrecondition},
+	{cudacr.ErrBadState, errdefs.ErrFailedPrecondition},
+	{cryort.ErrNoCRIU, errdefs.ErrFailedPrecondition},
+	{cryort.ErrDirInUse, errdefs.ErrAlreadyExists},
+	{cryort.ErrDirNotEmpty, errdefs.ErrAlreadyExists},
+	{snapshot.ErrIncompatibleHost, errdefs.ErrFailedPrecondition},
+	{snapshot.ErrUnsupportedVersion, errdefs.ErrNotImplemented},
+	{snapshot.ErrIncomplete, errdefs.ErrDataLoss},
+	{snapshot.ErrCorrupt, errdefs.ErrDataLoss},
+	{snapshot.ErrNoManifest, errdefs.ErrInvalidArgument},
+	{snapshot.ErrNotCheckpoint, errdefs.ErrInvalidArgument},
+}
+
+// classify wraps err with its containerd class, unless it has one.
+func classify(err error) error {
+	if errdefs.Resolve(err) != errdefs.ErrUnknown {
+		return err
+	}
+	for _, c := range classes {
+		if errors.Is(err, c.sentinel) {
+			return fmt.Errorf("%w: %w", c.class, err)
+		}
+	}
+	return err
+}
+
+// toGRPC converts an error once, at the API edge: cryo's sentinels get
+// their containerd class (classes); the rest become FailedPrecondition for
+// restore checks and Unknown otherwise, with the message intact.
 func toGRPC(err error, precondition bool) error {
 	if err == nil {
 		return nil
 	}
-	if precondition && !errdefs.IsFailedPrecondition(err) {
+	err = classify(err)
+	if precondition && errdefs.Resolve(err) == errdefs.ErrUnknown {
 		err = fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, err)
 	}
 	return errgrpc.ToGRPC(err)

@@ -1,0 +1,41 @@
+package shim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	cryort "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// cryo's failures reach containerd with the gRPC code of their class, and
+// their message intact.
+func TestToGRPCClasses(t *testing.T) {
+	cases := []struct {
+		err          error
+		precondition bool
+		want         codes.Code
+	}{
+		{&cryort.BusyError{Target: "container c1", Holder: "checkpoint of container c1", PID: 42}, false, codes.Unavailable},
+		{fmt.Errorf("suspend: %w", cudacr.ErrTimeout), false, codes.DeadlineExceeded},
+		{fmt.Errorf("find: %w", cudacr.ErrNoProcess), false, codes.NotFound},
+		{fmt.Errorf("check: %w", snapshot.ErrIncompatibleHost), false, codes.FailedPrecondition},
+		{fmt.Errorf("verify: %w", snapshot.ErrCorrupt), true, codes.DataLoss},
+		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), true, codes.FailedPrecondition},
+		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), false, codes.Unknown},
+	}
+	for _, c := range cases {
+		got := status.Convert(toGRPC(c.err, c.precondition))
+		if got.Code() != c.want {
+			t.Errorf("%v: code %s, want %s", c.err, got.Code(), c.want)
+		}
+		if !strings.Contains(got.Message(), c.err.Error()) {
+			t.Errorf("message %q lost %q", got.Message(), c.err)
+		}
+	}
+}
