@@ -6,28 +6,31 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // Step names one step of a checkpoint or restore.
 type Step string
 
-// The steps, in the order a checkpoint or restore takes them.
+// The steps, in the order a checkpoint or restore takes them: Step values,
+// untyped so that they also fill the Step field of a StepError.
 const (
-	StepPrepare   Step = "prepare"   // bare process: check the pid and the image directory
-	StepLock      Step = "lock"      // take the target's lock: one checkpoint or restore at a time
-	StepThaw      Step = "thaw"      // unfreeze the cgroup: the driver hangs on frozen threads
-	StepFind      Step = "find"      // find the CUDA processes of the target
-	StepInventory Step = "inventory" // the GPUs and driver, before the suspend
-	StepSuspend   Step = "suspend"   // lock and checkpoint CUDA
-	StepManifest  Step = "manifest"  // write the GPU manifest into the image directory
-	StepDump      Step = "dump"      // the front end's dump: runc checkpoint or CRIU
-	StepResume    Step = "resume"    // restore and unlock CUDA
-	StepDigests   Step = "digests"   // sha256 of every image file
-	StepRollback  Step = "rollback"  // resume CUDA after a failed checkpoint
-	StepVerify    Step = "verify"    // restore: manifest, digests and host check
-	StepComplete  Step = "complete"  // hash a checkpoint whose run was interrupted after its dump
-	StepRestore   Step = "restore"   // restore: the front end's restore (CRIU)
-	StepPorts     Step = "ports"     // restore: wait for TIME_WAIT sockets on the checkpoint's listening ports
+	StepPrepare   = "prepare"   // bare process: check the pid and the image directory
+	StepLock      = "lock"      // take the target's lock: one checkpoint or restore at a time
+	StepThaw      = "thaw"      // unfreeze the cgroup: the driver hangs on frozen threads
+	StepFind      = "find"      // find the CUDA processes of the target
+	StepInventory = "inventory" // the GPUs and driver, before the suspend
+	StepSuspend   = "suspend"   // lock and checkpoint CUDA
+	StepManifest  = "manifest"  // write the GPU manifest into the image directory
+	StepDump      = "dump"      // the front end's dump: runc checkpoint or CRIU
+	StepResume    = "resume"    // restore and unlock CUDA
+	StepDigests   = "digests"   // sha256 of every image file
+	StepRollback  = "rollback"  // resume CUDA after a failed checkpoint
+	StepVerify    = "verify"    // restore: manifest, digests and host check
+	StepComplete  = "complete"  // hash a checkpoint whose run was interrupted after its dump
+	StepRestore   = "restore"   // restore: the front end's restore (CRIU)
+	StepPorts     = "ports"     // restore: wait for TIME_WAIT sockets on the checkpoint's listening ports
 )
 
 // Sentinel errors of the orchestration; test with errors.Is.
@@ -48,34 +51,9 @@ var (
 	ErrNoCRIU = errors.New("CRIU not found")
 )
 
-// StepError is a failed checkpoint or restore: which target, which step,
-// why, what became of the processes, and what to do.
-type StepError struct {
-	Op      string // "checkpoint" or "restore"
-	ID      string // container id or "pid N"
-	Step    Step
-	Err     error
-	LogPath string // CRIU's log, when the failing step has one
-	Outcome string // "the process was left running with CUDA resumed", …
-	Remedy  string
-}
-
-func (e *StepError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s of %s failed at step %s: %v", e.Op, e.ID, e.Step, e.Err)
-	if e.LogPath != "" {
-		fmt.Fprintf(&b, " (CRIU log: %s)", e.LogPath)
-	}
-	if e.Outcome != "" {
-		fmt.Fprintf(&b, "; %s", e.Outcome)
-	}
-	if e.Remedy != "" {
-		fmt.Fprintf(&b, "; remedy: %s", e.Remedy)
-	}
-	return b.String()
-}
-
-func (e *StepError) Unwrap() error { return e.Err }
+// StepError is a failed checkpoint or restore: cryo's one error report
+// (see snapshot.StepError), whose Step is one of the Step names.
+type StepError = snapshot.StepError
 
 // CRIUError is a failed CRIU (or runc) call. Dump and restore callbacks
 // return it so that the orchestration can name the log in its message.

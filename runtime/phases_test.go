@@ -57,7 +57,7 @@ func TestCheckpointFailureTable(t *testing.T) {
 				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.pid}, nil }}
 				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, step, app, dir))
 				var se *StepError
-				if !errors.As(err, &se) || se.Step != step {
+				if !errors.As(err, &se) || se.Step != string(step) {
 					t.Fatalf("want a StepError at %s, got %v", step, err)
 				}
 				if last := m.Steps[len(m.Steps)-1]; last.Name != string(step) && last.Name != string(StepRollback) {

@@ -20,7 +20,7 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 	}
 	// A partial dump holds process memory as much as a whole one.
 	_ = snapshot.MakePrivate(c.dir)
-	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: step, Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
+	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
 	if step == StepDump && tcpRefused(err) {
 		e.Remedy = c.o.tcpRemedy()
 	}

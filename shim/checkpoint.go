@@ -56,14 +56,14 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 	if r.Options != nil {
 		var opts options.CheckpointOptions
 		if err := typeurl.UnmarshalTo(r.Options, &opts); err != nil {
-			return nil, &StepError{Container: r.ID, Step: "read checkpoint options", Err: err,
+			return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
 				Remedy: "pass runc CheckpointOptions (containerd.runc.v1.CheckpointOptions)"}
 		}
 		run.exit = opts.Exit
 	}
 	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID})
 	if err != nil {
-		return nil, &StepError{Container: r.ID, Step: "read task state", Err: err}
+		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
 	}
 	run.wasPaused = st.Status == task.Status_PAUSED
 	return run, nil

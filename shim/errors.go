@@ -13,7 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
-// Sentinel errors of the shim; concrete errors are *StepError.
+// Sentinel errors of the shim; concrete errors are *runtime.StepError.
 var (
 	// ErrBusy: a checkpoint or restore of the same task is in flight; the
 	// concrete error is a *runtime.BusyError naming it.
@@ -23,24 +23,6 @@ var (
 	// ErrRestore: the restore failed.
 	ErrRestore = errors.New("restore failed")
 )
-
-// StepError names the container, the step that failed and what to do.
-type StepError struct {
-	Container string
-	Step      string
-	Remedy    string
-	Err       error
-}
-
-func (e *StepError) Error() string {
-	msg := fmt.Sprintf("cryo: container %s: %s: %v", e.Container, e.Step, e.Err)
-	if e.Remedy != "" {
-		msg += " (" + e.Remedy + ")"
-	}
-	return msg
-}
-
-func (e *StepError) Unwrap() error { return e.Err }
 
 // classes gives cryo's sentinel errors containerd's error classes, so that
 // containerd, the kubelet and `ctr` see what kind of failure it is (a busy

@@ -28,7 +28,7 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 	started := time.Now()
 	scope, err := cryort.ScopeFromBundle(r.Bundle)
 	if err != nil {
-		err = &StepError{Container: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
+		err = &cryort.StepError{Op: "restore", ID: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
 		log.G(ctx).WithError(err).Error("cryo: restore refused")
 		return nil, toGRPC(err, true)
 	}
@@ -77,7 +77,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	resp, err := s.TTRPCTaskService.Start(ctx, r)
 	if err != nil {
 		err = cryort.RuncCRIUError("restore", err)
-		err = &StepError{Container: r.ID, Step: "runc restore", Err: err,
+		err = &cryort.StepError{Op: "restore", ID: r.ID, Step: "runc restore", Err: err,
 			Remedy: "read CRIU's log " + cryort.CRIULogPath(err) + "; the checkpoint itself was not changed"}
 		log.G(ctx).WithError(err).Error("cryo: restore failed")
 		return nil, toGRPC(err, false)
@@ -87,7 +87,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	t.Scope, t.InitPID = pending.scope, int(resp.Pid)
 	if err := s.orch(ctx).ResumeRestored(ctx, t, pending.m); err != nil {
 		s.killRestored(ctx, r.ID)
-		err = &StepError{Container: r.ID, Step: "resume CUDA after restore", Err: err,
+		err = &cryort.StepError{Op: "restore", ID: r.ID, Step: "resume CUDA after restore", Err: err,
 			Remedy: "the restored task was killed: a task whose CUDA state stays suspended would hang"}
 		log.G(ctx).WithError(err).Error("cryo: restore failed")
 		return nil, toGRPC(err, false)
@@ -119,7 +119,7 @@ func restoreTCP(ctx context.Context, r *taskv3.CreateTaskRequest) (bool, error) 
 	}
 	added, err := cryort.AddCRIUConfig(r.Bundle, cryort.CRIUTCPEstablished)
 	if err != nil {
-		return false, &StepError{Container: r.ID, Step: "pass tcp-established to CRIU", Err: err,
+		return false, &cryort.StepError{Op: "restore", ID: r.ID, Step: "pass tcp-established to CRIU", Err: err,
 			Remedy: "the checkpoint holds established TCP connections, which CRIU restores only with tcp-established"}
 	}
 	log.G(ctx).WithFields(log.Fields{"id": r.ID, "connections": n}).

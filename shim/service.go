@@ -88,7 +88,7 @@ func (s *service) begin(ctx context.Context, id, step string) (context.Context, 
 	}
 	ctx, l, err := cryort.LockTarget(ctx, step, id)
 	if err != nil {
-		return ctx, nil, &StepError{Container: id, Step: step, Err: err,
+		return ctx, nil, &cryort.StepError{Op: step, ID: id, Step: cryort.StepLock, Err: err,
 			Remedy: "wait for the running checkpoint or restore of this container to finish"}
 	}
 	s.busy[id] = step
@@ -112,7 +112,7 @@ func (s *service) busyFor(id, step string) error {
 }
 
 func busyError(id, step, op string) error {
-	return &StepError{Container: id, Step: step,
+	return &cryort.StepError{Op: step, ID: id, Step: cryort.StepLock,
 		Err:    &cryort.BusyError{Target: "container " + id, Holder: op + " of container " + id, PID: os.Getpid()},
 		Remedy: "wait for the running " + op + " of this container to finish, then retry"}
 }

@@ -39,7 +39,7 @@ type BuildOptions struct {
 func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
 	if src.Manifest != nil {
 		if err := snapshot.VerifyDigests(src.CRIU, src.Manifest); err != nil {
-			return ocispec.Descriptor{}, nil, &StepError{Step: "build", Ref: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
+			return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
 		}
 	}
 	sum, err := Summarize(src)
@@ -48,11 +48,11 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 	}
 	layers, diffIDs, err := st.writeLayers(ctx, src, o)
 	if err != nil {
-		return ocispec.Descriptor{}, nil, &StepError{Step: "build", Ref: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
+		return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
 	}
 	desc, err := st.commit(ctx, o.Ref, src, sum, layers, diffIDs)
 	if err != nil {
-		return desc, nil, &StepError{Step: "build", Ref: o.Ref, Err: err}
+		return desc, nil, &StepError{Op: "build", ID: o.Ref, Err: err}
 	}
 	sum.Digest, sum.Encrypted = desc.Digest.String(), o.Encrypt != nil
 	for _, l := range layers {

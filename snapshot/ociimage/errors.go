@@ -2,7 +2,8 @@ package ociimage
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // Sentinel errors; concrete errors wrap them.
@@ -24,20 +25,7 @@ var (
 	ErrTransfer = errors.New("image transfer failed")
 )
 
-// StepError is a failure of one step on one image, with the remedy.
-type StepError struct {
-	Step   string // "build", "push", "pull", "unpack", …
-	Ref    string
-	Err    error
-	Remedy string
-}
-
-func (e *StepError) Error() string {
-	msg := fmt.Sprintf("%s %s: %v", e.Step, e.Ref, e.Err)
-	if e.Remedy != "" {
-		msg += "; remedy: " + e.Remedy
-	}
-	return msg
-}
-
-func (e *StepError) Unwrap() error { return e.Err }
+// StepError is a failure of one operation on one image (Op: "build",
+// "push", "pull", "resolve", "unpack"; ID: the reference): cryo's one
+// error report.
+type StepError = snapshot.StepError

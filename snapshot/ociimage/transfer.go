@@ -99,7 +99,7 @@ func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.
 	}
 	d, rc, err := repo.FetchReference(ctx, tagOf(repo))
 	if err != nil {
-		return nil, d, &StepError{Step: "resolve", Ref: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: "check the reference, the registry address, --plain-http and your credentials"}
+		return nil, d, &StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: "check the reference, the registry address, --plain-http and your credentials"}
 	}
 	defer rc.Close()
 	data, err := content.ReadAll(rc, d)
@@ -172,7 +172,7 @@ func transfer(ctx context.Context, step, ref string, o TransferOptions, copyFn f
 	if errors.Is(err, ErrIntegrity) {
 		remedy = "the registry holds damaged data: rebuild and push the image again"
 	}
-	return ocispec.Descriptor{}, &StepError{Step: step, Ref: ref, Err: err, Remedy: remedy}
+	return ocispec.Descriptor{}, &StepError{Op: step, ID: ref, Err: err, Remedy: remedy}
 }
 
 // classify marks size and digest mismatches as integrity failures.
