@@ -11,7 +11,7 @@ import (
 )
 
 // markerDir holds one empty file per action already run by a CRIU process.
-const markerDir = "/run/cryo/criu-actions"
+var markerDir = "/run/cryo/criu-actions" // a variable for the tests
 
 // firstRun reports whether this is the first run of action for the CRIU
 // process that is our parent. CRIU 4.1 in runc's RPC mode registers the
