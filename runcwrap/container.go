@@ -1,12 +1,10 @@
 package runcwrap
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
-	"strings"
+
+	gorunc "github.com/containerd/go-runc"
 
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 )
@@ -19,15 +17,10 @@ type runcCLI struct {
 	globals []string
 }
 
-// output runs runc with args and returns its stdout; stderr goes into the error.
-func (r runcCLI) output(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, r.path, append(append([]string{}, r.quiet()...), args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("runc %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+// runc is go-runc on the real binary, with the wrapped command's global
+// flags less the log ones.
+func (r runcCLI) runc() *gorunc.Runc {
+	return &gorunc.Runc{Command: r.path, ExtraArgs: r.quiet()}
 }
 
 // quiet is the global flags without --log/--log-format, so that the queries
@@ -49,12 +42,8 @@ func (r runcCLI) quiet() []string {
 
 // pids lists the container's processes (host pids), from its cgroup.
 func (r runcCLI) pids(ctx context.Context, id string) ([]int, error) {
-	out, err := r.output(ctx, "ps", "--format", "json", id)
+	pids, err := r.runc().Ps(ctx, id)
 	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	if err := json.Unmarshal(out, &pids); err != nil {
 		return nil, fmt.Errorf("runc ps %s: %w", id, err)
 	}
 	return cryoruntime.WithTree(pids, r.initPID(ctx, id)), nil
@@ -62,14 +51,8 @@ func (r runcCLI) pids(ctx context.Context, id string) ([]int, error) {
 
 // initPID is the container's init as runc reports it (0 if unknown).
 func (r runcCLI) initPID(ctx context.Context, id string) int {
-	out, err := r.output(ctx, "state", id)
+	st, err := r.runc().State(ctx, id)
 	if err != nil {
-		return 0
-	}
-	var st struct {
-		Pid int `json:"pid"`
-	}
-	if json.Unmarshal(out, &st) != nil {
 		return 0
 	}
 	return st.Pid
@@ -77,14 +60,8 @@ func (r runcCLI) initPID(ctx context.Context, id string) int {
 
 // status is the container's state: "created", "running", "paused", "stopped".
 func (r runcCLI) status(ctx context.Context, id string) (string, error) {
-	out, err := r.output(ctx, "state", id)
+	st, err := r.runc().State(ctx, id)
 	if err != nil {
-		return "", err
-	}
-	var st struct {
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
 		return "", fmt.Errorf("runc state %s: %w", id, err)
 	}
 	return st.Status, nil
@@ -102,10 +79,7 @@ func (r runcCLI) target(ctx context.Context, id string) (cryoruntime.Target, err
 		return t, err
 	}
 	if st == "paused" {
-		t.Thaw = func(ctx context.Context) error {
-			_, err := r.output(ctx, "resume", id)
-			return err
-		}
+		t.Thaw = func(ctx context.Context) error { return r.runc().Resume(ctx, id) }
 	}
 	return t, nil
 }
