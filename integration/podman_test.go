@@ -380,6 +380,9 @@ func TestPodmanKilledCryoRunc(t *testing.T) {
 		t.Fatalf("podman's checkpoint succeeded although cryo-runc was killed:\n%s", out)
 	}
 	t.Logf("podman after the kill: %s", strings.TrimSpace(out.String()))
+	// The dump ended the container's processes; conmon tells Podman so a
+	// moment later, and only then does Podman accept a restore.
+	waitFor(t, 30*time.Second, "Podman to see the dumped container exit", func() bool { return p.state(t, "app") != "running" })
 	restored, err := p.podmanErr("container", "restore", "app")
 	if err != nil {
 		t.Fatalf("restore after the killed checkpoint: %v\n%s", err, restored)
