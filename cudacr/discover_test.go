@@ -14,11 +14,11 @@ import (
 func TestFind(t *testing.T) {
 	d := newDriver()
 	a, plain := startApp(t), plainProcess(t)
-	procs, skipped, err := d.Find(context.Background(), []int{a.pid, plain, a.pid})
+	procs, skipped, err := d.Find(context.Background(), []int{a.PID, plain, a.PID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Process{{PID: a.pid, State: StateRunning}}; !reflect.DeepEqual(procs, want) {
+	if want := []Process{{PID: a.PID, State: StateRunning}}; !reflect.DeepEqual(procs, want) {
 		t.Fatalf("found %+v, want %+v", procs, want)
 	}
 	if len(skipped) != 1 || skipped[0].PID != plain || !strings.Contains(skipped[0].Reason, "no CUDA driver mapped") {

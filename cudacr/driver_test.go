@@ -12,41 +12,41 @@ import (
 
 func TestTransitions(t *testing.T) {
 	d, a, ctx := newDriver(), startApp(t), context.Background()
-	wantState(t, d, a.pid, StateRunning)
+	wantState(t, d, a.PID, StateRunning)
 
-	if err := d.Lock(ctx, a.pid, 2*time.Second); err != nil {
+	if err := d.Lock(ctx, a.PID, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, d, a.pid, StateLocked)
-	a.assertStalled(t)
-	if got := page(t, a.pid).LockTimeout; got != 2000 {
+	wantState(t, d, a.PID, StateLocked)
+	a.AssertStalled(t)
+	if got := page(t, a.PID).LockTimeout; got != 2000 {
 		t.Fatalf("lock timeoutMs %d, want 2000", got)
 	}
 
-	if err := d.Checkpoint(ctx, a.pid); err != nil {
+	if err := d.Checkpoint(ctx, a.PID); err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, d, a.pid, StateCheckpointed)
-	a.assertStalled(t)
+	wantState(t, d, a.PID, StateCheckpointed)
+	a.AssertStalled(t)
 
 	// The restoring host (the helper's GPU table) has the new GPU, not the old.
 	t.Setenv("CRYO_FAKE_GPUS", "NVIDIA H100 80GB HBM3|GPU-aabbccdd-1111-4222-8333-444455556666|85520809984|9.0")
 	pairs := []GPUPair{{Old: "GPU-0b1c2d3e-0000-4000-8000-000000000001", New: "GPU-aabbccdd-1111-4222-8333-444455556666"}}
-	if err := d.Restore(ctx, a.pid, pairs); err != nil {
+	if err := d.Restore(ctx, a.PID, pairs); err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, d, a.pid, StateLocked)
-	p := page(t, a.pid)
+	wantState(t, d, a.PID, StateLocked)
+	p := page(t, a.PID)
 	if p.PairsCount != 1 || FormatUUID(p.Pairs[0][0]) != pairs[0].Old || FormatUUID(p.Pairs[0][1]) != pairs[0].New {
 		t.Fatalf("driver got pairs %d %x, want %v", p.PairsCount, p.Pairs, pairs)
 	}
 
-	if err := d.Unlock(ctx, a.pid); err != nil {
+	if err := d.Unlock(ctx, a.PID); err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, d, a.pid, StateRunning)
-	a.waitTicks(t, 3) // and the device memory came back intact
-	p = page(t, a.pid)
+	wantState(t, d, a.PID, StateRunning)
+	a.WaitTicks(t, 3) // and the device memory came back intact
+	p = page(t, a.PID)
 	if p.Locks != 1 || p.Checkpoints != 1 || p.Restores != 1 || p.Unlocks != 1 {
 		t.Fatalf("driver counters %+v", p)
 	}
@@ -54,44 +54,44 @@ func TestTransitions(t *testing.T) {
 
 func TestRestoreThreadID(t *testing.T) {
 	d, a := newDriver(), startApp(t)
-	tid, err := d.RestoreThreadID(context.Background(), a.pid)
-	if err != nil || tid != a.pid {
-		t.Fatalf("tid %d, %v; want %d", tid, err, a.pid)
+	tid, err := d.RestoreThreadID(context.Background(), a.PID)
+	if err != nil || tid != a.PID {
+		t.Fatalf("tid %d, %v; want %d", tid, err, a.PID)
 	}
 }
 
 func TestWrongState(t *testing.T) {
 	d, a, ctx := newDriver(), startApp(t), context.Background()
 	for name, call := range map[string]func() error{
-		"unlock":     func() error { return d.Unlock(ctx, a.pid) },
-		"checkpoint": func() error { return d.Checkpoint(ctx, a.pid) },
-		"restore":    func() error { return d.Restore(ctx, a.pid, nil) },
+		"unlock":     func() error { return d.Unlock(ctx, a.PID) },
+		"checkpoint": func() error { return d.Checkpoint(ctx, a.PID) },
+		"restore":    func() error { return d.Restore(ctx, a.PID, nil) },
 	} {
 		err := call()
 		var derr *DriverError
 		if !errors.Is(err, ErrBadState) || !errors.As(err, &derr) || derr.Code != 401 || derr.Name != "CUDA_ERROR_ILLEGAL_STATE" {
 			t.Fatalf("%s on a running process: %v, want CUDA_ERROR_ILLEGAL_STATE", name, err)
 		}
-		mustContain(t, err, name, fmt.Sprint(a.pid))
+		mustContain(t, err, name, fmt.Sprint(a.PID))
 	}
-	wantState(t, d, a.pid, StateRunning)
+	wantState(t, d, a.PID, StateRunning)
 }
 
 func TestDriverErrorInjected(t *testing.T) {
 	d, a := newDriver(), startApp(t)
-	fault(t, "lock", a.pid, "error 2 once")
-	err := d.Lock(context.Background(), a.pid, time.Second)
+	fault(t, "lock", a.PID, "error 2 once")
+	err := d.Lock(context.Background(), a.PID, time.Second)
 	var derr *DriverError
-	if !errors.As(err, &derr) || derr.Code != 2 || derr.Op != "lock" || derr.PID != a.pid || derr.Name != "CUDA_ERROR_OUT_OF_MEMORY" {
+	if !errors.As(err, &derr) || derr.Code != 2 || derr.Op != "lock" || derr.PID != a.PID || derr.Name != "CUDA_ERROR_OUT_OF_MEMORY" {
 		t.Fatalf("got %v, want CUDA_ERROR_OUT_OF_MEMORY from lock", err)
 	}
-	if _, err := os.Stat(filepath.Join(faultsDir, fmt.Sprintf("lock.%d", a.pid))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(faultsDir, fmt.Sprintf("lock.%d", a.PID))); !os.IsNotExist(err) {
 		t.Fatalf("a once fault should delete its file: %v", err)
 	}
-	if err := d.Lock(context.Background(), a.pid, time.Second); err != nil {
+	if err := d.Lock(context.Background(), a.PID, time.Second); err != nil {
 		t.Fatalf("second lock: %v", err)
 	}
-	if err := d.Unlock(context.Background(), a.pid); err != nil {
+	if err := d.Unlock(context.Background(), a.PID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,32 +99,32 @@ func TestDriverErrorInjected(t *testing.T) {
 func TestHangIsKilledAtDeadline(t *testing.T) {
 	a := startApp(t)
 	d := New(Options{LibPath: fakes.LibCUDA, CallTimeout: 300 * time.Millisecond})
-	fault(t, "state", a.pid, "hang")
+	fault(t, "state", a.PID, "hang")
 	start := time.Now()
-	_, err := d.State(context.Background(), a.pid)
+	_, err := d.State(context.Background(), a.PID)
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("took %s; the helper was not killed at its deadline", el)
 	}
-	mustContain(t, err, "state", fmt.Sprint(a.pid), "300ms", "thaw")
+	mustContain(t, err, "state", fmt.Sprint(a.PID), "300ms", "thaw")
 }
 
 func TestContextDeadlineKillsHelper(t *testing.T) {
 	d, a := newDriver(), startApp(t)
-	fault(t, "checkpoint", a.pid, "hang")
-	if err := d.Lock(context.Background(), a.pid, time.Second); err != nil {
+	fault(t, "checkpoint", a.PID, "hang")
+	if err := d.Lock(context.Background(), a.PID, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err := d.Checkpoint(ctx, a.pid)
+	err := d.Checkpoint(ctx, a.PID)
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want ErrTimeout and DeadlineExceeded", err)
 	}
-	wantState(t, d, a.pid, StateLocked)
-	if err := d.Unlock(context.Background(), a.pid); err != nil {
+	wantState(t, d, a.PID, StateLocked)
+	if err := d.Unlock(context.Background(), a.PID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,7 +159,7 @@ func TestNoCheckpointAPI(t *testing.T) {
 	}
 	mustContain(t, err, "570", "12.2")
 	a := startApp(t)
-	if err := d.Lock(context.Background(), a.pid, time.Second); !errors.Is(err, ErrNoCheckpointAPI) {
+	if err := d.Lock(context.Background(), a.PID, time.Second); !errors.Is(err, ErrNoCheckpointAPI) {
 		t.Fatalf("lock: %v, want ErrNoCheckpointAPI", err)
 	}
 }
@@ -190,7 +190,7 @@ func TestNotCUDA(t *testing.T) {
 
 func TestBadUUID(t *testing.T) {
 	a := startApp(t)
-	err := newDriver().Restore(context.Background(), a.pid, []GPUPair{{Old: "GPU-1", New: "GPU-2"}})
+	err := newDriver().Restore(context.Background(), a.PID, []GPUPair{{Old: "GPU-1", New: "GPU-2"}})
 	if !errors.Is(err, ErrBadUUID) {
 		t.Fatalf("got %v, want ErrBadUUID", err)
 	}

@@ -36,9 +36,9 @@ func freeze(t *testing.T, pid int) {
 // frozen process; the helper is killed at the deadline.
 func TestFrozenProcessTimesOut(t *testing.T) {
 	a := startApp(t)
-	freeze(t, a.pid)
+	freeze(t, a.PID)
 	d := New(Options{LibPath: fakes.LibCUDA, CallTimeout: 300 * time.Millisecond})
-	err := d.Lock(context.Background(), a.pid, 100*time.Millisecond)
+	err := d.Lock(context.Background(), a.PID, 100*time.Millisecond)
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("lock on a frozen process: %v, want ErrTimeout", err)
 	}

@@ -1,14 +1,12 @@
 package cudacr
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,83 +53,16 @@ func newDriver() *Driver {
 	return New(Options{LibPath: fakes.LibCUDA, NVMLPath: fakes.LibNVML, CallTimeout: 5 * time.Second, CopyTimeout: 10 * time.Second})
 }
 
-// fault arms a fault file for op on pid; removed at the end of the test.
+// fault arms the fake driver's fault file for op on pid.
 func fault(t *testing.T, op string, pid int, text string) {
-	t.Helper()
-	path := filepath.Join(faultsDir, fmt.Sprintf("%s.%d", op, pid))
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(path) })
+	fakecuda.Fault(t, faultsDir, op, pid, text)
 }
 
-// app is a running fakecuda-app.
-type app struct {
-	pid  int
-	cmd  *exec.Cmd
-	tick atomic.Int64
-	bad  atomic.Bool
-	done chan struct{}
-}
+// app is a running fakecuda-app (fakecuda.App).
+type app = fakecuda.App
 
-// startApp starts fakecuda-app and waits for its first tick, so that its
-// CUDA state exists.
-func startApp(t *testing.T) *app {
-	t.Helper()
-	cmd := exec.Command(fakes.App, "10", "256")
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+fakes.Dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a := &app{pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
-	go a.read(out)
-	t.Cleanup(func() { cmd.Process.Kill(); <-a.done; cmd.Wait() })
-	a.waitTicks(t, 1)
-	return a
-}
-
-func (a *app) read(out interface{ Read([]byte) (int, error) }) {
-	defer close(a.done)
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		var n int64
-		var state, sum string
-		fmt.Sscanf(sc.Text(), "tick %d state=%s sum=%s", &n, &state, &sum)
-		if sum != "OK" {
-			a.bad.Store(true)
-		}
-		a.tick.Store(n)
-	}
-}
-
-// waitTicks waits until the app has ticked n more times.
-func (a *app) waitTicks(t *testing.T, n int64) {
-	t.Helper()
-	want := a.tick.Load() + n
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if a.bad.Load() {
-			t.Fatalf("pid %d: device memory pattern broken (sum=BAD)", a.pid)
-		}
-		if a.tick.Load() >= want {
-			return
-		}
-	}
-	t.Fatalf("pid %d: stuck at tick %d, want %d", a.pid, a.tick.Load(), want)
-}
-
-// assertStalled checks that the app does not tick for a while.
-func (a *app) assertStalled(t *testing.T) {
-	t.Helper()
-	before := a.tick.Load()
-	time.Sleep(80 * time.Millisecond)
-	if now := a.tick.Load(); now != before {
-		t.Fatalf("pid %d ticked %d→%d while suspended", a.pid, before, now)
-	}
-}
+// startApp starts fakecuda-app ticking every 10 ms with 256 MiB.
+func startApp(t *testing.T) *app { return fakecuda.StartApp(t, fakes, "10", "256") }
 
 func page(t *testing.T, pid int) fakecuda.Page {
 	t.Helper()

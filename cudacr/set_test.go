@@ -71,7 +71,7 @@ func startApps(t *testing.T, n int) ([]*app, []int) {
 	var pids []int
 	for i := 0; i < n; i++ {
 		a := startApp(t)
-		apps, pids = append(apps, a), append(pids, a.pid)
+		apps, pids = append(apps, a), append(pids, a.PID)
 	}
 	return apps, pids
 }
@@ -84,12 +84,12 @@ func TestSuspendResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range apps {
-		wantState(t, d, a.pid, StateCheckpointed)
-		if page(t, a.pid).LockTimeout != 3000 {
-			t.Fatalf("pid %d: LockTimeout not passed to the driver", a.pid)
+		wantState(t, d, a.PID, StateCheckpointed)
+		if page(t, a.PID).LockTimeout != 3000 {
+			t.Fatalf("pid %d: LockTimeout not passed to the driver", a.PID)
 		}
 	}
-	apps[0].assertStalled(t)
+	apps[0].AssertStalled(t)
 	if got, want := rec.phases(), phaseString("lock", pids, "checkpoint", pids); got != want {
 		t.Fatalf("steps %s, want %s", got, want)
 	}
@@ -101,10 +101,10 @@ func TestSuspendResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range apps {
-		wantState(t, d, a.pid, StateRunning)
-		a.waitTicks(t, 2)
-		if p := page(t, a.pid); p.PairsCount != 1 || FormatUUID(p.Pairs[0][1]) != pairs[0].New {
-			t.Fatalf("pid %d: GPU pairs not passed: %+v", a.pid, p)
+		wantState(t, d, a.PID, StateRunning)
+		a.WaitTicks(t, 2)
+		if p := page(t, a.PID); p.PairsCount != 1 || FormatUUID(p.Pairs[0][1]) != pairs[0].New {
+			t.Fatalf("pid %d: GPU pairs not passed: %+v", a.PID, p)
 		}
 	}
 }
@@ -149,8 +149,8 @@ func TestSuspendFailureRollsBack(t *testing.T) {
 	}
 	checkProgress(t, rec)
 	for _, a := range apps {
-		wantState(t, d, a.pid, StateRunning)
-		a.waitTicks(t, 2)
+		wantState(t, d, a.PID, StateRunning)
+		a.WaitTicks(t, 2)
 	}
 }
 
@@ -164,8 +164,8 @@ func TestSuspendLockHangRollsBack(t *testing.T) {
 	}
 	mustContain(t, err, fmt.Sprintf("pid %d: lock", pids[1]))
 	for _, a := range apps {
-		wantState(t, d, a.pid, StateRunning)
-		a.waitTicks(t, 2)
+		wantState(t, d, a.PID, StateRunning)
+		a.WaitTicks(t, 2)
 	}
 }
 
@@ -209,7 +209,7 @@ func TestResumeIdempotent(t *testing.T) {
 		t.Fatalf("second resume: %v, steps %v; want nothing to do", err, rec2.phases())
 	}
 	for _, a := range apps {
-		a.waitTicks(t, 2)
+		a.WaitTicks(t, 2)
 	}
 }
 
@@ -283,11 +283,11 @@ func TestSuspendDeadPID(t *testing.T) {
 	d := newDriver()
 	a := startApp(t)
 	dead := deadPID(t)
-	err := d.Suspend(context.Background(), []int{a.pid, dead}, SetOptions{})
+	err := d.Suspend(context.Background(), []int{a.PID, dead}, SetOptions{})
 	if !errors.Is(err, ErrNoProcess) {
 		t.Fatalf("got %v, want ErrNoProcess", err)
 	}
-	wantState(t, d, a.pid, StateRunning)
+	wantState(t, d, a.PID, StateRunning)
 }
 
 // TestSuspendParallel: the checkpoints of a set overlap (each call in its

@@ -158,3 +158,40 @@ func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
 		t.Fatal("the refused restore touched the running process")
 	}
 }
+
+// TestInterruptedKilledAtEveryStep: `cryo checkpoint` SIGKILLed before each
+// step in turn never loses the workload. Before the suspend, the process
+// runs on untouched; between the suspend and the dump, it is alive with
+// CUDA suspended and `cryo cuda resume` (the remedy `cryo cuda state`
+// points to) brings it back with its device memory intact; after the dump
+// (which leaves it stopped), the checkpoint restores it intact.
+func TestInterruptedKilledAtEveryStep(t *testing.T) {
+	requireRoot(t)
+	for _, step := range []string{"find", "inventory", "suspend", "manifest", "dump", "digests", "final"} {
+		t.Run(step, func(t *testing.T) {
+			env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+			p := bareStartFakeApp(t, env, nil)
+			img := filepath.Join(t.TempDir(), "img")
+			cmd, _, _ := startHeldCheckpoint(t, env, p, img, step)
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			state := bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid))
+			switch step {
+			case "find", "inventory", "suspend":
+				wantIn(t, state, "running")
+			case "manifest", "dump":
+				wantIn(t, state, "checkpointed", "cryo cuda resume "+strconv.Itoa(p.pid))
+				bareCryo(t, env, "cuda", "resume", strconv.Itoa(p.pid))
+			default:
+				if proc.State(p.pid) != "T" {
+					t.Fatalf("after the dump the process is in state %q, want stopped (T) for its checkpoint", proc.State(p.pid))
+				}
+				killDumped(t, p)
+				bareRestoreVerified(t, env, p, img, "completing a checkpoint interrupted after its dump")
+				return
+			}
+			p.waitTicks(t, p.lastTick(t)+5)
+			bareTicksIncrease(t, p.output())
+		})
+	}
+}

@@ -23,7 +23,7 @@ func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 	}
 	switch step {
 	case StepSuspend:
-		fault(t, "lock", app.pid, "error 2")
+		fault(t, "lock", app.PID, "error 2")
 	case StepManifest:
 		// A non-empty directory where the manifest goes: the rename fails.
 		os.MkdirAll(filepath.Join(dir, snapshot.ManifestName, "x"), 0o700)
@@ -54,7 +54,7 @@ func TestCheckpointFailureTable(t *testing.T) {
 				app := startFakeApp(t)
 				dir := t.TempDir()
 				o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.pid}, nil }}
+				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
 				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, step, app, dir))
 				var se *StepError
 				if !errors.As(err, &se) || se.Step != string(step) {
@@ -63,7 +63,7 @@ func TestCheckpointFailureTable(t *testing.T) {
 				if last := m.Steps[len(m.Steps)-1]; last.Name != string(step) && last.Name != string(StepRollback) {
 					t.Fatalf("manifest steps end with %+v, want %s (or its rollback)", last, step)
 				}
-				st, serr := o.driver().State(context.Background(), app.pid)
+				st, serr := o.driver().State(context.Background(), app.PID)
 				dumpedAway := step == StepDigests && !leave
 				switch {
 				case dumpedAway:
@@ -73,7 +73,7 @@ func TestCheckpointFailureTable(t *testing.T) {
 				case serr != nil || st != cudacr.StateRunning:
 					t.Fatalf("CUDA state %v (%v) after a failure at %s, want running; outcome %q", st, serr, step, se.Outcome)
 				default:
-					app.ticks(t, 3)
+					app.WaitTicks(t, 3)
 				}
 			})
 		}
@@ -88,22 +88,22 @@ func TestBeginCheckpoint(t *testing.T) {
 	opt := fakeDriver(t)
 	o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	app := startFakeApp(t)
-	target := Target{ID: "hooks", PIDs: func(context.Context) ([]int, error) { return []int{app.pid}, nil }}
+	target := Target{ID: "hooks", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
 	dir := t.TempDir()
 	m, err := o.BeginCheckpoint(context.Background(), target, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := o.driver().State(context.Background(), app.pid); st != cudacr.StateCheckpointed {
+	if st, _ := o.driver().State(context.Background(), app.PID); st != cudacr.StateCheckpointed {
 		t.Fatalf("after the first phase CUDA is %v, want checkpointed for the dump", st)
 	}
 	if back, err := snapshot.Read(dir); err != nil || !back.Unfinished() || !m.HasCUDA() {
 		t.Fatalf("manifest after the first phase: %+v, %v; want one without digests listing the CUDA process", back, err)
 	}
-	if err := o.driver().Resume(context.Background(), []int{app.pid}, cudacr.SetOptions{}); err != nil {
+	if err := o.driver().Resume(context.Background(), []int{app.PID}, cudacr.SetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app.ticks(t, 3)
+	app.WaitTicks(t, 3)
 
 	broken := t.TempDir()
 	os.MkdirAll(filepath.Join(broken, snapshot.ManifestName, "x"), 0o700)
@@ -112,8 +112,8 @@ func TestBeginCheckpoint(t *testing.T) {
 	if !errors.As(err, &se) || se.Step != StepManifest {
 		t.Fatalf("want a StepError at manifest, got %v", err)
 	}
-	if st, _ := o.driver().State(context.Background(), app.pid); st != cudacr.StateRunning {
+	if st, _ := o.driver().State(context.Background(), app.PID); st != cudacr.StateRunning {
 		t.Fatalf("after a failed first phase CUDA is %v, want running", st)
 	}
-	app.ticks(t, 3)
+	app.WaitTicks(t, 3)
 }

@@ -127,6 +127,11 @@ func cudaState(c *cli.Context) error {
 			continue
 		}
 		fmt.Printf("%d\t%s\n", pid, st)
+		if st == cudacr.StateCheckpointed || st == cudacr.StateLocked {
+			// Left so by `cryo cuda suspend`, or by a checkpoint killed
+			// between its suspend and its dump.
+			fmt.Fprintf(os.Stderr, "cryo: pid %d is suspended; unless a checkpoint of it is under way, `cryo cuda resume %d` resumes it\n", pid, pid)
+		}
 	}
 	if failed > 0 {
 		return cli.Exit("", 1)
