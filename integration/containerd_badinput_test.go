@@ -172,7 +172,7 @@ func (d *daemon) assertNoRestore(id string) {
 		if strings.Contains(line, "cryo: restore refused") {
 			refused = true
 		}
-		if strings.Contains(line, "runc restore") || strings.Contains(line, "cryo: restore done") {
+		if strings.Contains(line, "step=restore") || strings.Contains(line, "cryo: restore done") {
 			d.t.Fatalf("%s: the restore went on after the refusal: %s", id, line)
 		}
 	}

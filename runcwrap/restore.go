@@ -2,7 +2,11 @@ package runcwrap
 
 import (
 	"context"
+	"path/filepath"
+	"syscall"
 	"time"
+
+	gorunc "github.com/containerd/go-runc"
 
 	"github.com/cryo-gpu/cryo/hooks"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
@@ -67,14 +71,27 @@ func (w *wrapper) restoreTCP(o crOpts) {
 // restoreDetached is Podman's case (conmon runs `restore --detach`): runc
 // returns once the processes run, then CUDA is resumed.
 func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) int {
-	code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
-	if err != nil || code != 0 {
-		w.log.error("restore of container %s: runc restore failed (status %d): %v", o.id, code, err)
-		return max(code, 1)
-	}
-	if err := w.resume(ctx, o, m, scope); err != nil {
+	_, err := w.orchestrator().Restore(ctx, o.id, m, cryoruntime.Restorer{
+		Restore: func(context.Context) (int, error) {
+			code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+			if err != nil {
+				return 0, err
+			}
+			if code != 0 {
+				return 0, &cryoruntime.CRIUError{Op: "restore (runc restore)", LogPath: filepath.Join(workDir(o), "restore.log"), Err: &exitError{code}}
+			}
+			return w.cli.initPID(ctx, o.id), nil
+		},
+		Target: func(int) cryoruntime.Target { return w.restoredTarget(ctx, o, scope) },
+		// Podman sees the container exit and reports it; left running with
+		// CUDA suspended, it would hang unseen.
+		Kill: func(ctx context.Context) {
+			_ = w.cli.runc().Kill(ctx, o.id, int(syscall.SIGKILL), &gorunc.KillOpts{All: true})
+		},
+	})
+	if err != nil {
 		w.log.error("%v", err)
-		return 1
+		return exitCode(err) // runc's own status when runc failed
 	}
 	return 0
 }
@@ -127,11 +144,15 @@ func (w *wrapper) waitRunning(ctx context.Context, id string, exited <-chan stru
 
 // resume resumes CUDA in the restored container's processes.
 func (w *wrapper) resume(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) error {
-	t := cryoruntime.Target{
+	return w.orchestrator().ResumeRestored(ctx, w.restoredTarget(ctx, o, scope), m)
+}
+
+// restoredTarget describes the restored container to the orchestration.
+func (w *wrapper) restoredTarget(ctx context.Context, o crOpts, scope cryoruntime.GPUScope) cryoruntime.Target {
+	return cryoruntime.Target{
 		ID:      o.id,
 		PIDs:    func(ctx context.Context) ([]int, error) { return w.cli.pids(ctx, o.id) },
 		Scope:   scope,
 		InitPID: w.cli.initPID(ctx, o.id),
 	}
-	return w.orchestrator().ResumeRestored(ctx, t, m)
 }

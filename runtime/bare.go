@@ -120,22 +120,19 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	}
 	tcp := o.restoreTCP(id, ro.Dir)
 	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
-	var pid int
-	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
-		var err error
-		pid, err = criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0})
-		return err
+	pid, err := o.Restore(ctx, id, m, Restorer{
+		Restore: func(ctx context.Context) (int, error) {
+			return criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0})
+		},
+		Target: func(pid int) Target {
+			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
+		},
+		Remedy: bareRestoreRemedy,
 	})
-	if err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: "nothing was restored",
-			Remedy: bareRestoreRemedy(err)}
+	if pid == 0 {
+		return nil, err
 	}
-	if m != nil {
-		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepRestore), Seconds: d.Seconds()})
-	}
-	res := &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}
-	t := Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
-	return res, o.ResumeRestored(ctx, t, m)
+	return &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}, err
 }
 
 // bareRestoreRemedy says what to do about a failed CRIU restore, naming the

@@ -7,8 +7,9 @@ import (
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
 	"github.com/containerd/log"
 
-	cryort "github.com/cryo-gpu/cryo/runtime"
 	"golang.org/x/sys/unix"
+
+	cryort "github.com/cryo-gpu/cryo/runtime"
 )
 
 // Create checks a checkpoint against this host before anything else
@@ -74,28 +75,28 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	}
 	defer done()
 	started := time.Now()
-	resp, err := s.TTRPCTaskService.Start(ctx, r)
+	var resp *taskv3.StartResponse
+	_, err = s.orch(ctx).Restore(ctx, r.ID, pending.m, cryort.Restorer{
+		Restore: func(ctx context.Context) (int, error) {
+			var err error
+			if resp, err = s.TTRPCTaskService.Start(ctx, r); err != nil {
+				return 0, cryort.RuncCRIUError("restore", err)
+			}
+			return int(resp.Pid), nil
+		},
+		Target: func(pid int) cryort.Target {
+			t := s.restoredTarget(r.ID, pid)
+			t.Scope, t.InitPID = pending.scope, pid
+			return t
+		},
+		Kill: func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+	})
 	if err != nil {
-		err = cryort.RuncCRIUError("restore", err)
-		err = &cryort.StepError{Op: "restore", ID: r.ID, Step: "runc restore", Err: err,
-			Remedy: "read CRIU's log " + cryort.CRIULogPath(err) + "; the checkpoint itself was not changed"}
-		log.G(ctx).WithError(err).Error("cryo: restore failed")
-		return nil, toGRPC(err, false)
-	}
-	criu := time.Since(started)
-	t := s.restoredTarget(r.ID, int(resp.Pid))
-	t.Scope, t.InitPID = pending.scope, int(resp.Pid)
-	if err := s.orch(ctx).ResumeRestored(ctx, t, pending.m); err != nil {
-		s.killRestored(ctx, r.ID)
-		err = &cryort.StepError{Op: "restore", ID: r.ID, Step: "resume CUDA after restore", Err: err,
-			Remedy: "the restored task was killed: a task whose CUDA state stays suspended would hang"}
 		log.G(ctx).WithError(err).Error("cryo: restore failed")
 		return nil, toGRPC(err, false)
 	}
 	log.G(ctx).WithFields(log.Fields{
-		"id": r.ID, "pid": resp.Pid, "criu_restore_ms": criu.Milliseconds(),
-		"cuda_resume_ms": (time.Since(started) - criu).Milliseconds(),
-		"total_ms":       time.Since(started).Milliseconds(),
+		"id": r.ID, "pid": resp.Pid, "total_ms": time.Since(started).Milliseconds(),
 	}).Info("cryo: restore done")
 	return resp, nil
 }
