@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,21 +64,10 @@ func (p *bareProc) output() string {
 	return string(b)
 }
 
-var bareTickRE = regexp.MustCompile(`tick (\d+) state=(\w+) sum=(\w+)`)
-
 // lastTick is the number of the last tick fakecuda-app printed, or -1.
 func (p *bareProc) lastTick(t *testing.T) int {
 	t.Helper()
-	out := p.output()
-	if strings.Contains(out, "sum=BAD") {
-		t.Fatalf("fakecuda-app lost its device memory:\n%s", out)
-	}
-	m := bareTickRE.FindAllStringSubmatch(out, -1)
-	if len(m) == 0 {
-		return -1
-	}
-	n, _ := strconv.Atoi(m[len(m)-1][1])
-	return n
+	return lastOf(fakeTicks(t, "fakecuda-app", p.output()))
 }
 
 // waitTicks waits until the app has printed tick n or later.
@@ -186,7 +174,7 @@ func TestBareCUDACheckpointRestore(t *testing.T) {
 func bareTicksIncrease(t *testing.T, out string) {
 	t.Helper()
 	prev := -1
-	for _, m := range bareTickRE.FindAllStringSubmatch(out, -1) {
+	for _, m := range fakeTickRE.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
 		if n <= prev || m[2] != "running" || m[3] != "OK" {
 			t.Fatalf("tick %d after %d (%s): the app did not continue from its state:\n%s", n, prev, m[0], out)
@@ -284,7 +272,7 @@ func TestBareRefusals(t *testing.T) {
 		if len(pages) == 0 {
 			t.Fatal("no pages image")
 		}
-		bareFlipByte(t, pages[0])
+		flipByte(t, pages[0])
 		out := bareCryoFails(t, nil, "restore", "--dir", img)
 		wantIn(t, out, "checkpoint image file "+filepath.Base(pages[0])+" is corrupt: sha256 mismatch", "remedy: re-take or re-transfer the checkpoint")
 		bareNotRestored(t, p, img)
@@ -299,18 +287,6 @@ func TestBareRefusals(t *testing.T) {
 		wantIn(t, out, "restore needs 1× NVIDIA B200 (sm_100) with ≥ 9.2 GiB free; this host offers", "H100", "nothing was restored")
 		bareNotRestored(t, p, img)
 	})
-}
-
-func bareFlipByte(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // bareDemandB200 edits the manifest so that the checkpoint needs a GPU model the

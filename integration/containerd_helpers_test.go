@@ -9,8 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,8 +23,6 @@ import (
 
 	"github.com/cryo-gpu/cryo/snapshot"
 )
-
-var ctrdTickLine = regexp.MustCompile(`tick (\d+) state=(\w+) sum=(\w+)`)
 
 // logPath is where a container's stdout goes.
 func (d *daemon) logPath(id string) string { return filepath.Join(d.dir, "logs", id+".log") }
@@ -45,15 +41,7 @@ func (d *daemon) runApp(id string) {
 func ctrdTicks(t testing.TB, path string) []int {
 	t.Helper()
 	data, _ := os.ReadFile(path)
-	var out []int
-	for _, m := range ctrdTickLine.FindAllStringSubmatch(string(data), -1) {
-		if m[2] != "running" || m[3] != "OK" {
-			t.Fatalf("%s: bad tick line %q", path, m[0])
-		}
-		n, _ := strconv.Atoi(m[1])
-		out = append(out, n)
-	}
-	return out
+	return fakeTicks(t, path, string(data))
 }
 
 func ctrdLastTick(t testing.TB, path string) int {

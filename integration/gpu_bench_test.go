@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/klauspost/compress/zstd"
 

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,8 +115,6 @@ type imgApp struct {
 	pid int
 }
 
-var imgTickRE = regexp.MustCompile(`tick (\d+) state=\w+ sum=(\w+)`)
-
 func startImgApp(t *testing.T) *imgApp {
 	t.Helper()
 	a := &imgApp{dir: t.TempDir()}
@@ -140,15 +137,7 @@ func startImgApp(t *testing.T) *imgApp {
 
 func (a *imgApp) lastTick(t *testing.T) int {
 	out, _ := os.ReadFile(filepath.Join(a.dir, "out"))
-	if bytes.Contains(out, []byte("sum=BAD")) {
-		t.Fatalf("fakecuda-app lost its device memory:\n%s", out)
-	}
-	m := imgTickRE.FindAllSubmatch(out, -1)
-	if len(m) == 0 {
-		return -1
-	}
-	n, _ := strconv.Atoi(string(m[len(m)-1][1]))
-	return n
+	return lastOf(fakeTicks(t, "fakecuda-app", string(out)))
 }
 
 func (a *imgApp) waitTick(t *testing.T, n int) {

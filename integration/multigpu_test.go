@@ -234,7 +234,7 @@ func sortedNames(m map[string]bool) []string {
 }
 
 func rwFirstTick(s string) int {
-	m := bareTickRE.FindStringSubmatch(s)
+	m := fakeTickRE.FindStringSubmatch(s)
 	if m == nil {
 		return -1
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,30 +120,15 @@ func (p *podmanEnv) runApp(t *testing.T, name string, shell ...string) {
 	p.waitTicks(t, name, 3)
 }
 
-var podmanTickRE = regexp.MustCompile(`tick (\d+) state=(\w+) sum=(\w+)`)
-
 // ticks returns the container's tick numbers, in log order, failing on a
 // bad checksum.
 func (p *podmanEnv) ticks(t *testing.T, name string) []int {
 	t.Helper()
 	out, _ := p.podmanErr("logs", name)
-	var ticks []int
-	for _, m := range podmanTickRE.FindAllStringSubmatch(out, -1) {
-		if m[3] != "OK" || m[2] != "running" {
-			t.Fatalf("container %s: bad tick %q\n%s", name, m[0], out)
-		}
-		n, _ := strconv.Atoi(m[1])
-		ticks = append(ticks, n)
-	}
-	return ticks
+	return fakeTicks(t, "container "+name, out)
 }
 
-func podmanLastTick(ticks []int) int {
-	if len(ticks) == 0 {
-		return -1
-	}
-	return ticks[len(ticks)-1]
-}
+func podmanLastTick(ticks []int) int { return lastOf(ticks) }
 
 // waitTicks waits until the container's last tick reaches n.
 func (p *podmanEnv) waitTicks(t *testing.T, name string, n int) {
@@ -302,7 +286,7 @@ func TestPodmanImportRefusesCorruptImage(t *testing.T) {
 	if len(pages) == 0 {
 		t.Fatal("no pages image in the export")
 	}
-	flipImageByte(t, pages[0])
+	flipByte(t, pages[0])
 	corrupt := filepath.Join(p.dir, "corrupt.tar.zst")
 	run(t, time.Minute, nil, "tar", "--zstd", "-C", unpacked, "-cf", corrupt, ".")
 	out, err := p.podmanErr("container", "restore", "--import", corrupt)

@@ -189,21 +189,8 @@ func TestRuncwrapRestoreRefusesWrongGPU(t *testing.T) {
 // A flipped byte in an image file fails the digest check before runc runs.
 func TestRuncwrapRestoreRefusesCorruptImage(t *testing.T) {
 	dir := rwCraftCheckpoint(t)
-	flipImageByte(t, filepath.Join(dir, "pages-1.img"))
+	flipByte(t, filepath.Join(dir, "pages-1.img"))
 	rwRestoreRefused(t, dir, nil, "pages-1.img", "corrupt", "sha256 mismatch", "nothing was restored")
-}
-
-// flipImageByte inverts the middle byte of a file.
-func flipImageByte(t *testing.T, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	data[len(data)/2] ^= 0xff
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // rwBundle writes an OCI bundle running fakecuda-app (runc spec, edited).
