@@ -1,7 +1,7 @@
 package runcwrap
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,42 +31,75 @@ func newLogger(c cmdline) *logger {
 
 func (l *logger) info(format string, a ...any) {
 	if !l.quiet {
-		l.log("info", format, a...)
+		l.log(slog.LevelInfo, format, a...)
 	}
 }
-func (l *logger) warn(format string, a ...any) { l.log("warning", format, a...) }
+func (l *logger) warn(format string, a ...any) { l.log(slog.LevelWarn, format, a...) }
 
 // error also goes to stderr when the log is a file, as runc's fatal errors do,
 // so that whoever ran the command sees why it failed.
 func (l *logger) error(format string, a ...any) {
-	l.log("error", format, a...)
+	l.log(slog.LevelError, format, a...)
 	if l.w != os.Stderr {
 		fmt.Fprintf(os.Stderr, "cryo-runc: %s\n", fmt.Sprintf(format, a...))
 	}
 }
 
-func (l *logger) log(level, format string, a ...any) {
+// log writes one of cryo-runc's own lines; in text, prefixed with the
+// program's name, as runc's readers show them among runc's.
+func (l *logger) log(level slog.Level, format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
-	now := time.Now().UTC().Format(time.RFC3339)
-	if l.json {
-		b, _ := json.Marshal(map[string]string{"level": level, "msg": msg, "time": now})
-		fmt.Fprintf(l.w, "%s\n", b)
-		return
+	if !l.json {
+		msg = "cryo-runc: " + msg
 	}
-	fmt.Fprintf(l.w, "time=%q level=%s msg=%q\n", now, level, "cryo-runc: "+msg)
+	l.handler(slog.LevelInfo).Handle(context.Background(), slog.NewRecord(time.Now(), level, msg, 0))
 }
 
 // slog is a structured logger over the same destination and format, for the
-// orchestration's step lines.
+// orchestration's step lines and warnings.
 func (l *logger) slog() *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	min := slog.LevelInfo
 	if l.quiet {
-		opts.Level = slog.LevelWarn
+		min = slog.LevelWarn
 	}
+	return slog.New(l.handler(min))
+}
+
+// handler writes slog records in runc's log format: JSON objects (or
+// logfmt text) with level, msg and time, the level in runc's lowercase
+// words and the time in RFC 3339, which is what runc's readers parse.
+func (l *logger) handler(min slog.Level) slog.Handler {
+	opts := &slog.HandlerOptions{Level: min, ReplaceAttr: runcAttr}
 	if l.json {
-		return slog.New(slog.NewJSONHandler(l.w, opts))
+		return slog.NewJSONHandler(l.w, opts)
 	}
-	return slog.New(slog.NewTextHandler(l.w, opts))
+	return slog.NewTextHandler(l.w, opts)
+}
+
+func runcAttr(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) > 0 {
+		return a
+	}
+	switch a.Key {
+	case slog.LevelKey:
+		return slog.String(slog.LevelKey, runcLevel(a.Value.Any().(slog.Level)))
+	case slog.TimeKey:
+		return slog.String(slog.TimeKey, a.Value.Time().UTC().Format(time.RFC3339))
+	}
+	return a
+}
+
+// runcLevel is logrus's word for a level, as runc writes it.
+func runcLevel(l slog.Level) string {
+	switch {
+	case l >= slog.LevelError:
+		return "error"
+	case l >= slog.LevelWarn:
+		return "warning"
+	case l >= slog.LevelInfo:
+		return "info"
+	}
+	return "debug"
 }
 
 // hasFlag reports whether the boolean flag --name is among args.
