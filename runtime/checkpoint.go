@@ -44,8 +44,8 @@ type checkpoint struct {
 // there is one, and a remedy; the processes keep running. The manifest,
 // with the duration of every step taken, is returned in both cases.
 func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*snapshot.Manifest, error) {
-	c := &checkpoint{o: o, t: t, dir: imageDir, leaveRunning: leaveRunning, dump: dump, m: snapshot.New(t.ID)}
-	c.m.CRIUWorkDir = t.CRIUWorkDir
+	c := o.newCheckpoint(t, imageDir)
+	c.leaveRunning, c.dump = leaveRunning, dump
 	ctx, release, err := c.start(ctx)
 	if err != nil {
 		return c.m, err
@@ -72,13 +72,20 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 // manifest has no digests: the caller resumes the processes after the dump
 // if they still run, and takes the digests (snapshot.ComputeDigests).
 func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir string) (*snapshot.Manifest, error) {
-	c := &checkpoint{o: o, t: t, dir: imageDir, m: snapshot.New(t.ID)}
+	c := o.newCheckpoint(t, imageDir)
 	ctx, release, err := c.start(ctx)
 	if err != nil {
 		return c.m, err
 	}
 	defer release()
 	return c.m, c.run(ctx, c.begin())
+}
+
+// newCheckpoint is one run on t into imageDir, with its manifest.
+func (o *Orchestrator) newCheckpoint(t Target, imageDir string) *checkpoint {
+	m := snapshot.New(t.ID)
+	m.CRIUWorkDir = t.CRIUWorkDir
+	return &checkpoint{o: o, t: t, dir: imageDir, m: m}
 }
 
 // start checks CRIU, takes the target's lock and makes the image directory
@@ -129,12 +136,11 @@ type stepRun struct {
 // begin is the first phase: after it the CUDA processes are suspended and
 // the manifest (without digests) is written, ready for the dump.
 func (c *checkpoint) begin() []stepRun {
-	noCUDA := func() bool { return len(c.toSuspend) == 0 }
 	return []stepRun{
 		{StepThaw, c.thaw, func() bool { return c.t.Thaw == nil }},
 		{StepFind, c.find, nil},
 		{StepInventory, c.inventory, func() bool { return !c.m.HasCUDA() }},
-		{StepSuspend, c.suspend, noCUDA},
+		{StepSuspend, c.suspend, c.noCUDA},
 		{StepManifest, c.writeManifest, nil},
 	}
 }
@@ -144,13 +150,15 @@ func (c *checkpoint) begin() []stepRun {
 // checkpoint gives the GPU back as soon as the images are written; hashing
 // tens of GB must not extend the application's pause.
 func (c *checkpoint) finish() []stepRun {
-	noCUDA := func() bool { return len(c.toSuspend) == 0 }
 	return []stepRun{
 		{StepDump, c.runDump, nil},
-		{StepResume, c.resume, func() bool { return !c.leaveRunning || noCUDA() }},
+		{StepResume, c.resume, func() bool { return !c.leaveRunning || c.noCUDA() }},
 		{StepDigests, c.digests, nil},
 	}
 }
+
+// noCUDA: this run suspends no CUDA process, so it has none to resume.
+func (c *checkpoint) noCUDA() bool { return len(c.toSuspend) == 0 }
 
 // takeLock locks the target and its processes before anything is touched,
 // the thaw included: a second checkpoint that thawed or suspended under a

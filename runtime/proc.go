@@ -19,10 +19,11 @@ func checkAlive(pid int) error {
 // ProcessTree returns pid and all its descendants, parents first: the set
 // CRIU dumps for a tree rooted at pid.
 func ProcessTree(pid int) ([]int, error) {
-	if err := checkAlive(pid); err != nil {
-		return nil, err
+	tree, err := proc.Tree(pid)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, cudacr.ErrNoProcess)
 	}
-	return proc.Tree(pid)
+	return tree, nil
 }
 
 // WithTree adds to pids the process tree under root (if root > 0 and
