@@ -97,9 +97,9 @@ type GPUPair struct {
 
 // Options configures a Driver.
 type Options struct {
-	// LibPath is the CUDA driver library; empty means $CRYO_LIBCUDA, then "libcuda.so.1".
+	// LibPath is the CUDA driver library; empty means "libcuda.so.1".
 	LibPath string
-	// NVMLPath is the NVML library; empty means $CRYO_LIBNVML, then "libnvidia-ml.so.1".
+	// NVMLPath is the NVML library; empty means "libnvidia-ml.so.1".
 	NVMLPath string
 	// CallTimeout bounds every driver call except the memory copies; default 30s.
 	CallTimeout time.Duration

@@ -76,6 +76,8 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // cudaLib is libcuda opened in the helper. It is never closed: the helper
@@ -93,7 +95,7 @@ func openCUDA(path string) (*cudaLib, *wireError) {
 	if h == nil {
 		return nil, &wireError{Kind: kindLibrary, Message: fmt.Sprintf(
 			"cannot load %s (%s); install the NVIDIA driver, or set %s or Options.LibPath to libcuda.so.1",
-			path, C.GoString(C.cryo_dlerror()), EnvLibCUDA)}
+			path, C.GoString(C.cryo_dlerror()), config.EnvLibCUDA)}
 	}
 	return &cudaLib{path: path, h: h}, nil
 }

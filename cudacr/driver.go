@@ -1,19 +1,7 @@
 package cudacr
 
 import (
-	"fmt"
-	"os"
 	"time"
-)
-
-// Environment variables that override the library paths.
-const (
-	EnvLibCUDA = "CRYO_LIBCUDA"
-	EnvLibNVML = "CRYO_LIBNVML"
-	// EnvCopyTimeout bounds the driver's GPU memory copies for every front
-	// end (the shim and cryo-runc have no flag of their own): a hung driver
-	// holds the workload frozen until it.
-	EnvCopyTimeout = "CRYO_COPY_TIMEOUT"
 )
 
 const (
@@ -36,38 +24,19 @@ type Driver struct{ opts Options }
 // New returns a Driver; it loads nothing until a call is made.
 func New(opts Options) *Driver { return &Driver{opts: opts} }
 
-// libPath is Options.LibPath, else $CRYO_LIBCUDA, else libcuda.so.1.
-func (d *Driver) libPath() string {
-	return firstSet(d.opts.LibPath, os.Getenv(EnvLibCUDA), defaultLibCUDA)
-}
+// libPath is Options.LibPath, else libcuda.so.1.
+func (d *Driver) libPath() string { return firstSet(d.opts.LibPath, defaultLibCUDA) }
 
-// nvmlPath is Options.NVMLPath, else $CRYO_LIBNVML, else empty (go-nvml's
-// default, libnvidia-ml.so.1).
-func (d *Driver) nvmlPath() string {
-	return firstSet(d.opts.NVMLPath, os.Getenv(EnvLibNVML))
-}
+// nvmlPath is Options.NVMLPath, else empty (go-nvml's default,
+// libnvidia-ml.so.1).
+func (d *Driver) nvmlPath() string { return d.opts.NVMLPath }
 
 func (d *Driver) callTimeout() time.Duration {
 	return positive(d.opts.CallTimeout, defaultCallTimeout)
 }
 
 func (d *Driver) copyTimeout() time.Duration {
-	env, _ := CopyTimeoutFromEnv() // an invalid value is reported by `cryo doctor`
-	return positive(d.opts.CopyTimeout, positive(env, defaultCopyTimeout))
-}
-
-// CopyTimeoutFromEnv is $CRYO_COPY_TIMEOUT (a Go duration such as 90s or
-// 5m); zero when unset, and an error when it is not a positive duration.
-func CopyTimeoutFromEnv() (time.Duration, error) {
-	v := os.Getenv(EnvCopyTimeout)
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive duration, so the default %s applies; remedy: give one such as 90s or 5m", EnvCopyTimeout, v, defaultCopyTimeout)
-	}
-	return d, nil
+	return positive(d.opts.CopyTimeout, defaultCopyTimeout)
 }
 
 func firstSet(vals ...string) string {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 func TestTransitions(t *testing.T) {
@@ -135,16 +137,18 @@ func TestMissingLibrary(t *testing.T) {
 	if !errors.Is(err, ErrLibraryNotFound) {
 		t.Fatalf("probe: %v, want ErrLibraryNotFound", err)
 	}
-	mustContain(t, err, "/nonexistent/libcuda.so.1", EnvLibCUDA)
+	mustContain(t, err, "/nonexistent/libcuda.so.1", config.EnvLibCUDA)
 	if _, err := d.State(context.Background(), os.Getpid()); !errors.Is(err, ErrLibraryNotFound) {
 		t.Fatalf("state: %v, want ErrLibraryNotFound", err)
 	}
 }
 
-func TestLibraryFromEnv(t *testing.T) {
-	t.Setenv(EnvLibCUDA, fakes.OldLibCUDA)
-	if got := New(Options{}).libPath(); got != fakes.OldLibCUDA {
-		t.Fatalf("lib path %q, want %q", got, fakes.OldLibCUDA)
+// The library path is the option's, else the soname; the environment is
+// read by the entry points (config), never here.
+func TestLibraryPath(t *testing.T) {
+	t.Setenv(config.EnvLibCUDA, fakes.OldLibCUDA)
+	if got := New(Options{}).libPath(); got != "libcuda.so.1" {
+		t.Fatalf("lib path %q, want libcuda.so.1", got)
 	}
 	if got := New(Options{LibPath: "x"}).libPath(); got != "x" {
 		t.Fatalf("Options.LibPath must win, got %q", got)

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
-// EnvHelper marks a process started as the driver helper. Any binary that
-// imports cudacr serves as its own helper: the package's init sees this
-// variable, performs one request and exits before main runs.
-const EnvHelper = "CRYO_CUDACR_HELPER"
-
+// Any binary that imports cudacr serves as its own driver helper: the
+// package's init sees config.EnvHelper, which the parent sets, performs one
+// request and exits before main runs.
 func init() {
-	if os.Getenv(EnvHelper) != "1" {
+	if os.Getenv(config.EnvHelper) != "1" {
 		return
 	}
 	os.Exit(serveHelper())

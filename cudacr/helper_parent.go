@@ -12,10 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // helperExe is the binary re-executed as the helper: the running binary
-// itself, which imports cudacr and so serves requests (see EnvHelper).
+// itself, which imports cudacr and so serves requests (see config.EnvHelper).
 const helperExe = "/proc/self/exe"
 
 // call runs req in a fresh helper process and waits for its reply, at most
@@ -50,7 +52,7 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 func helperCommand(in []byte, stdout, stderr interface{ Write([]byte) (int, error) }) *exec.Cmd {
 	cmd := exec.Command(helperExe)
 	cmd.Args = []string{"cryo-cuda-helper"}
-	cmd.Env = append(os.Environ(), EnvHelper+"=1")
+	cmd.Env = append(os.Environ(), config.EnvHelper+"=1")
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 func TestInventory(t *testing.T) {
@@ -36,5 +38,5 @@ func TestInventoryNoNVML(t *testing.T) {
 	if !errors.Is(err, ErrNVML) {
 		t.Fatalf("got %v, want ErrNVML", err)
 	}
-	mustContain(t, err, "/nonexistent/libnvidia-ml.so.1", EnvLibNVML)
+	mustContain(t, err, "/nonexistent/libnvidia-ml.so.1", config.EnvLibNVML)
 }

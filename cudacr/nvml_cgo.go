@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // inventory reads the GPUs through NVML. It runs only in the helper, so
@@ -98,7 +100,7 @@ func nvmlFail(what string, ret nvml.Return, path string) reply {
 		if path == "" {
 			path = defaultLibNVML
 		}
-		msg = fmt.Sprintf("cannot load %s; install the NVIDIA driver, or set %s or Options.NVMLPath", path, EnvLibNVML)
+		msg = fmt.Sprintf("cannot load %s; install the NVIDIA driver, or set %s or Options.NVMLPath", path, config.EnvLibNVML)
 	}
 	return reply{Err: &wireError{Kind: kindNVML, Message: msg}}
 }

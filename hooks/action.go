@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/config"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 )
 
@@ -28,30 +28,34 @@ const watchAction = "cryo-resume-watch"
 // restore at pre-dump and pre-restore.
 func CRIUAction() int {
 	action := os.Getenv("CRTOOLS_SCRIPT_ACTION")
-	if os.Getenv(OrchestratedEnv) == "1" {
+	if os.Getenv(config.EnvOrchestrated) == "1" {
 		return 0 // cryo-runc runs the orchestration itself
 	}
-	if err := LoadEnvFile(os.Getenv(EnvFileEnv)); err != nil {
+	// The generated script names cryo-runc's environment file
+	// ($CRYO_RUNC_ENV): CRIU passes on runc's environment, which Podman
+	// keeps almost empty.
+	cfg, err := config.Load("")
+	if err != nil {
 		logf("%s: %v", action, err)
 		return 1
 	}
+	o := cryoruntime.New(cryoruntime.WithConfig(cfg))
 	if action != watchAction && !firstRun(action) {
 		return 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
 	defer cancel()
-	var err error
 	switch action {
 	case "pre-dump":
-		err = preDump(ctx)
+		err = preDump(ctx, o)
 	case "post-dump":
 		err = postDump()
 	case "pre-restore":
-		err = preRestore(ctx)
+		err = preRestore(ctx, o)
 	case "post-resume":
-		err = postResume(ctx)
+		err = postResume(ctx, o)
 	case watchAction:
-		err = watch(ctx)
+		err = watch(ctx, o)
 	default:
 		return 0
 	}
@@ -62,15 +66,10 @@ func CRIUAction() int {
 	return 0
 }
 
-// orchestrator is cryo's one checkpoint/restore sequence.
-func orchestrator() *cryoruntime.Orchestrator {
-	return &cryoruntime.Orchestrator{Driver: cudacr.New(cudacr.Options{})}
-}
-
 // containerID names the container in messages: the id the generated script
 // carries, else the root pid.
 func containerID() string {
-	if id := os.Getenv(ContainerEnv); id != "" {
+	if id := os.Getenv(config.EnvContainerID); id != "" {
 		return id
 	}
 	return "pid " + os.Getenv("CRTOOLS_INIT_PID")
@@ -109,7 +108,7 @@ func logf(format string, a ...any) {
 	os.Stderr.WriteString(msg)
 	dir, err := imageDir()
 	if err != nil {
-		dir = os.Getenv(watchDirEnv)
+		dir = os.Getenv(config.EnvWatchDir)
 	}
 	if dir == "" {
 		return

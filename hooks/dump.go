@@ -14,7 +14,7 @@ import (
 // of the one orchestration; the dump is CRIU's, once this returns. The
 // processes are left suspended for CRIU; a detached watcher resumes them
 // once CRIU has exited, if they still run (--leave-running, or a failed dump).
-func preDump(ctx context.Context) error {
+func preDump(ctx context.Context, o *cryoruntime.Orchestrator) error {
 	pid, err := initPID()
 	if err != nil {
 		return err
@@ -32,7 +32,7 @@ func preDump(ctx context.Context) error {
 	}
 	// Only the first phase: CRIU dumps once this script has returned, and
 	// post-dump takes the digests.
-	m, err := orchestrator().BeginCheckpoint(ctx, t, dir)
+	m, err := o.BeginCheckpoint(ctx, t, dir)
 	if err != nil {
 		return err // the orchestration has resumed CUDA already
 	}
@@ -41,7 +41,7 @@ func preDump(ctx context.Context) error {
 	}
 	if err := startWatcher(dir, m); err != nil {
 		// Without a watcher nobody would resume a --leave-running container.
-		resumeNow(ctx, m)
+		resumeNow(ctx, o, m)
 		return fmt.Errorf("start the resume watcher: %w; CUDA resumed, dump aborted", err)
 	}
 	return nil

@@ -15,18 +15,8 @@
 //
 // CRIU then runs cryo-criu-action at each step of a dump or restore (see
 // CRIUAction). When cryo-runc runs the checkpoint or restore itself, it sets
-// OrchestratedEnv and the action script does nothing.
+// config.EnvOrchestrated and the action script does nothing.
 package hooks
 
-const (
-	// OrchestratedEnv, set to 1 in runc's environment, tells the action
-	// script that cryo-runc already runs the orchestration around runc.
-	OrchestratedEnv = "CRYO_ORCHESTRATED"
-	// EnableEnv=1 makes cryo-runc prepare containers at create, run and restore.
-	EnableEnv = "CRYO_CRIU_HOOKS"
-	// ContainerEnv and EnvFileEnv are set by the generated script for the action.
-	ContainerEnv = "CRYO_CONTAINER_ID"
-	EnvFileEnv   = "CRYO_RUNC_ENV"
-
-	scriptName = "cryo-criu-action.sh"
-)
+// scriptName is the generated action script in the bundle.
+const scriptName = "cryo-criu-action.sh"

@@ -10,20 +10,20 @@ import (
 
 // preRestore runs before CRIU restores anything: the manifest's digests and
 // GPU needs are checked, and a failure aborts the restore.
-func preRestore(ctx context.Context) error {
+func preRestore(ctx context.Context, o *cryoruntime.Orchestrator) error {
 	dir, err := imageDir()
 	if err != nil {
 		return err
 	}
 	// CRIU does not say which spec the container restores with; the GPUs
 	// are matched after the restore, to the nodes its /dev then has.
-	_, err = orchestrator().CheckRestore(ctx, containerID(), dir, cryoruntime.GPUScope{Deferred: true})
+	_, err = o.CheckRestore(ctx, containerID(), dir, cryoruntime.GPUScope{Deferred: true})
 	return err
 }
 
 // postResume runs once the restored processes run again: CUDA is resumed in
 // them. (At post-restore they are still stopped by CRIU.)
-func postResume(ctx context.Context) error {
+func postResume(ctx context.Context, o *cryoruntime.Orchestrator) error {
 	pid, err := initPID()
 	if err != nil {
 		return err
@@ -45,5 +45,5 @@ func postResume(ctx context.Context) error {
 		Scope:   cryoruntime.GPUScope{Deferred: true},
 		InitPID: pid,
 	}
-	return orchestrator().ResumeRestored(ctx, t, m)
+	return o.ResumeRestored(ctx, t, m)
 }

@@ -10,17 +10,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/cudacr/proc"
+	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
-)
-
-// The watcher's arguments travel in its environment.
-const (
-	watchDirEnv   = "CRYO_WATCH_DIR"
-	watchPIDEnv   = "CRYO_WATCH_CRIU_PID"
-	watchStartEnv = "CRYO_WATCH_CRIU_START"
-	watchPIDsEnv  = "CRYO_WATCH_PIDS"
 )
 
 // Bounds of the watcher: how long CRIU may take to exit, and how long the
@@ -49,8 +42,8 @@ func startWatcher(dir string, m *snapshot.Manifest) error {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"cryo-criu-action"} // the multi-call binary dispatches on argv[0]
 	cmd.Env = append(os.Environ(), "CRTOOLS_SCRIPT_ACTION="+watchAction, "CRTOOLS_IMAGE_DIR=",
-		watchDirEnv+"="+dir, watchPIDEnv+"="+strconv.Itoa(criu),
-		watchStartEnv+"="+proc.StartTime(criu), watchPIDsEnv+"="+strings.Join(pids, ","))
+		config.EnvWatchDir+"="+dir, config.EnvWatchPID+"="+strconv.Itoa(criu),
+		config.EnvWatchStart+"="+proc.StartTime(criu), config.EnvWatchPIDs+"="+strings.Join(pids, ","))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives CRIU and runc
 	if err := cmd.Start(); err != nil {
@@ -61,20 +54,20 @@ func startWatcher(dir string, m *snapshot.Manifest) error {
 
 // watch is the watcher: it waits for CRIU to exit, then for the container to
 // be thawed, and resumes CUDA in the processes still alive.
-func watch(ctx context.Context) error {
-	criu, _ := strconv.Atoi(os.Getenv(watchPIDEnv))
-	start := os.Getenv(watchStartEnv)
+func watch(ctx context.Context, o *cryoruntime.Orchestrator) error {
+	criu, _ := strconv.Atoi(os.Getenv(config.EnvWatchPID))
+	start := os.Getenv(config.EnvWatchStart)
 	if !waitUntil(criuExitTimeout, func() bool { return !proc.Alive(criu) || proc.StartTime(criu) != start }) {
 		return fmt.Errorf("CRIU (pid %d) still runs after %s; CUDA left suspended: run `cryo cuda resume` on the container's pids", criu, criuExitTimeout)
 	}
-	pids := livePIDs(os.Getenv(watchPIDsEnv))
+	pids := livePIDs(os.Getenv(config.EnvWatchPIDs))
 	if len(pids) == 0 {
 		return nil // the dump ended the container (no --leave-running)
 	}
 	if !waitUntil(thawTimeout, func() bool { return !anyFrozen(pids) }) {
 		return fmt.Errorf("processes %v stay frozen after the dump; CUDA left suspended: thaw the container and run `cryo cuda resume`", pids)
 	}
-	if err := cudacr.New(cudacr.Options{}).Resume(ctx, pids, cudacr.SetOptions{}); err != nil {
+	if err := o.ResumeCUDA(ctx, pids); err != nil {
 		return fmt.Errorf("resume CUDA after the dump: %w", err)
 	}
 	logf("CUDA resumed in %v after the dump", pids)
@@ -82,12 +75,12 @@ func watch(ctx context.Context) error {
 }
 
 // resumeNow undoes preDump's suspend when no watcher could be started.
-func resumeNow(ctx context.Context, m *snapshot.Manifest) {
+func resumeNow(ctx context.Context, o *cryoruntime.Orchestrator, m *snapshot.Manifest) {
 	var pids []int
 	for _, p := range m.Processes {
 		pids = append(pids, p.PID)
 	}
-	if err := cudacr.New(cudacr.Options{}).Resume(ctx, pids, cudacr.SetOptions{}); err != nil {
+	if err := o.ResumeCUDA(ctx, pids); err != nil {
 		logf("resume CUDA: %v", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cryo-gpu/cryo/hooks"
+	"github.com/cryo-gpu/cryo/config"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 )
 
@@ -52,11 +52,11 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 	return nil
 }
 
-// runDump runs the real `runc checkpoint`. hooks.OrchestratedEnv tells the
+// runDump runs the real `runc checkpoint`. config.EnvOrchestrated tells the
 // CRIU action script, if the container has one, that cryo-runc is already
 // doing its job.
 func (w *wrapper) runDump(o crOpts) error {
-	code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+	code, err := w.runRunc(config.EnvOrchestrated + "=1")
 	if err != nil {
 		return err
 	}

@@ -16,18 +16,17 @@ package runcwrap
 
 import (
 	"context"
-	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/hooks"
+	"github.com/cryo-gpu/cryo/config"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 )
 
 // wrapper is one cryo-runc invocation.
 type wrapper struct {
 	cmd  cmdline
+	cfg  config.Config
 	runc string // the real runc
 	log  *logger
 	cli  runcCLI
@@ -37,16 +36,17 @@ type wrapper struct {
 func Main(args []string) int {
 	c := parseCmdline(args)
 	log := newLogger(c)
-	if err := hooks.LoadEnvFile(c.envFile); err != nil {
-		log.error("%v", err)
-		return 1
-	}
-	runc, err := realRunc()
+	cfg, err := config.Load(c.envFile)
 	if err != nil {
 		log.error("%v", err)
 		return 1
 	}
-	w := &wrapper{cmd: c, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
+	runc, err := realRunc(cfg)
+	if err != nil {
+		log.error("%v", err)
+		return 1
+	}
+	w := &wrapper{cmd: c, cfg: cfg, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	switch c.command {
@@ -63,19 +63,18 @@ func Main(args []string) int {
 
 // exec hands the command to the real runc; it returns only on failure.
 func (w *wrapper) exec() int {
-	err := execRunc(w.runc, w.cmd.argv())
+	err := w.execRunc()
 	w.log.error("%v", err)
 	return 1
 }
 
-// orchestrator is cryo's one checkpoint/restore sequence, logging where
-// cryo-runc logs. The driver loads $CRYO_LIBCUDA (else libcuda.so.1) in
-// helper processes, never in cryo-runc.
+// orchestrator is cryo's one checkpoint/restore sequence, configured as
+// cryo-runc was, logging where cryo-runc logs. The driver loads its library
+// in helper processes, never in cryo-runc.
 func (w *wrapper) orchestrator() *cryoruntime.Orchestrator {
 	return cryoruntime.New(
-		cryoruntime.WithDriverOptions(cudacr.Options{}),
+		cryoruntime.WithConfig(w.cfg),
 		cryoruntime.WithLogger(w.log.slog()),
-		cryoruntime.WithAllowCUDAIPC(os.Getenv(cryoruntime.AllowCUDAIPCEnv) == "1"),
 		cryoruntime.WithTCPHint("checkpoint with `podman container checkpoint --tcp-established` or `runc checkpoint --tcp-established`"),
 	)
 }

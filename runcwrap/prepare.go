@@ -19,7 +19,7 @@ var createValueFlags = map[string]bool{
 // A failure is logged and the container starts all the same: the hooks only
 // guard checkpoints that bypass cryo-runc.
 func (w *wrapper) prepare() {
-	if os.Getenv(hooks.EnableEnv) != "1" {
+	if !w.cfg.CRIUHooks {
 		return
 	}
 	values := createValueFlags
@@ -31,7 +31,7 @@ func (w *wrapper) prepare() {
 		bundle = b
 	}
 	id := lastPositional(w.cmd.rest, values)
-	err := hooks.Prepare(absPath(bundle, "."), id, actionPath(), envFilePath(w.cmd.envFile))
+	err := hooks.Prepare(absPath(bundle, "."), id, w.actionPath(), w.cfg.EnvFile)
 	if errors.Is(err, hooks.ErrForeignCRIUConfig) {
 		w.log.warn("container %s: %v", id, err)
 	} else if err != nil {
@@ -39,25 +39,13 @@ func (w *wrapper) prepare() {
 	}
 }
 
-// actionPath is cryo-criu-action: $CRYO_CRIU_ACTION, else the name next to
-// this cryo-runc (both are links to one binary).
-func actionPath() string {
-	if p := os.Getenv("CRYO_CRIU_ACTION"); p != "" {
-		return p
+// actionPath is cryo-criu-action: the configured one ($CRYO_CRIU_ACTION),
+// else the name next to this cryo-runc (both are links to one binary).
+func (w *wrapper) actionPath() string {
+	if w.cfg.CRIUAction != "" {
+		return w.cfg.CRIUAction
 	}
 	return filepath.Join(filepath.Dir(absPath(os.Args[0], os.Args[0])), "cryo-criu-action")
-}
-
-// envFilePath is the environment file in use, for the action script.
-func envFilePath(flag string) string {
-	for _, p := range []string{flag, os.Getenv(hooks.EnvFileEnv), hooks.DefaultEnvFile} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return absPath(p, p)
-			}
-		}
-	}
-	return ""
 }
 
 // lastPositional is the container id: the last argument that is neither an

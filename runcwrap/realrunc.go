@@ -7,9 +7,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
-	"github.com/cryo-gpu/cryo/hooks"
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // defaultPath is searched when the caller passed no PATH.
@@ -18,11 +19,12 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // errNoRunc: the real runc could not be found.
 var errNoRunc = errors.New("real runc not found")
 
-// realRunc returns the path of the OCI runtime cryo-runc wraps: $CRYO_RUNC,
-// else the first `runc` on PATH that is not cryo-runc itself (cryo-runc may
-// be installed as `runc`, and calling itself would loop forever).
-func realRunc() (string, error) {
-	if p := os.Getenv("CRYO_RUNC"); p != "" {
+// realRunc returns the path of the OCI runtime cryo-runc wraps: the
+// configured one ($CRYO_RUNC), else the first `runc` on PATH that is not
+// cryo-runc itself (cryo-runc may be installed as `runc`, and calling
+// itself would loop forever).
+func realRunc(cfg config.Config) (string, error) {
+	if p := cfg.Runc; p != "" {
 		full, err := exec.LookPath(p)
 		if err != nil {
 			return "", fmt.Errorf("%w: CRYO_RUNC=%s: %v (set CRYO_RUNC to runc's absolute path)", errNoRunc, p, err)
@@ -32,7 +34,7 @@ func realRunc() (string, error) {
 		}
 		return full, nil
 	}
-	path := os.Getenv("PATH")
+	path := lookupEnv(cfg.Environ, "PATH")
 	if path == "" {
 		// Podman runs some runtime commands with no PATH at all.
 		path = defaultPath
@@ -43,7 +45,7 @@ func realRunc() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w on PATH (install runc, or set CRYO_RUNC in %s)", errNoRunc, hooks.DefaultEnvFile)
+	return "", fmt.Errorf("%w on PATH (install runc, or set CRYO_RUNC in %s)", errNoRunc, config.DefaultEnvFile)
 }
 
 // isSelf reports whether p is the running executable.
@@ -59,26 +61,26 @@ func isSelf(p string) bool {
 // execRunc replaces this process with runc, so that stdio, inherited file
 // descriptors, the console socket, signals and the exit status are exactly
 // runc's. It returns only on failure.
-func execRunc(runc string, argv []string) error {
-	err := syscall.Exec(runc, append([]string{runc}, argv...), os.Environ())
-	return fmt.Errorf("exec %s: %w", runc, err)
+func (w *wrapper) execRunc() error {
+	err := syscall.Exec(w.runc, append([]string{w.runc}, w.cmd.argv()...), w.cfg.Environ)
+	return fmt.Errorf("exec %s: %w", w.runc, err)
 }
 
-// runcCmd is runc as a child with this process's stdio and environment
+// runcCmd is runc as a child with this process's stdio and cryo-runc's environment
 // (plus extraEnv). Inherited descriptors that are not close-on-exec
 // (conmon's pipes, a console socket's peer) reach runc as well.
-func runcCmd(runc string, argv []string, extraEnv ...string) *exec.Cmd {
-	cmd := exec.Command(runc, argv...)
+func (w *wrapper) runcCmd(extraEnv ...string) *exec.Cmd {
+	cmd := exec.Command(w.runc, w.cmd.argv()...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.Env = append(append([]string(nil), w.cfg.Environ...), extraEnv...)
 	return cmd
 }
 
 // runRunc runs runc as a child and returns its exit status.
-func runRunc(runc string, argv []string, extraEnv ...string) (int, error) {
-	cmd := runcCmd(runc, argv, extraEnv...)
+func (w *wrapper) runRunc(extraEnv ...string) (int, error) {
+	cmd := w.runcCmd(extraEnv...)
 	if err := cmd.Start(); err != nil {
-		return 1, fmt.Errorf("run %s: %w", runc, err)
+		return 1, fmt.Errorf("run %s: %w", w.runc, err)
 	}
 	return waitExit(cmd), nil
 }
@@ -117,4 +119,14 @@ func statusOf(cmd *exec.Cmd, err error) int {
 		return 1
 	}
 	return 0
+}
+
+// lookupEnv is the value of key in environ, "" if unset.
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }

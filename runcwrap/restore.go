@@ -8,7 +8,7 @@ import (
 
 	gorunc "github.com/containerd/go-runc"
 
-	"github.com/cryo-gpu/cryo/hooks"
+	"github.com/cryo-gpu/cryo/config"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
@@ -25,7 +25,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	}
 	// One lock from the check to the CUDA resume: a checkpoint of the
 	// container must not start while its processes are still suspended.
-	ctx, l, err := cryoruntime.LockTarget(ctx, "restore", o.id)
+	ctx, l, err := w.orchestrator().LockTarget(ctx, "restore", o.id)
 	if err != nil {
 		w.log.error("%v", &cryoruntime.StepError{Op: "restore", ID: o.id, Step: cryoruntime.StepLock, Err: err,
 			Outcome: "nothing was restored", Remedy: "wait for that run to finish, then retry"})
@@ -73,7 +73,7 @@ func (w *wrapper) restoreTCP(o crOpts) {
 func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) int {
 	_, err := w.orchestrator().Restore(ctx, o.id, m, cryoruntime.Restorer{
 		Restore: func(context.Context) (int, error) {
-			code, err := runRunc(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+			code, err := w.runRunc(config.EnvOrchestrated + "=1")
 			if err != nil {
 				return 0, err
 			}
@@ -101,7 +101,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Man
 // The lock is released once CUDA runs: runc stays until the container
 // exits, and the container may be checkpointed meanwhile.
 func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope, l *cryoruntime.Lock) int {
-	cmd := runcCmd(w.runc, w.cmd.argv(), hooks.OrchestratedEnv+"=1")
+	cmd := w.runcCmd(config.EnvOrchestrated + "=1")
 	if err := cmd.Start(); err != nil {
 		w.log.error("restore of container %s: start runc: %v", o.id, err)
 		return 1

@@ -65,7 +65,7 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	stopped := !po.LeaveRunning && !po.TCPEstablished
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped}
 	dump := func(ctx context.Context) error {
-		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped})
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped, Binary: o.Config.CRIU})
 	}
 	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
 	// Outside the timed steps: how soon the parent reaps is not the dump's
@@ -104,9 +104,9 @@ func prepareDir(dir string) error {
 // (the tree runs, with CUDA suspended) with the error.
 func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
 	id := "checkpoint " + ro.Dir
-	ctx, l, release, err := lockFor(ctx, "restore", id)
+	ctx, l, release, err := o.lockFor(ctx, "restore", id)
 	if err != nil {
-		return nil, lockError("restore", id, err)
+		return nil, o.lockError("restore", id, err)
 	}
 	defer release()
 	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
@@ -116,13 +116,13 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	// CRIU gives the processes back their pids: hold them from before they
 	// exist until their CUDA runs again.
 	if err := l.AddPIDs(manifestPIDs(m)); err != nil {
-		return nil, lockError("restore", id, err)
+		return nil, o.lockError("restore", id, err)
 	}
 	tcp := o.restoreTCP(id, ro.Dir)
 	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
 	pid, err := o.Restore(ctx, id, m, Restorer{
 		Restore: func(ctx context.Context) (int, error) {
-			return criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0})
+			return criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0, Binary: o.Config.CRIU})
 		},
 		Target: func(pid int) Target {
 			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}

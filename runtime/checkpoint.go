@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
@@ -54,7 +53,7 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 	if err := c.run(ctx, append(c.begin(), c.finish()...)); err != nil {
 		return c.m, err
 	}
-	holdForTest(stepFinal)
+	c.o.holdForTest(stepFinal)
 	// Write syncs the file system: the images, digests and manifest are on
 	// disk before the processes may go.
 	if err := snapshot.Write(imageDir, c.m); err != nil {
@@ -97,7 +96,7 @@ func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error)
 	}
 	ctx, release, err := c.takeLock(ctx)
 	if err != nil {
-		return nil, nil, lockError("checkpoint", c.t.ID, err)
+		return nil, nil, c.o.lockError("checkpoint", c.t.ID, err)
 	}
 	// Owner-only before the first page is written: CRIU writes its images
 	// with its own umask, readable by all, until the digests step narrows
@@ -117,7 +116,7 @@ func (c *checkpoint) run(ctx context.Context, steps []stepRun) error {
 		if s.skip != nil && s.skip() {
 			continue
 		}
-		holdForTest(s.name)
+		c.o.holdForTest(s.name)
 		d, err := c.o.step(ctx, c.t.ID, s.name, s.run)
 		c.m.AddStep(string(s.name), d, err)
 		if err != nil {
@@ -165,7 +164,7 @@ func (c *checkpoint) noCUDA() bool { return len(c.toSuspend) == 0 }
 // first one would corrupt what the first one copies. A lock ctx already
 // carries (the front end's) is used as it is.
 func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), error) {
-	ctx, l, release, err := lockFor(ctx, "checkpoint", c.t.ID)
+	ctx, l, release, err := c.o.lockFor(ctx, "checkpoint", c.t.ID)
 	if err != nil {
 		return ctx, nil, err
 	}
@@ -293,7 +292,7 @@ func (c *checkpoint) writeManifest(ctx context.Context) error { return snapshot.
 // runDump dumps with the digest watcher running, so that most of the pages
 // are hashed by the time the dump ends (cores CRIU does not use).
 func (c *checkpoint) runDump(ctx context.Context) error {
-	if os.Getenv(EnvDigestWatch) != "0" {
+	if !c.o.Config.HashAfterDump {
 		c.watch = snapshot.WatchDigests(c.dir)
 	}
 	if err := c.dump(ctx); err != nil {
@@ -329,10 +328,6 @@ func StillSuspended(m *snapshot.Manifest) []int {
 	}
 	return pids
 }
-
-// EnvDigestWatch set to 0 hashes the image after the dump instead of
-// during it.
-const EnvDigestWatch = "CRYO_DIGEST_WATCH"
 
 // computeDigests hashes an image directory after its dump; the tests make
 // it fail, as a failing disk would.

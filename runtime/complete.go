@@ -40,9 +40,9 @@ func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *snapshot
 // itself did not complete, and says so when there was nothing to finish.
 func (o *Orchestrator) FinishCheckpoint(ctx context.Context, dir string) (*snapshot.Manifest, error) {
 	id := "checkpoint " + dir
-	ctx, _, release, err := lockFor(ctx, "checkpoint", id)
+	ctx, _, release, err := o.lockFor(ctx, "checkpoint", id)
 	if err != nil {
-		return nil, lockError("checkpoint", id, err)
+		return nil, o.lockError("checkpoint", id, err)
 	}
 	defer release()
 	m, err := snapshot.Read(dir)

@@ -26,12 +26,12 @@ const criuLogLevel = 4
 // ghostLimit is the largest deleted-but-open file a dump saves.
 const ghostLimit = 256 << 20
 
-// CRIUPath finds the CRIU binary: $CRYO_CRIU, then /usr/local/sbin/criu
-// (where a CRIU built from source lands, ahead of an older distribution
-// package that may not work on this kernel), then $PATH.
-func CRIUPath() (string, error) {
-	if p := os.Getenv("CRYO_CRIU"); p != "" {
-		return p, nil
+// CRIUPath finds the CRIU binary: the configured one ($CRYO_CRIU), then
+// /usr/local/sbin/criu (where a CRIU built from source lands, ahead of an
+// older distribution package that may not work on this kernel), then $PATH.
+func CRIUPath(configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
 	}
 	if st, err := os.Stat("/usr/local/sbin/criu"); err == nil && st.Mode()&0o111 != 0 {
 		return "/usr/local/sbin/criu", nil
@@ -51,10 +51,12 @@ type criuOptions struct {
 	// LeaveStopped leaves the dumped tree stopped instead of killing it
 	// (see Target.DumpLeavesStopped).
 	LeaveStopped bool
+	// Binary is the configured CRIU ($CRYO_CRIU); empty: found by CRIUPath.
+	Binary string
 }
 
-func newCRIU() (*criu.Criu, error) {
-	path, err := CRIUPath()
+func newCRIU(configured string) (*criu.Criu, error) {
+	path, err := CRIUPath(configured)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func baseOpts(dir, logFile string, o criuOptions) (*rpc.CriuOpts, *os.File, erro
 // LeaveStopped leaves it stopped; on a failed dump CRIU lets the tree run
 // on.
 func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
-	c, err := newCRIU()
+	c, err := newCRIU(o.Binary)
 	if err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func (n *pidNotify) PostRestore(pid int32) error { n.pid = int(pid); return nil 
 // when this process exits the kernel re-parents it to init (or to the
 // nearest child subreaper). It returns the root's pid.
 func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
-	c, err := newCRIU()
+	c, err := newCRIU(o.Binary)
 	if err != nil {
 		return 0, err
 	}

@@ -24,13 +24,13 @@ func (i CRIUInfo) VersionString() string {
 
 // ProbeCRIU asks CRIU for its version over its RPC (go-criu), rather than
 // parsing `criu --version`.
-func ProbeCRIU() (CRIUInfo, error) {
+func ProbeCRIU(configured string) (CRIUInfo, error) {
 	info := CRIUInfo{Kernel: kernelRelease()}
-	c, err := newCRIU()
+	c, err := newCRIU(configured)
 	if err != nil {
 		return info, err
 	}
-	info.Path, _ = CRIUPath()
+	info.Path, _ = CRIUPath(configured)
 	if info.Version, err = c.GetCriuVersion(); err != nil {
 		return info, fmt.Errorf("ask %s for its version: %w", info.Path, err)
 	}
@@ -70,7 +70,7 @@ func kernelRelease() string {
 // A CRIU that cannot tell its version is left to fail on its own, with its
 // log.
 func (o *Orchestrator) checkCRIU() error {
-	info, err := ProbeCRIU()
+	info, err := ProbeCRIU(o.Config.CRIU)
 	if err != nil {
 		o.log().Debug("CRIU version unknown; not checked", "error", err)
 		return nil

@@ -25,14 +25,14 @@ func TestFindCUDARetriesVanishedProcess(t *testing.T) {
 		}
 		return []int{os.Getpid()}, nil
 	}}
-	pids, procs, skipped, err := New().findCUDA(context.Background(), target)
+	pids, procs, skipped, err := New(testConfig).findCUDA(context.Background(), target)
 	if err != nil || calls != 2 || len(pids) != 1 || len(procs) != 0 || len(skipped) != 1 {
 		t.Fatalf("pids %v procs %v skipped %v err %v after %d listings", pids, procs, skipped, err, calls)
 	}
 
 	// A pid that stays gone still fails, naming it.
 	target.PIDs = func(context.Context) ([]int, error) { return []int{dead.Process.Pid}, nil }
-	if _, _, _, err := New().findCUDA(context.Background(), target); !errors.Is(err, cudacr.ErrNoProcess) {
+	if _, _, _, err := New(testConfig).findCUDA(context.Background(), target); !errors.Is(err, cudacr.ErrNoProcess) {
 		t.Fatalf("a vanished pid: %v", err)
 	}
 }

@@ -2,17 +2,11 @@ package runtime
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
-
-// GPUMapEnv names the environment variable that front ends without flags of
-// their own (cryo-runc under Podman, the shim) read the GPU map from:
-// "OLD-UUID=NEW-UUID[,OLD-UUID=NEW-UUID…]".
-const GPUMapEnv = "CRYO_GPU_MAP"
 
 // ParseGPUMap parses "OLD=NEW[,OLD=NEW…]" (GPU UUIDs as nvidia-smi -L prints them).
 func ParseGPUMap(spec string) ([]cudacr.GPUPair, error) {
@@ -31,12 +25,13 @@ func ParseGPUMap(spec string) ([]cudacr.GPUPair, error) {
 	return pairs, nil
 }
 
-// gpuMap is the explicit map: the option, else the environment.
+// gpuMap is the explicit map: the option, else the configured one
+// ($CRYO_GPU_MAP, for front ends without flags of their own).
 func (o *Orchestrator) gpuMap() ([]cudacr.GPUPair, error) {
 	if o.GPUMap != nil {
 		return o.GPUMap, nil
 	}
-	if spec := os.Getenv(GPUMapEnv); spec != "" {
+	if spec := o.Config.GPUMap; spec != "" {
 		return ParseGPUMap(spec)
 	}
 	return nil, nil

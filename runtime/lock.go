@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // One owner per target: every checkpoint or restore holds a lock on its
@@ -24,13 +26,6 @@ import (
 // each pid of the process set, so that the bare CLI on a container's pid
 // and cryo-runc on the container collide. The kernel drops a flock when
 // its holder dies, so a killed cryo leaves no stale lock behind.
-
-// EnvLockDir overrides DefaultLockDir (tests run unprivileged daemons and
-// private directories).
-const EnvLockDir = "CRYO_LOCK_DIR"
-
-// DefaultLockDir holds the lock files.
-const DefaultLockDir = "/run/cryo/locks"
 
 // ErrBusy: another checkpoint or restore of the same target is in
 // progress; nothing was touched.
@@ -72,8 +67,8 @@ type lockCtxKey struct{}
 // use that lock instead of taking their own. A front end whose run spans
 // several entry points (a restore: check, runc restore, CUDA resume) takes
 // it first. It fails at once with a *BusyError if another run holds it.
-func LockTarget(ctx context.Context, op, id string) (context.Context, *Lock, error) {
-	l := &Lock{op: op, target: describeTarget(id), dir: lockDir(), files: map[string]*os.File{}}
+func (o *Orchestrator) LockTarget(ctx context.Context, op, id string) (context.Context, *Lock, error) {
+	l := &Lock{op: op, target: describeTarget(id), dir: o.lockDir(), files: map[string]*os.File{}}
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return ctx, nil, fmt.Errorf("lock directory %s: %w", l.dir, err)
 	}
@@ -86,8 +81,8 @@ func LockTarget(ctx context.Context, op, id string) (context.Context, *Lock, err
 // LockPIDs locks only pids, for a run on processes without a container
 // (`cryo cuda suspend`): it collides with any checkpoint or restore that
 // holds one of them.
-func LockPIDs(op string, pids []int) (*Lock, error) {
-	l := &Lock{op: op, target: "pid " + strings.Trim(fmt.Sprint(pids), "[]"), dir: lockDir(), files: map[string]*os.File{}}
+func (o *Orchestrator) LockPIDs(op string, pids []int) (*Lock, error) {
+	l := &Lock{op: op, target: "pid " + strings.Trim(fmt.Sprint(pids), "[]"), dir: o.lockDir(), files: map[string]*os.File{}}
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock directory %s: %w", l.dir, err)
 	}
@@ -106,11 +101,11 @@ func heldLock(ctx context.Context) *Lock {
 
 // lockFor returns the lock ctx carries, or takes one for id; release is a
 // no-op for a lock it did not take.
-func lockFor(ctx context.Context, op, id string) (context.Context, *Lock, func(), error) {
+func (o *Orchestrator) lockFor(ctx context.Context, op, id string) (context.Context, *Lock, func(), error) {
 	if l := heldLock(ctx); l != nil {
 		return ctx, l, func() {}, nil
 	}
-	ctx, l, err := LockTarget(ctx, op, id)
+	ctx, l, err := o.LockTarget(ctx, op, id)
 	if err != nil {
 		return ctx, nil, nil, err
 	}
@@ -195,11 +190,13 @@ func readHolder(f *os.File) (int, string) {
 	return p, what
 }
 
-func lockDir() string {
-	if d := os.Getenv(EnvLockDir); d != "" {
-		return d
+// lockDir is where every front end meets: the configured directory
+// ($CRYO_LOCK_DIR), else /run/cryo/locks.
+func (o *Orchestrator) lockDir() string {
+	if o.Config.LockDir != "" {
+		return o.Config.LockDir
 	}
-	return DefaultLockDir
+	return config.DefaultLockDir
 }
 
 // describeTarget is how a message names a target id: bare trees and
@@ -229,12 +226,12 @@ func fileName(key string) string {
 
 // lockError is a failed lock as a *StepError: a busy target was left
 // exactly as it was.
-func lockError(op, id string, err error) *StepError {
+func (o *Orchestrator) lockError(op, id string, err error) *StepError {
 	e := &StepError{Op: op, ID: id, Step: StepLock, Err: err, Outcome: "nothing was done, the processes were not touched"}
 	if errors.Is(err, ErrBusy) {
 		e.Remedy = "wait for that run to finish, then retry"
 	} else {
-		e.Remedy = "check that " + lockDir() + " (or $" + EnvLockDir + ") is a writable directory"
+		e.Remedy = "check that " + o.lockDir() + " (or $" + config.EnvLockDir + ") is a writable directory"
 	}
 	return e
 }

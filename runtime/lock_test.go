@@ -14,11 +14,11 @@ import (
 
 func TestLockTargetBusy(t *testing.T) {
 	ctx := context.Background()
-	_, l, err := LockTarget(ctx, "checkpoint", "abc")
+	_, l, err := locks().LockTarget(ctx, "checkpoint", "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = LockTarget(ctx, "restore", "abc")
+	_, _, err = locks().LockTarget(ctx, "restore", "abc")
 	var be *BusyError
 	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) || be.PID != os.Getpid() {
 		t.Fatalf("want a BusyError naming this process, got %v", err)
@@ -28,7 +28,7 @@ func TestLockTargetBusy(t *testing.T) {
 		t.Fatalf("%q lacks %q", err, want)
 	}
 	l.Release()
-	_, l2, err := LockTarget(ctx, "restore", "abc")
+	_, l2, err := locks().LockTarget(ctx, "restore", "abc")
 	if err != nil {
 		t.Fatalf("after Release: %v", err)
 	}
@@ -39,7 +39,7 @@ func TestLockTargetBusy(t *testing.T) {
 // checkpoint of the container collide on the pid.
 func TestLockPIDsCollide(t *testing.T) {
 	ctx := context.Background()
-	_, a, err := LockTarget(ctx, "checkpoint", "pid 42")
+	_, a, err := locks().LockTarget(ctx, "checkpoint", "pid 42")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestLockPIDsCollide(t *testing.T) {
 	if err := a.AddPIDs([]int{42}); err != nil {
 		t.Fatalf("a key already held must be taken again: %v", err)
 	}
-	_, b, err := LockTarget(ctx, "checkpoint", "ctr")
+	_, b, err := locks().LockTarget(ctx, "checkpoint", "ctr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,24 +62,24 @@ func TestLockPIDsCollide(t *testing.T) {
 }
 
 func TestLockForReusesContext(t *testing.T) {
-	ctx, l, err := LockTarget(context.Background(), "restore", "r1")
+	ctx, l, err := locks().LockTarget(context.Background(), "restore", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release()
-	_, got, release, err := lockFor(ctx, "restore", "r1")
+	_, got, release, err := locks().lockFor(ctx, "restore", "r1")
 	if err != nil || got != l {
 		t.Fatalf("lockFor under a held lock: %v", err)
 	}
 	release() // a no-op: the caller's lock stays
-	if _, _, err := LockTarget(context.Background(), "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
+	if _, _, err := locks().LockTarget(context.Background(), "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the lock was dropped by a nested release: %v", err)
 	}
 }
 
 // TestLockDiesWithHolder: a killed holder leaves no stale lock.
 func TestLockDiesWithHolder(t *testing.T) {
-	path := filepath.Join(lockDir(), fileName("id-dead"))
+	path := filepath.Join(locks().lockDir(), fileName("id-dead"))
 	os.WriteFile(path, []byte("1 checkpoint of container dead\n"), 0o600)
 	cmd := exec.Command("sh", "-c", `exec 9<>"$0" && flock -x 9 && exec sleep 60`, path)
 	if err := cmd.Start(); err != nil {
@@ -87,7 +87,7 @@ func TestLockDiesWithHolder(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, l, err := LockTarget(context.Background(), "checkpoint", "dead")
+		_, l, err := locks().LockTarget(context.Background(), "checkpoint", "dead")
 		if errors.Is(err, ErrBusy) {
 			break
 		}
@@ -101,7 +101,7 @@ func TestLockDiesWithHolder(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	_, l, err := LockTarget(context.Background(), "checkpoint", "dead")
+	_, l, err := locks().LockTarget(context.Background(), "checkpoint", "dead")
 	if err != nil {
 		t.Fatalf("lock of a killed holder still held: %v", err)
 	}
@@ -117,3 +117,6 @@ func TestLockFileName(t *testing.T) {
 		t.Fatalf("%q %q", a, b)
 	}
 }
+
+// locks takes the tests' locks in their own directory (set by TestMain).
+func locks() *Orchestrator { return New(testConfig) }

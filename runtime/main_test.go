@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	os.Setenv(EnvLockDir, filepath.Join(dir, "locks"))
+	testLocks = filepath.Join(dir, "locks")
 	faultsDir = filepath.Join(dir, "faults")
 	os.MkdirAll(faultsDir, 0o755)
 	os.Setenv("CRYO_FAKE_CUDA_FAULTS", faultsDir)
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	faultsDir, fakeRoot string
+	faultsDir, fakeRoot, testLocks string
 	fakeOnce            sync.Once
 	fakes               fakecuda.Paths
 	fakeErr             error
@@ -44,8 +44,14 @@ func fakeDriver(t *testing.T) Option {
 	if fakeErr != nil {
 		t.Fatalf("build the fake driver: %v", fakeErr)
 	}
-	return WithDriverOptions(cudacr.Options{LibPath: fakes.LibCUDA, NVMLPath: fakes.LibNVML, CallTimeout: 5 * time.Second, CopyTimeout: 10 * time.Second})
+	return func(o *Orchestrator) {
+		testConfig(o)
+		o.Driver = cudacr.New(cudacr.Options{LibPath: fakes.LibCUDA, NVMLPath: fakes.LibNVML, CallTimeout: 5 * time.Second, CopyTimeout: 10 * time.Second})
+	}
 }
+
+// testConfig keeps the tests' locks out of the host's lock directory.
+func testConfig(o *Orchestrator) { o.Config.LockDir = testLocks }
 
 // fakeApp is a running fakecuda-app: a CUDA process of the fake driver
 // that checks its device memory every tick.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/cudacr"
 )
 
@@ -45,8 +46,12 @@ type Event struct {
 }
 
 // Orchestrator is cryo's one checkpoint/restore sequence. The zero value
-// works: it uses a driver configured from the environment and slog.Default.
+// works: it uses the default configuration, a driver loading libcuda.so.1
+// and slog.Default. Front ends pass the configuration they read (WithConfig).
 type Orchestrator struct {
+	// Config is the entry point's configuration: CRIU, the lock directory,
+	// the GPU map and the digest mode are taken from it.
+	Config config.Config
 	Driver *cudacr.Driver
 	// Logger receives one line per step with its duration; nil: slog.Default().
 	Logger *slog.Logger
@@ -58,7 +63,7 @@ type Orchestrator struct {
 	// locking; zero: cudacr's default.
 	LockTimeout time.Duration
 	// GPUMap chooses the target GPU of a source GPU on restore (old UUID →
-	// new UUID), overriding the automatic match; nil: $CRYO_GPU_MAP, if set.
+	// new UUID), overriding the automatic match; nil: Config.GPUMap, if set.
 	GPUMap []cudacr.GPUPair
 	// AllowCUDAIPC checkpoints NCCL ranks that may share GPU memory through
 	// CUDA IPC, which cryo otherwise refuses (driver 580 cannot restore
@@ -71,9 +76,21 @@ type Orchestrator struct {
 	TCPHint string
 }
 
-// AllowCUDAIPCEnv is the variable that front ends without flags of their
-// own (cryo-runc, the shim) read AllowCUDAIPC from ("1" to allow).
-const AllowCUDAIPCEnv = "CRYO_ALLOW_CUDA_IPC"
+// WithConfig configures the orchestration and its driver from c, as an
+// entry point read it; options after it may override single settings.
+func WithConfig(c config.Config) Option {
+	return func(o *Orchestrator) {
+		o.Config = c
+		o.Driver = cudacr.New(DriverOptions(c))
+		o.AllowCUDAIPC = c.AllowCUDAIPC
+	}
+}
+
+// DriverOptions are the driver settings of c: the libraries and the copy
+// limit.
+func DriverOptions(c config.Config) cudacr.Options {
+	return cudacr.Options{LibPath: c.LibCUDA, NVMLPath: c.LibNVML, CopyTimeout: c.CopyTimeout}
+}
 
 // WithAllowCUDAIPC sets AllowCUDAIPC.
 func WithAllowCUDAIPC(allow bool) Option { return func(o *Orchestrator) { o.AllowCUDAIPC = allow } }
@@ -96,9 +113,8 @@ func New(opts ...Option) *Orchestrator {
 // WithDriver uses d for every CUDA call.
 func WithDriver(d *cudacr.Driver) Option { return func(o *Orchestrator) { o.Driver = d } }
 
-// WithDriverOptions uses a driver made from opts. Empty fields are taken
-// from the environment ($CRYO_LIBCUDA, $CRYO_LIBNVML) by cudacr itself, so
-// WithDriverOptions(cudacr.Options{}) is "the driver from the environment".
+// WithDriverOptions uses a driver made from opts; empty fields take
+// cudacr's defaults.
 func WithDriverOptions(opts cudacr.Options) Option {
 	return func(o *Orchestrator) { o.Driver = cudacr.New(opts) }
 }
@@ -163,4 +179,11 @@ func (o *Orchestrator) emit(e Event) {
 	if o.OnEvent != nil {
 		o.OnEvent(e)
 	}
+}
+
+// ResumeCUDA resumes CUDA in pids, for a front end that suspended them
+// outside a checkpoint run (the CRIU action script's resume watcher, `cryo
+// cuda resume`).
+func (o *Orchestrator) ResumeCUDA(ctx context.Context, pids []int) error {
+	return o.driver().Resume(ctx, pids, o.setOptions(nil))
 }

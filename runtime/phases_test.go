@@ -31,7 +31,6 @@ func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 		dump = func(context.Context) error { return errors.New("CRIU exited with status 1") }
 	case StepDigests:
 		// As an I/O error of the disk would: the hashing fails.
-		t.Setenv(EnvDigestWatch, "0")
 		computeDigests = func(string) (map[string]string, error) {
 			return nil, errors.New("read pages-1.img: input/output error")
 		}
@@ -54,6 +53,7 @@ func TestCheckpointFailureTable(t *testing.T) {
 				app := startFakeApp(t)
 				dir := t.TempDir()
 				o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+				o.Config.HashAfterDump = step == StepDigests // the failing hash runs after the dump
 				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
 				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, step, app, dir))
 				var se *StepError

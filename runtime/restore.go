@@ -137,9 +137,9 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 	if !m.HasCUDA() {
 		return o.resumeUnlisted(ctx, t)
 	}
-	ctx, l, release, err := lockFor(ctx, "restore", t.ID)
+	ctx, l, release, err := o.lockFor(ctx, "restore", t.ID)
 	if err != nil {
-		return lockError("restore", t.ID, err)
+		return o.lockError("restore", t.ID, err)
 	}
 	defer release()
 	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m, l) })
@@ -202,9 +202,9 @@ func (o *Orchestrator) resumeUnlisted(ctx context.Context, t Target) error {
 		return nil
 	}
 	o.log().Warn("restored processes hold suspended CUDA state that the checkpoint's manifest does not list: resuming them on the GPUs they had", "id", t.ID, "pids", suspended)
-	ctx, l, release, err := lockFor(ctx, "restore", t.ID)
+	ctx, l, release, err := o.lockFor(ctx, "restore", t.ID)
 	if err != nil {
-		return lockError("restore", t.ID, err)
+		return o.lockError("restore", t.ID, err)
 	}
 	defer release()
 	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error {

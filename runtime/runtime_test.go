@@ -26,12 +26,14 @@ func sleeper(t *testing.T) Target {
 	return Target{ID: "test", PIDs: func(context.Context) ([]int, error) { return []int{pid}, nil }}
 }
 
-func quiet() *Orchestrator { return New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))) }
+func quiet() *Orchestrator {
+	return New(testConfig, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+}
 
 func TestCheckpointWithoutCUDA(t *testing.T) {
 	dir := t.TempDir()
 	var steps []Step
-	o := New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithEvents(func(e Event) {
+	o := New(testConfig, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithEvents(func(e Event) {
 		if e.Done {
 			steps = append(steps, e.Step)
 		}

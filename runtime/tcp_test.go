@@ -33,7 +33,7 @@ func TestCheckpointTCPRemedy(t *testing.T) {
 	dump := func(context.Context) error {
 		return RuncCRIUError("dump", errors.New("criu failed: type NOTIFY errno 0 path= "+log))
 	}
-	o := New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTCPHint("set open_tcp"))
+	o := New(testConfig, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTCPHint("set open_tcp"))
 	_, err := o.Checkpoint(context.Background(), sleeper(t), dir, false, dump)
 	for _, want := range []string{"Connected TCP socket", "remedy: the processes hold an established TCP connection", "set open_tcp", "left running"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -8,14 +8,12 @@ import (
 	"time"
 )
 
-// EnvTestHold, set to "STEP:FILE", makes a checkpoint stop before STEP:
-// it creates FILE and waits (at most two minutes) until FILE is removed.
-// Tests use it to kill cryo, or to fill the disk, at a chosen step; it has
-// no other use.
-const EnvTestHold = "CRYO_TEST_HOLD"
-
-func holdForTest(s Step) {
-	step, file, ok := strings.Cut(os.Getenv(EnvTestHold), ":")
+// holdForTest, with $CRYO_TEST_HOLD set to "STEP:FILE", stops a checkpoint
+// before STEP: it creates FILE and waits (at most two minutes) until FILE
+// is removed. Tests use it to kill cryo, or to fill the disk, at a chosen
+// step; it has no other use.
+func (o *Orchestrator) holdForTest(s Step) {
+	step, file, ok := strings.Cut(o.Config.TestHold, ":")
 	if !ok || step != string(s) {
 		return
 	}
@@ -29,5 +27,5 @@ func holdForTest(s Step) {
 	}
 }
 
-// stepFinal names, for EnvTestHold only, the last write of the manifest.
+// stepFinal names, for holdForTest only, the last write of the manifest.
 const stepFinal Step = "final"

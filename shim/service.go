@@ -11,7 +11,7 @@ import (
 	"github.com/containerd/ttrpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/config"
 	cryort "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
@@ -22,7 +22,9 @@ import (
 type service struct {
 	taskv3.TTRPCTaskService // the runc task service
 
-	driver    *cudacr.Driver
+	// cfg is the configuration read once when the shim started, from the
+	// environment containerd gave it.
+	cfg       config.Config
 	publisher shim.Publisher
 	daemon    *legacyDaemon // containerd itself, for the 1.x spec remedy
 
@@ -36,13 +38,11 @@ var _ shim.TTRPCService = (*service)(nil)
 func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAddress string) *service {
 	return &service{
 		TTRPCTaskService: inner,
-		// The driver runs every CUDA call in a child process with a
-		// deadline; the shim itself never calls the driver.
-		driver:    cudacr.New(cudacr.Options{}),
-		publisher: publisher,
-		daemon:    newLegacyDaemon(grpcAddress),
-		restores:  map[string]pendingRestore{},
-		busy:      map[string]string{},
+		cfg:              config.FromEnv(),
+		publisher:        publisher,
+		daemon:           newLegacyDaemon(grpcAddress),
+		restores:         map[string]pendingRestore{},
+		busy:             map[string]string{},
 	}
 }
 
@@ -50,10 +50,11 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 // containerd log entries with the step's duration as a field.
 func (s *service) orch(ctx context.Context) *cryort.Orchestrator {
 	return cryort.New(
-		cryort.WithDriver(s.driver),
+		// The driver runs every CUDA call in a child process with a
+		// deadline; the shim itself never calls the driver.
+		cryort.WithConfig(s.cfg),
 		cryort.WithLogger(newEntryLogger(ctx)),
 		cryort.WithEvents(func(e cryort.Event) { logStep(ctx, e) }),
-		cryort.WithAllowCUDAIPC(os.Getenv(cryort.AllowCUDAIPCEnv) == "1"),
 		cryort.WithTCPHint("set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp through containerd's Go client; `ctr` has no flag for it)"),
 	)
 }
@@ -86,7 +87,7 @@ func (s *service) begin(ctx context.Context, id, step string) (context.Context, 
 	if op, ok := s.busy[id]; ok {
 		return ctx, nil, busyError(id, step, op)
 	}
-	ctx, l, err := cryort.LockTarget(ctx, step, id)
+	ctx, l, err := s.orch(ctx).LockTarget(ctx, step, id)
 	if err != nil {
 		return ctx, nil, &cryort.StepError{Op: step, ID: id, Step: cryort.StepLock, Err: err,
 			Remedy: "wait for the running checkpoint or restore of this container to finish"}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/runtime"
 )
 
@@ -129,7 +130,7 @@ checkpoint into the containerd at --address, as container --name.`,
 			storeFlag, keyFlag(),
 			&cli.BoolFlag{Name: "shell-job", Usage: "restore into this terminal and session (as given at checkpoint)"},
 			&cli.BoolFlag{Name: "tcp-established", Usage: "restore established TCP connections (automatic when the checkpoint holds some)"},
-			&cli.StringSliceFlag{Name: "gpu-map", EnvVars: []string{runtime.GPUMapEnv}, Usage: "restore the GPU OLD-UUID onto NEW-UUID of this host (OLD=NEW, repeatable); default: the same UUID if present, else any free GPU of the same model"},
+			&cli.StringSliceFlag{Name: "gpu-map", EnvVars: []string{config.EnvGPUMap}, Usage: "restore the GPU OLD-UUID onto NEW-UUID of this host (OLD=NEW, repeatable); default: the same UUID if present, else any free GPU of the same model"},
 			copyTimeoutFlag,
 		}, append(containerdRestoreFlags(), remoteFlags()...)...),
 		Action: restoreAction,
@@ -178,6 +179,7 @@ func printRestored(res *runtime.RestoreResult) {
 // failures only: the step lines already say what happened.
 func orchestrator(opts ...runtime.Option) *runtime.Orchestrator {
 	base := []runtime.Option{
+		runtime.WithConfig(cfg),
 		runtime.WithLogger(warnLogger()),
 		runtime.WithEvents(stepPrinter()),
 		runtime.WithCUDAProgress(progressPrinter()),

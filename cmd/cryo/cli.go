@@ -5,10 +5,17 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // runCLI runs the user CLI and returns the exit code.
+// cfg is the CLI's configuration, read once from the environment when it
+// starts; flags override single settings.
+var cfg config.Config
+
 func runCLI(args []string) int {
+	cfg = config.FromEnv()
 	app := &cli.App{
 		Name:  "cryo",
 		Usage: "checkpoint and restore processes and containers that use NVIDIA GPUs",

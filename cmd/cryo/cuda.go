@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/runtime"
 )
@@ -63,7 +64,7 @@ hung driver call becomes an error instead of a hung cryo.`,
 
 // allowIPCFlag lets a checkpoint or suspend go ahead for NCCL ranks that
 // cryo would refuse (see runtime.Orchestrator.AllowCUDAIPC).
-var allowIPCFlag = &cli.BoolFlag{Name: "allow-cuda-ipc", EnvVars: []string{runtime.AllowCUDAIPCEnv},
+var allowIPCFlag = &cli.BoolFlag{Name: "allow-cuda-ipc", EnvVars: []string{config.EnvAllowCUDAIPC},
 	Usage: "suspend NCCL ranks even without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment (for jobs that set them from inside; driver 580 loses ranks that really share GPU memory)"}
 
 // parallelFlag caps the processes whose driver calls run at once; the copies
@@ -74,18 +75,18 @@ var parallelFlag = &cli.IntFlag{Name: "parallel", Value: 0, DefaultText: "up to 
 // driverFlags are the options every command that calls the driver takes.
 func driverFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "libcuda", EnvVars: []string{"CRYO_LIBCUDA"}, Usage: "path of the CUDA driver library", DefaultText: "libcuda.so.1"},
+		&cli.StringFlag{Name: "libcuda", EnvVars: []string{config.EnvLibCUDA}, Usage: "path of the CUDA driver library", DefaultText: "libcuda.so.1"},
 		&cli.DurationFlag{Name: "call-timeout", Value: 30 * time.Second, Usage: "deadline of a driver call that copies no memory"},
 		copyTimeoutFlag,
 	}
 }
 
 func newDriver(c *cli.Context) *cudacr.Driver {
-	return cudacr.New(cudacr.Options{
-		LibPath:     c.String("libcuda"),
-		CallTimeout: c.Duration("call-timeout"),
-		CopyTimeout: c.Duration("copy-timeout"),
-	})
+	opts := runtime.DriverOptions(cfg)
+	opts.LibPath = c.String("libcuda")
+	opts.CallTimeout = c.Duration("call-timeout")
+	opts.CopyTimeout = c.Duration("copy-timeout")
+	return cudacr.New(opts)
 }
 
 // pidArgs parses the PID arguments.
@@ -199,7 +200,7 @@ func cudaSet(c *cli.Context, verb, done string, op func(context.Context, *cudacr
 	}
 	// A checkpoint in progress owns its processes: suspending or resuming
 	// them under it would corrupt its image.
-	l, err := runtime.LockPIDs("cuda "+verb, targets)
+	l, err := orchestrator().LockPIDs("cuda "+verb, targets)
 	if err != nil {
 		return fmt.Errorf("%s: %w; nothing was done", verb, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/runtime"
 )
@@ -60,14 +61,13 @@ func doctor(c *cli.Context) error {
 
 // checkCopyTimeout reports a $CRYO_COPY_TIMEOUT that the front ends ignore.
 func checkCopyTimeout() check {
-	d, err := cudacr.CopyTimeoutFromEnv()
 	switch {
-	case err != nil:
-		return check{"copy limit", "FAIL", err.Error(), "unset " + cudacr.EnvCopyTimeout + " or give a positive duration"}
-	case d > 0:
-		return check{"copy limit", "ok", fmt.Sprintf("%s (%s): a hung GPU copy is cut off then", d, cudacr.EnvCopyTimeout), ""}
+	case len(cfg.Problems) > 0:
+		return check{"copy limit", "FAIL", cfg.Problems[0].Error(), "unset " + config.EnvCopyTimeout + " or give a positive duration"}
+	case cfg.CopyTimeout > 0:
+		return check{"copy limit", "ok", fmt.Sprintf("%s (%s): a hung GPU copy is cut off then", cfg.CopyTimeout, config.EnvCopyTimeout), ""}
 	}
-	return check{"copy limit", "ok", "10m0s (default; set " + cudacr.EnvCopyTimeout + " to change)", ""}
+	return check{"copy limit", "ok", config.DefaultCopyTime.String() + " (default; set " + config.EnvCopyTimeout + " to change)", ""}
 }
 
 func checkKernel() check {
@@ -108,7 +108,7 @@ func checkCgroups() check {
 }
 
 func checkCRIU(ctx context.Context) []check {
-	info, err := runtime.ProbeCRIU()
+	info, err := runtime.ProbeCRIU(cfg.CRIU)
 	if err != nil {
 		return []check{{"criu", "FAIL", err.Error(), "install CRIU 4.2.1: `make deps` (contrib/install-deps.sh) builds it, or set CRYO_CRIU"}}
 	}

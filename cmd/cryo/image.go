@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
@@ -44,7 +45,7 @@ func containerdOptions(c *cli.Context) ociimage.ContainerdOptions {
 	return ociimage.ContainerdOptions{Address: c.String("address"), Namespace: c.String("namespace")}
 }
 
-var storeFlag = &cli.StringFlag{Name: "store", Value: ociimage.DefaultStoreRoot(), EnvVars: []string{"CRYO_IMAGE_STORE"}, Usage: "local image store (an OCI image layout)"}
+var storeFlag = &cli.StringFlag{Name: "store", DefaultText: "$" + config.EnvImageStore + ", else " + config.DefaultImageStore + " (root) or ~/.local/share/cryo/images", Usage: "local image store (an OCI image layout)"}
 
 func remoteFlags() []cli.Flag {
 	return []cli.Flag{
@@ -57,7 +58,7 @@ func remoteFlags() []cli.Flag {
 }
 
 func remoteOptions(c *cli.Context) ociimage.RemoteOptions {
-	return ociimage.RemoteOptions{PlainHTTP: c.Bool("plain-http"), Insecure: c.Bool("insecure"), AuthFile: c.String("authfile")}
+	return ociimage.RemoteOptions{PlainHTTP: c.Bool("plain-http"), Insecure: c.Bool("insecure"), AuthFiles: append([]string{c.String("authfile")}, cfg.AuthFiles...)}
 }
 
 func transferOptions(c *cli.Context) ociimage.TransferOptions {
@@ -69,7 +70,7 @@ func transferOptions(c *cli.Context) ociimage.TransferOptions {
 }
 
 func openStore(ctx context.Context, c *cli.Context) (*ociimage.Store, error) {
-	return ociimage.OpenStore(ctx, c.String("store"))
+	return ociimage.OpenStore(ctx, or(c.String("store"), cfg.ImageStore))
 }
 
 func imageBuildCommand() *cli.Command {
@@ -452,4 +453,12 @@ func tarDir(dir, tarPath string) error {
 		return fmt.Errorf("write %s: %w", tarPath, err)
 	}
 	return f.Close()
+}
+
+// or is v, else def.
+func or(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
 }

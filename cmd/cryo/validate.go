@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/runtime"
 )
 
@@ -23,7 +23,7 @@ func lockTimeout(c *cli.Context) (time.Duration, error) {
 
 // copyTimeoutFlag bounds the driver's GPU memory copies: a hung driver
 // holds the workload frozen until then, and its default suits tens of GiB.
-var copyTimeoutFlag = &cli.DurationFlag{Name: "copy-timeout", Value: 10 * time.Minute, EnvVars: []string{cudacr.EnvCopyTimeout},
+var copyTimeoutFlag = &cli.DurationFlag{Name: "copy-timeout", Value: 10 * time.Minute, EnvVars: []string{config.EnvCopyTimeout},
 	Usage: "deadline of a driver call that copies GPU memory (suspend, restore); a hung driver is cut off then and the processes rolled back"}
 
 // driverOption is the driver of a command with --copy-timeout, refused when
@@ -33,5 +33,7 @@ func driverOption(c *cli.Context) (runtime.Option, error) {
 	if d <= 0 {
 		return nil, cli.Exit(fmt.Sprintf("cryo: --copy-timeout must be positive (got %s); remedy: give a duration such as 90s or 5m", d), 2)
 	}
-	return runtime.WithDriverOptions(cudacr.Options{CopyTimeout: d}), nil
+	opts := runtime.DriverOptions(cfg)
+	opts.CopyTimeout = d
+	return runtime.WithDriverOptions(opts), nil
 }

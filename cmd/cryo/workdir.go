@@ -19,16 +19,9 @@ import (
 // which removes the work directories of dead cryo processes: each one's
 // name carries its owner's pid.
 
-// envRestoreDir overrides where work directories go (tests, hosts whose
-// /var/lib is small).
-const envRestoreDir = "CRYO_RESTORE_DIR"
-
-func restoreBase() string {
-	if d := os.Getenv(envRestoreDir); d != "" {
-		return d
-	}
-	return "/var/lib/cryo/restore"
-}
+// restoreBase is where work directories go: $CRYO_RESTORE_DIR (tests, hosts
+// whose /var/lib is small), else /var/lib/cryo/restore.
+func restoreBase() string { return cfg.RestoreDir }
 
 // workDir returns dir when given (kept afterwards), else a new owner-only
 // directory under restoreBase, and the function that removes it.

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"oras.land/oras-go/v2/registry/remote"
@@ -17,44 +16,18 @@ import (
 
 // RemoteOptions configures access to a registry.
 type RemoteOptions struct {
-	PlainHTTP bool   // talk HTTP, not HTTPS (loopback registries are HTTP by default)
-	Insecure  bool   // HTTPS without certificate verification
-	AuthFile  string // an auth file to use before the usual ones
-}
-
-// authFiles lists, in order, the auth files docker and podman use.
-func authFiles(extra string) []string {
-	var files []string
-	add := func(p string) {
-		if p != "" {
-			files = append(files, p)
-		}
-	}
-	add(extra)
-	add(os.Getenv("REGISTRY_AUTH_FILE"))
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		add(filepath.Join(d, "containers", "auth.json"))
-	}
-	add(fmt.Sprintf("/run/containers/%d/auth.json", os.Getuid()))
-	home, _ := os.UserHomeDir()
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		add(filepath.Join(d, "containers", "auth.json"))
-	} else if home != "" {
-		add(filepath.Join(home, ".config", "containers", "auth.json"))
-	}
-	if d := os.Getenv("DOCKER_CONFIG"); d != "" {
-		add(filepath.Join(d, "config.json"))
-	} else if home != "" {
-		add(filepath.Join(home, ".docker", "config.json"))
-	}
-	return files
+	PlainHTTP bool // talk HTTP, not HTTPS (loopback registries are HTTP by default)
+	Insecure  bool // HTTPS without certificate verification
+	// AuthFiles are the registry auth files to search, in order (the
+	// entry point's config.Config.AuthFiles, after any named by a flag).
+	AuthFiles []string
 }
 
 // credentialStore chains the existing auth files: the first that knows a
 // registry answers for it.
-func credentialStore(extra string) (credentials.Store, error) {
+func credentialStore(files []string) (credentials.Store, error) {
 	var stores []credentials.Store
-	for _, f := range authFiles(extra) {
+	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			continue
 		}
@@ -84,7 +57,7 @@ func newRepository(ref string, o RemoteOptions) (*remote.Repository, error) {
 	}
 	client := &auth.Client{Client: &http.Client{Transport: retry.NewTransport(base)}, Cache: auth.NewCache()}
 	client.SetUserAgent("cryo")
-	store, err := credentialStore(o.AuthFile)
+	store, err := credentialStore(o.AuthFiles)
 	if err != nil {
 		return nil, err
 	}

@@ -20,22 +20,6 @@ type Store struct {
 	oci  *oci.Store
 }
 
-// DefaultStoreRoot is $CRYO_IMAGE_STORE, else /var/lib/cryo/images for
-// root, else $XDG_DATA_HOME/cryo/images.
-func DefaultStoreRoot() string {
-	if d := os.Getenv("CRYO_IMAGE_STORE"); d != "" {
-		return d
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/cryo/images"
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "cryo", "images")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "share", "cryo", "images")
-}
-
 // OpenStore opens (creating) the store at root.
 func OpenStore(ctx context.Context, root string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(root, "blobs", "sha256"), 0o700); err != nil {

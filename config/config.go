@@ -1,0 +1,165 @@
+// Package config is cryo's configuration from the environment. Every
+// variable cryo reads is named here, with one naming pattern (EnvX), and is
+// read once, by an entry point (the cryo CLI, the shim, cryo-runc, the CRIU
+// action script), into a typed Config that it passes down. Library packages
+// read no variables of their own, so a test or a front end states its whole
+// configuration in one value.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The variables a user or an installer sets.
+const (
+	EnvLibCUDA      = "CRYO_LIBCUDA"        // the CUDA driver library; default libcuda.so.1
+	EnvLibNVML      = "CRYO_LIBNVML"        // the NVML library; default libnvidia-ml.so.1
+	EnvCopyTimeout  = "CRYO_COPY_TIMEOUT"   // bound on one driver copy (Go duration); default 10m
+	EnvCRIU         = "CRYO_CRIU"           // the criu binary; default /usr/local/sbin/criu, then PATH
+	EnvRunc         = "CRYO_RUNC"           // the real runc behind cryo-runc; default PATH
+	EnvCRIUAction   = "CRYO_CRIU_ACTION"    // cryo-criu-action; default next to cryo-runc
+	EnvCRIUHooks    = "CRYO_CRIU_HOOKS"     // 1: cryo-runc prepares containers for direct runc checkpoints
+	EnvEnvFile      = "CRYO_RUNC_ENV"       // the environment file; default /etc/cryo/cryo-runc.env
+	EnvGPUMap       = "CRYO_GPU_MAP"        // OLD-UUID=NEW-UUID[,…]: the GPUs a restore maps onto
+	EnvAllowCUDAIPC = "CRYO_ALLOW_CUDA_IPC" // 1: checkpoint NCCL ranks cryo would refuse
+	EnvLockDir      = "CRYO_LOCK_DIR"       // per-target lock files; default /run/cryo/locks
+	EnvDigestWatch  = "CRYO_DIGEST_WATCH"   // 0: hash after the dump instead of during it
+	EnvVerify       = "CRYO_VERIFY"         // full: always re-hash; default auto (trust a valid record)
+	EnvStampDir     = "CRYO_STAMP_DIR"      // verification records; default /var/lib/cryo/verified
+	EnvImageStore   = "CRYO_IMAGE_STORE"    // the local image store; default /var/lib/cryo/images
+	EnvRestoreDir   = "CRYO_RESTORE_DIR"    // work directories of restores; default /var/lib/cryo/restore
+)
+
+// Variables cryo sets for its own children; nobody else should.
+const (
+	EnvOrchestrated = "CRYO_ORCHESTRATED"  // 1: cryo-runc runs the orchestration, the action script stands by
+	EnvContainerID  = "CRYO_CONTAINER_ID"  // the container an action script acts for
+	EnvHelper       = "CRYO_CUDACR_HELPER" // 1: this process is a driver helper child
+	EnvWatchDir     = "CRYO_WATCH_DIR"     // the resume watcher's image directory
+	EnvWatchPID     = "CRYO_WATCH_CRIU_PID"
+	EnvWatchStart   = "CRYO_WATCH_CRIU_START"
+	EnvWatchPIDs    = "CRYO_WATCH_PIDS"
+	// EnvTestHold, "STEP:FILE", makes a checkpoint create FILE before STEP
+	// and wait until it is removed: tests kill cryo, or fill the disk, at a
+	// chosen step with it.
+	EnvTestHold = "CRYO_TEST_HOLD"
+)
+
+// Defaults of the paths above.
+const (
+	DefaultEnvFile    = "/etc/cryo/cryo-runc.env"
+	DefaultLockDir    = "/run/cryo/locks"
+	DefaultStampDir   = "/var/lib/cryo/verified"
+	DefaultImageStore = "/var/lib/cryo/images"
+	DefaultRestoreDir = "/var/lib/cryo/restore"
+	DefaultCopyTime   = 10 * time.Minute
+)
+
+// Config is the whole configuration of one cryo process.
+type Config struct {
+	LibCUDA, LibNVML string
+	// CopyTimeout is zero when unset or invalid (see Problems): the
+	// driver's default applies.
+	CopyTimeout  time.Duration
+	CRIU         string
+	Runc         string
+	CRIUAction   string
+	CRIUHooks    bool
+	GPUMap       string
+	AllowCUDAIPC bool
+	LockDir      string
+	// HashAfterDump hashes the images after the dump instead of while CRIU
+	// writes them.
+	HashAfterDump bool
+	VerifyFull    bool
+	StampDir      string
+	ImageStore    string
+	RestoreDir    string
+	TestHold      string
+	// AuthFiles are the registry auth files to search, in order.
+	AuthFiles []string
+	// EnvFile is the environment file merged beneath the environment ("" if
+	// none was).
+	EnvFile string
+	// Environ is the process's environment with the file's settings added:
+	// what cryo-runc hands the real runc, and through it CRIU and the
+	// action script.
+	Environ []string
+	// Problems are values that were set but invalid; their defaults apply,
+	// and `cryo doctor` shows them.
+	Problems []error
+}
+
+// FromEnv reads the configuration from the process environment.
+func FromEnv() Config { return parse(os.Environ()) }
+
+// parse builds a Config from KEY=VALUE pairs; a later pair wins.
+func parse(environ []string) Config {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	c := Config{
+		LibCUDA: env[EnvLibCUDA], LibNVML: env[EnvLibNVML],
+		CRIU: env[EnvCRIU], Runc: env[EnvRunc], CRIUAction: env[EnvCRIUAction],
+		CRIUHooks:     env[EnvCRIUHooks] == "1",
+		GPUMap:        env[EnvGPUMap],
+		AllowCUDAIPC:  env[EnvAllowCUDAIPC] == "1",
+		LockDir:       or(env[EnvLockDir], DefaultLockDir),
+		HashAfterDump: env[EnvDigestWatch] == "0",
+		VerifyFull:    env[EnvVerify] == "full",
+		StampDir:      or(env[EnvStampDir], DefaultStampDir),
+		ImageStore:    imageStore(env),
+		RestoreDir:    or(env[EnvRestoreDir], DefaultRestoreDir),
+		TestHold:      env[EnvTestHold],
+		AuthFiles:     authFiles(env),
+		Environ:       environ,
+	}
+	c.CopyTimeout, c.Problems = copyTimeout(env[EnvCopyTimeout])
+	return c
+}
+
+// copyTimeout parses $CRYO_COPY_TIMEOUT: zero when unset; zero and a
+// problem when it is not a positive duration.
+func copyTimeout(v string) (time.Duration, []error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, []error{fmt.Errorf("%s=%q is not a positive duration, so the default %s applies; remedy: give one such as 90s or 5m", EnvCopyTimeout, v, DefaultCopyTime)}
+	}
+	return d, nil
+}
+
+// imageStore is $CRYO_IMAGE_STORE, else /var/lib/cryo/images for root and
+// $XDG_DATA_HOME/cryo/images (~/.local/share/cryo/images) for anyone else,
+// who cannot write under /var/lib.
+func imageStore(env map[string]string) string {
+	if d := env[EnvImageStore]; d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return DefaultImageStore
+	}
+	if d := env["XDG_DATA_HOME"]; d != "" {
+		return filepath.Join(d, "cryo", "images")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "cryo", "images")
+	}
+	return DefaultImageStore
+}
+
+func or(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
+}
