@@ -31,9 +31,9 @@ func TestMain(m *testing.M) {
 
 var (
 	faultsDir, fakeRoot, testLocks string
-	fakeOnce            sync.Once
-	fakes               fakecuda.Paths
-	fakeErr             error
+	fakeOnce                       sync.Once
+	fakes                          fakecuda.Paths
+	fakeErr                        error
 )
 
 // fakeDriver builds the fake driver once (gcc) and returns an orchestrator
