@@ -110,9 +110,6 @@ func New(opts ...Option) *Orchestrator {
 	return o
 }
 
-// WithDriver uses d for every CUDA call.
-func WithDriver(d *cudacr.Driver) Option { return func(o *Orchestrator) { o.Driver = d } }
-
 // WithDriverOptions uses a driver made from opts; empty fields take
 // cudacr's defaults.
 func WithDriverOptions(opts cudacr.Options) Option {

@@ -56,9 +56,6 @@ func (a *App) read(out io.Reader, done chan struct{}) {
 	}
 }
 
-// Tick is the last tick the app printed.
-func (a *App) Tick() int64 { return a.tick.Load() }
-
 // WaitTicks waits until the app has ticked n more times with its device
 // memory intact.
 func (a *App) WaitTicks(t testing.TB, n int64) {
