@@ -1,0 +1,14 @@
+package imagerestore
+
+import "errors"
+
+// Sentinel errors; concrete errors wrap them.
+var (
+	// ErrBadAnnotation: an annotation of cryo's restore has a value cryo
+	// cannot use.
+	ErrBadAnnotation = errors.New("bad checkpoint annotation")
+	// ErrNotContainerCheckpoint: the image is a checkpoint whose processes
+	// did not come from a container (a bare process tree), so there is no
+	// container to restore into.
+	ErrNotContainerCheckpoint = errors.New("not a container checkpoint")
+)
