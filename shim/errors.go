@@ -51,6 +51,7 @@ var classes = []struct {
 	{snapshot.ErrNoManifest, errdefs.ErrInvalidArgument},
 	{snapshot.ErrNotCheckpoint, errdefs.ErrInvalidArgument},
 	// A restore from a checkpoint image (image.go).
+	{imagerestore.ErrImageNotFound, errdefs.ErrNotFound},
 	{ociimage.ErrNoSpace, errdefs.ErrResourceExhausted},
 	{ociimage.ErrIntegrity, errdefs.ErrDataLoss},
 	{ociimage.ErrDecrypt, errdefs.ErrFailedPrecondition},

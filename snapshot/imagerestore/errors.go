@@ -11,4 +11,6 @@ var (
 	// did not come from a container (a bare process tree), so there is no
 	// container to restore into.
 	ErrNotContainerCheckpoint = errors.New("not a container checkpoint")
+	// ErrImageNotFound: the registry has no image under the reference.
+	ErrImageNotFound = errors.New("checkpoint image not found")
 )

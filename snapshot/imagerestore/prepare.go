@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 
 	"github.com/cryo-gpu/cryo/config"
@@ -64,8 +64,7 @@ func Prepare(ctx context.Context, ref, id string, o Options) (*Prepared, error) 
 	}
 	p := &Prepared{Ref: ref}
 	if p.Pulled, err = fetch(ctx, st, ref, o); err != nil {
-		return nil, stepError(id, "pull the checkpoint image "+ref, err,
-			"check the reference, and that the node can reach the registry with its credentials (an auth file in containerd's environment: $REGISTRY_AUTH_FILE, or root's ~/.docker/config.json)")
+		return nil, stepError(id, "pull the checkpoint image "+ref, err, pullRemedy(err))
 	}
 	im, err := st.LoadImage(ctx, ref)
 	if err != nil {
@@ -105,7 +104,28 @@ func fetch(ctx context.Context, st *ociimage.Store, ref string, o Options) (bool
 		return false, nil
 	}
 	_, err := st.Pull(ctx, ref, ociimage.TransferOptions{RemoteOptions: o.Remote, Attempts: o.Attempts})
-	return err == nil, err
+	return err == nil, notFound(err)
+}
+
+// notFound marks the registry's "no such image" with ErrImageNotFound,
+// inside the store's report so that stepError keeps it.
+func notFound(err error) error {
+	var se *snapshot.StepError
+	if !errors.Is(err, errdef.ErrNotFound) || !errors.As(err, &se) {
+		return err
+	}
+	marked := *se
+	marked.Err = fmt.Errorf("%w: %w", se.Err, ErrImageNotFound)
+	return &marked
+}
+
+// pullRemedy: damaged data is the image's fault, anything else the
+// reference's, the registry's or the node's credentials'.
+func pullRemedy(err error) string {
+	if errors.Is(err, ociimage.ErrIntegrity) {
+		return "" // the store's own: push the image again
+	}
+	return "check the reference, and that the node reaches the registry with its credentials (an auth file in containerd's environment: $REGISTRY_AUTH_FILE, or root's ~/.docker/config.json)"
 }
 
 // pinned: the reference names a digest, or a tag other than latest.
@@ -128,15 +148,14 @@ func containerKind(ref string, k ociimage.Kind) error {
 
 // stepError reports a failed step of the restore of container id. When err
 // is already a StepError (the store's own report of a pull or unpack), its
-// cause is kept and its remedy is the one given, or its own.
+// cause is kept and the remedy is the one given, else its own: the store's
+// remedies speak of the CLI's flags, which a node's restore has not.
 func stepError(id, step string, err error, remedy string) error {
 	var inner *snapshot.StepError
 	if errors.As(err, &inner) {
 		cause := *inner
 		if remedy == "" {
 			remedy = inner.Remedy
-		} else if inner.Remedy != "" && !strings.Contains(remedy, inner.Remedy) {
-			remedy = inner.Remedy + "; " + remedy
 		}
 		cause.Remedy = ""
 		err = &cause
