@@ -10,6 +10,7 @@ package integration
 // ordinary image with the annotation, through containerd's Go client.
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
@@ -62,13 +64,16 @@ func testImageAnnotation(t *testing.T, v ctrdVersion) {
 	a.waitStopped(app)
 	ref := reg.addr + "/ckpt/annot-" + v.dir + ":v1"
 	a.cryo(t, "image", "build", "--containerd", ckpt, ref)
-	a.imgNode.cryo(t, "image", "push", ref)
+	dgst := strings.TrimSpace(a.imgNode.cryo(t, "image", "push", ref))
+	pinned := reg.addr + "/ckpt/annot-" + v.dir + "@" + dgst[strings.LastIndex(dgst, "\n")+1:]
 
 	b := newAnnotNode(t, v)
 	b.ctr("images", "import", "--all-platforms", filepath.Join(a.dir, "image", "image.tar"))
 
 	step(t, "restored", func(t *testing.T) { b.restoresFromImage(t, ref, tick) })
+	step(t, "deleted before start", func(t *testing.T) { b.deletedBeforeStart(t, pinned) })
 	step(t, "missing image", func(t *testing.T) { b.missingImage(t, reg.addr+"/ckpt/none:v1") })
+	step(t, "bare process image", func(t *testing.T) { b.processImage(t, a.imgNode, reg.addr+"/ckpt/bare:v1") })
 	step(t, "wrong GPU", func(t *testing.T) { b.wrongGPU(t, ref) })
 	step(t, "corrupt image", func(t *testing.T) { b.corruptImage(t, ref) })
 }
@@ -130,6 +135,36 @@ func (n *annotNode) restoresFromImage(t *testing.T, ref string, before int) {
 	wantEmpty(t, n.work, "a restore from an image")
 }
 
+// deletedBeforeStart: a task created from a digest-pinned reference and
+// deleted without a start leaves no work directory.
+func (n *annotNode) deletedBeforeStart(t *testing.T, ref string) {
+	id := uniqueID("unstarted")
+	task, err := n.newTask(n.newAnnotated(t, id, map[string]string{imagerestore.AnnImage: ref}))
+	if err != nil {
+		t.Fatalf("create from %s: %v\n%s", ref, err, lastLines(n.log(), 30))
+	}
+	if entries, _ := os.ReadDir(n.work); len(entries) != 1 {
+		t.Errorf("a created restore has %d work directories, want 1", len(entries))
+	}
+	if _, err := task.Delete(namespacedCtx()); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	wantEmpty(t, n.work, "a restore deleted before its start")
+}
+
+// processImage: a checkpoint of a bare process tree has no container to
+// restore into, and is refused by its kind.
+func (n *annotNode) processImage(t *testing.T, builder *imgNode, ref string) {
+	_, dir, _ := checkpointApp(t, fakeDriverEnv(t, ""))
+	builder.cryo(t, "image", "build", dir, ref)
+	builder.cryo(t, "image", "push", ref)
+	_, err := n.refused(t, "bare", map[string]string{imagerestore.AnnImage: ref})
+	wantIn(t, err.Error(), "step check the checkpoint image "+ref, "bare process tree", "remedy: ")
+	if !errdefs.IsInvalidArgument(err) {
+		t.Errorf("error class of a bare process image: %v", err)
+	}
+}
+
 // refused creates a task that must fail at Create; it returns the error.
 func (n *annotNode) refused(t *testing.T, prefix string, ann map[string]string) (string, error) {
 	t.Helper()
@@ -170,14 +205,7 @@ func (n *annotNode) wrongGPU(t *testing.T, ref string) {
 // not pulled again); with the fresh policy the container starts from its
 // image instead.
 func (n *annotNode) corruptImage(t *testing.T, ref string) {
-	layers, _ := filepath.Glob(filepath.Join(n.store, "blobs", "sha256", "*"))
-	biggest, size := "", int64(0)
-	for _, l := range layers {
-		if st, err := os.Stat(l); err == nil && st.Size() > size {
-			biggest, size = l, st.Size()
-		}
-	}
-	flipByte(t, biggest)
+	flipByte(t, biggestLayer(t, n.store, ref))
 	ann := map[string]string{imagerestore.AnnImage: ref}
 	_, err := n.refused(t, "corrupt", ann)
 	wantIn(t, err.Error(), "step unpack the checkpoint image "+ref, "remedy: ")
@@ -202,4 +230,38 @@ func (n *annotNode) corruptImage(t *testing.T, ref string) {
 	}
 	wantIn(t, n.log(), "starting the container fresh")
 	wantEmpty(t, n.work, "a restore refused under the fresh policy")
+}
+
+// biggestLayer is the path of ref's biggest layer in an image store.
+func biggestLayer(t *testing.T, store, ref string) string {
+	t.Helper()
+	var index ocispec.Index
+	readJSON(t, filepath.Join(store, "index.json"), &index)
+	for _, d := range index.Manifests {
+		if d.Annotations[ocispec.AnnotationRefName] != ref {
+			continue
+		}
+		var m ocispec.Manifest
+		readJSON(t, filepath.Join(store, "blobs", "sha256", d.Digest.Encoded()), &m)
+		biggest := m.Layers[0]
+		for _, l := range m.Layers {
+			if l.Size > biggest.Size {
+				biggest = l
+			}
+		}
+		return filepath.Join(store, "blobs", "sha256", biggest.Digest.Encoded())
+	}
+	t.Fatalf("%s is not in the store %s", ref, store)
+	return ""
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
