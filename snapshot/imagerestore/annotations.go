@@ -22,6 +22,9 @@ const (
 	// AnnCRIContainerName is where containerd's CRI puts the container's
 	// name from the pod spec.
 	AnnCRIContainerName = "io.kubernetes.cri.container-name"
+	// AnnCRIContainerType is "sandbox" for a pod's sandbox (pause)
+	// container and "container" for the others.
+	AnnCRIContainerType = "io.kubernetes.cri.container-type"
 )
 
 // Policy is what happens to a container whose restore fails before any
@@ -47,8 +50,12 @@ type Request struct {
 // FromAnnotations reads the request from a container spec's annotations:
 // ok is false when no checkpoint image is named. An unusable value is an
 // ErrBadAnnotation; the policy it carries is still the one asked for (or
-// fail), so that a caller can honour "fresh" for it.
+// fail), so that a caller can honour "fresh" for it. A pod's sandbox never
+// restores: containerd copies the pod's annotations into its spec too.
 func FromAnnotations(ann map[string]string) (req Request, ok bool, err error) {
+	if ann[AnnCRIContainerType] == "sandbox" {
+		return Request{OnFailure: PolicyFail}, false, nil
+	}
 	req.Container = ann[AnnCRIContainerName]
 	req.Ref = strings.TrimSpace(lookup(ann, AnnImage, req.Container))
 	policy := lookup(ann, AnnOnFailure, req.Container)

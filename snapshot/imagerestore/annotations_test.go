@@ -23,6 +23,8 @@ func TestFromAnnotations(t *testing.T) {
 			Request{OnFailure: PolicyFail, Container: "sidecar"}, false, false},
 		{"other container's key ignored", map[string]string{AnnImage + ".main": "reg.example/a:v1", AnnCRIContainerName: "sidecar"},
 			Request{OnFailure: PolicyFail, Container: "sidecar"}, false, false},
+		{"sandbox never restores", map[string]string{AnnImage: "reg.example/a:v1", AnnCRIContainerType: "sandbox"},
+			Request{OnFailure: PolicyFail}, false, false},
 		{"bad policy", map[string]string{AnnImage: "reg.example/a:v1", AnnOnFailure: "retry"},
 			Request{Ref: "reg.example/a:v1", OnFailure: PolicyFail}, true, true},
 	} {
