@@ -125,7 +125,7 @@ func pullRemedy(err error) string {
 	if errors.Is(err, ociimage.ErrIntegrity) {
 		return "" // the store's own: push the image again
 	}
-	return "check the reference, and that the node reaches the registry with its credentials (an auth file in containerd's environment: $REGISTRY_AUTH_FILE, or root's ~/.docker/config.json)"
+	return "check the reference, and that the node reaches the registry with its credentials (REGISTRY_AUTH_FILE in containerd's environment names the node's auth file)"
 }
 
 // pinned: the reference names a digest, or a tag other than latest.
