@@ -10,7 +10,9 @@ package integration
 // ordinary image with the annotation, through containerd's Go client.
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,13 +44,15 @@ func TestImageAnnotation(t *testing.T) {
 type annotNode struct {
 	*daemon
 	store, work string
+	auth        string // the auth file in the daemon's environment (REGISTRY_AUTH_FILE)
 }
 
 func newAnnotNode(t *testing.T, v ctrdVersion) *annotNode {
 	dir := t.TempDir()
-	n := &annotNode{store: filepath.Join(dir, "store"), work: filepath.Join(dir, "restore")}
+	n := &annotNode{store: filepath.Join(dir, "store"), work: filepath.Join(dir, "restore"), auth: filepath.Join(dir, "auth.json")}
 	t.Setenv("CRYO_IMAGE_STORE", n.store)
 	t.Setenv("CRYO_RESTORE_DIR", n.work)
+	t.Setenv("REGISTRY_AUTH_FILE", n.auth)
 	n.daemon = startDaemon(t, v)
 	return n
 }
@@ -67,6 +71,11 @@ func testImageAnnotation(t *testing.T, v ctrdVersion) {
 	dgst := strings.TrimSpace(a.imgNode.cryo(t, "image", "push", ref))
 	pinned := reg.addr + "/ckpt/annot-" + v.dir + "@" + dgst[strings.LastIndex(dgst, "\n")+1:]
 
+	priv := startPrivateRegistry(t)
+	privRef := priv.addr + "/ckpt/private:v1"
+	a.cryo(t, "image", "build", "--containerd", ckpt, privRef)
+	a.imgNode.cryo(t, "image", "push", "--authfile", priv.authFile(t, t.TempDir(), privatePassword), privRef)
+
 	b := newAnnotNode(t, v)
 	b.ctr("images", "import", "--all-platforms", filepath.Join(a.dir, "image", "image.tar"))
 
@@ -75,6 +84,7 @@ func testImageAnnotation(t *testing.T, v ctrdVersion) {
 	step(t, "missing image", func(t *testing.T) { b.missingImage(t, reg.addr+"/ckpt/none:v1") })
 	step(t, "bare process image", func(t *testing.T) { b.processImage(t, a.imgNode, reg.addr+"/ckpt/bare:v1") })
 	step(t, "wrong GPU", func(t *testing.T) { b.wrongGPU(t, ref) })
+	step(t, "private registry", func(t *testing.T) { b.privateRegistry(t, priv, privRef, tick) })
 	step(t, "corrupt image", func(t *testing.T) { b.corruptImage(t, ref) })
 }
 
@@ -109,6 +119,31 @@ func (n *annotNode) newAnnotated(t *testing.T, id string, ann map[string]string)
 func (n *annotNode) newTask(c client.Container) (client.Task, error) {
 	_ = os.MkdirAll(filepath.Join(n.dir, "logs"), 0o755)
 	return c.NewTask(namespacedCtx(), cio.LogFile(n.logPath(c.ID())))
+}
+
+// privateRegistry: the shim pulls with the node's credentials, from the
+// auth file its daemon's environment names; without them, or with wrong
+// ones, Create fails at the pull.
+func (n *annotNode) privateRegistry(t *testing.T, reg *privateRegistry, ref string, before int) {
+	ann := map[string]string{imagerestore.AnnImage: ref}
+	_, err := n.refused(t, "noauth", ann)
+	wantIn(t, err.Error(), "step pull the checkpoint image "+ref, "REGISTRY_AUTH_FILE")
+	reg.authFile(t, filepath.Dir(n.auth), "wrong")
+	_, err = n.refused(t, "badauth", ann)
+	wantIn(t, err.Error(), "step pull the checkpoint image "+ref)
+
+	reg.authFile(t, filepath.Dir(n.auth), privatePassword)
+	id := uniqueID("private")
+	task, err := n.newTask(n.newAnnotated(t, id, ann))
+	if err != nil {
+		t.Fatalf("create with the node's credentials: %v\n%s", err, lastLines(n.log(), 30))
+	}
+	if err := task.Start(namespacedCtx()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	n.waitTicks(id, 3)
+	assertContinues(t, n.logPath(id), before)
+	wantEmpty(t, n.work, "a restore from a private registry")
 }
 
 // restoresFromImage: the task's first tick follows the checkpoint's last,
@@ -264,4 +299,39 @@ func readJSON(t *testing.T, path string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// privatePassword is the test user's password; privateHash is its bcrypt
+// hash, as docker-registry's htpasswd file wants it.
+const (
+	privateUser     = "cryo"
+	privatePassword = "cryo-secret"
+	privateHash     = "$2a$04$PtSLPXjuQ2UDixFU2wTytuLk3ZPLw7waAcUCA2yEObPRi9MTQ/3QO"
+)
+
+// privateRegistry is a docker-registry on loopback that wants a user and
+// password (htpasswd) for every request.
+type privateRegistry struct{ *imgRegistry }
+
+func startPrivateRegistry(t *testing.T) *privateRegistry {
+	t.Helper()
+	dir := t.TempDir()
+	htpasswd := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte(privateUser+":"+privateHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &privateRegistry{startRegistryWith(t, "auth:\n  htpasswd:\n    realm: cryo-test\n    path: "+htpasswd+"\n")}
+}
+
+// authFile writes dir/auth.json with the test user and password for this
+// registry, as `docker login` would, and returns its path.
+func (r *privateRegistry) authFile(t *testing.T, dir, password string) string {
+	t.Helper()
+	token := base64.StdEncoding.EncodeToString([]byte(privateUser + ":" + password))
+	path := filepath.Join(dir, "auth.json")
+	data := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, r.addr, token)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
