@@ -45,13 +45,19 @@ type imgRegistry struct {
 
 func startRegistry(t testing.TB) *imgRegistry {
 	t.Helper()
+	return startRegistryWith(t, "")
+}
+
+// startRegistryWith starts one with extra configuration (YAML, top level).
+func startRegistryWith(t testing.TB, extra string) *imgRegistry {
+	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
 		t.Fatalf("docker-registry missing: run `make deps`")
 	}
 	dir := t.TempDir()
 	r := &imgRegistry{addr: freeAddr(t), storage: filepath.Join(dir, "storage")}
-	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", r.storage, r.addr)
+	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n%s", r.storage, r.addr, extra)
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr"
 	cryort "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
 // Sentinel errors of the shim; concrete errors are *runtime.StepError.
@@ -48,6 +50,16 @@ var classes = []struct {
 	{snapshot.ErrCorrupt, errdefs.ErrDataLoss},
 	{snapshot.ErrNoManifest, errdefs.ErrInvalidArgument},
 	{snapshot.ErrNotCheckpoint, errdefs.ErrInvalidArgument},
+	// A restore from a checkpoint image (image.go).
+	{imagerestore.ErrImageNotFound, errdefs.ErrNotFound},
+	{ociimage.ErrNoSpace, errdefs.ErrResourceExhausted},
+	{ociimage.ErrIntegrity, errdefs.ErrDataLoss},
+	{ociimage.ErrDecrypt, errdefs.ErrFailedPrecondition},
+	{ociimage.ErrNotCheckpointImage, errdefs.ErrInvalidArgument},
+	{ociimage.ErrNotFound, errdefs.ErrNotFound},
+	{ociimage.ErrTransfer, errdefs.ErrUnavailable},
+	{imagerestore.ErrNotContainerCheckpoint, errdefs.ErrInvalidArgument},
+	{imagerestore.ErrBadAnnotation, errdefs.ErrInvalidArgument},
 }
 
 // classify wraps err with its containerd class, unless it has one.

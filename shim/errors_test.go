@@ -11,6 +11,8 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr"
 	cryort "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
 // cryo's failures reach containerd with the gRPC code of their class, and
@@ -28,6 +30,11 @@ func TestToGRPCClasses(t *testing.T) {
 		{fmt.Errorf("verify: %w", snapshot.ErrCorrupt), true, codes.DataLoss},
 		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), true, codes.FailedPrecondition},
 		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), false, codes.Unknown},
+		{&snapshot.StepError{Op: "restore", ID: "c1", Step: "pull the checkpoint image r", Err: fmt.Errorf("401: %w", ociimage.ErrTransfer)}, true, codes.Unavailable},
+		{fmt.Errorf("layer: %w", ociimage.ErrIntegrity), true, codes.DataLoss},
+		{fmt.Errorf("kind: %w", imagerestore.ErrNotContainerCheckpoint), true, codes.InvalidArgument},
+		{fmt.Errorf("policy: %w", imagerestore.ErrBadAnnotation), true, codes.InvalidArgument},
+		{fmt.Errorf("unpack: %w", ociimage.ErrNoSpace), true, codes.ResourceExhausted},
 	}
 	for _, c := range cases {
 		got := status.Convert(toGRPC(c.err, c.precondition))

@@ -15,30 +15,20 @@ import (
 // Create checks a checkpoint against this host before anything else
 // happens: a checkpoint that needs a GPU this host lacks fails here, with
 // the reason, instead of half-way through runc restore. containerd's Create
-// only records the checkpoint; runc restore runs in Start.
+// only records the checkpoint; runc restore runs in Start. A container
+// whose spec names a checkpoint image (imagerestore.AnnImage) and that
+// containerd gives no checkpoint is restored from that image (image.go).
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
 	runcOptionsOnly(ctx, r)
 	systemdCgroupFromSpec(ctx, r)
 	if r.Checkpoint == "" {
-		resp, err := s.TTRPCTaskService.Create(ctx, r)
-		if err == nil {
-			s.daemon.renewSpec(ctx, r.ID)
+		if req, ok, err := imageRequest(r.Bundle); ok || err != nil {
+			return s.createFromImage(ctx, r, req, err)
 		}
-		return resp, err
+		return s.createFresh(ctx, r)
 	}
 	started := time.Now()
-	scope, err := cryort.ScopeFromBundle(r.Bundle)
-	if err != nil {
-		err = &cryort.StepError{Op: "restore", ID: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
-		log.G(ctx).WithError(err).Error("cryo: restore refused")
-		return nil, toGRPC(err, true)
-	}
-	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
-	if err != nil {
-		log.G(ctx).WithError(err).Error("cryo: restore refused")
-		return nil, toGRPC(err, true)
-	}
-	tcp, err := restoreTCP(ctx, r)
+	pending, err := s.checkRestore(ctx, r)
 	if err != nil {
 		log.G(ctx).WithError(err).Error("cryo: restore refused")
 		return nil, toGRPC(err, true)
@@ -47,12 +37,46 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 	if err != nil {
 		return nil, err
 	}
-	s.setRestore(r.ID, pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle})
+	s.restoreCreated(ctx, r, pending, started)
+	return resp, nil
+}
+
+// createFresh creates a task that starts from its image.
+func (s *service) createFresh(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
+	resp, err := s.TTRPCTaskService.Create(ctx, r)
+	if err == nil {
+		s.daemon.renewSpec(ctx, r.ID)
+	}
+	return resp, err
+}
+
+// checkRestore is everything a restore checks before the runc service
+// creates the task: the new spec's GPUs, the checkpoint against them and
+// this host, and whether CRIU needs tcp-established.
+func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest) (pendingRestore, error) {
+	scope, err := cryort.ScopeFromBundle(r.Bundle)
+	if err != nil {
+		return pendingRestore{}, &cryort.StepError{Op: "restore", ID: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
+	}
+	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
+	if err != nil {
+		return pendingRestore{}, err
+	}
+	tcp, err := restoreTCP(ctx, r)
+	if err != nil {
+		return pendingRestore{}, err
+	}
+	return pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle}, nil
+}
+
+// restoreCreated records a checked restore for Start, once the runc
+// service has created its task.
+func (s *service) restoreCreated(ctx context.Context, r *taskv3.CreateTaskRequest, pending pendingRestore, started time.Time) {
+	s.setRestore(r.ID, pending)
 	s.daemon.renewSpec(ctx, r.ID)
 	log.G(ctx).WithFields(log.Fields{
 		"id": r.ID, "checkpoint": r.Checkpoint, "check_ms": time.Since(started).Milliseconds(),
 	}).Info("cryo: restore checked")
-	return resp, nil
 }
 
 // Start of a restored task: runc restore runs inside the runc service's
@@ -66,6 +90,9 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	if !restoring {
 		return s.TTRPCTaskService.Start(ctx, r)
 	}
+	// The image's work directory holds the processes' memory: CRIU has
+	// read it once Start returns, whether the restore worked or not.
+	defer removeWork(ctx, r.ID, pending.work)
 	if pending.tcp {
 		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cryo-gpu/cryo/config"
 	cryort "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
 // service is containerd's runc task service with cryo's orchestration on
@@ -137,6 +138,7 @@ type pendingRestore struct {
 	scope  cryort.GPUScope // the GPUs the new spec gives the container
 	tcp    bool            // tcp-established was added to the bundle's CRIU configuration for this restore
 	bundle string
+	work   *imagerestore.Prepared // the checkpoint image unpacked for this restore; nil for containerd's checkpoints
 }
 
 func (s *service) setRestore(id string, r pendingRestore) {
@@ -154,10 +156,13 @@ func (s *service) takeRestore(id string) (pendingRestore, bool) {
 	return r, ok
 }
 
-// Delete forgets a restore that was created but never started.
+// Delete forgets a restore that was created but never started, and
+// removes its image's work directory.
 func (s *service) Delete(ctx context.Context, r *taskv3.DeleteRequest) (*taskv3.DeleteResponse, error) {
 	if r.ExecID == "" {
-		s.takeRestore(r.ID)
+		if pending, ok := s.takeRestore(r.ID); ok {
+			removeWork(ctx, r.ID, pending.work)
+		}
 	}
 	return s.TTRPCTaskService.Delete(ctx, r)
 }

@@ -1,0 +1,14 @@
+// Package imagerestore prepares a container's restore from a checkpoint
+// image named by reference: it finds the image in cryo's local store or
+// pulls it with the node's registry credentials, refuses an image whose
+// processes did not come from a container, unpacks and verifies it into a
+// private work directory, and applies its rootfs diff to the new
+// container's root filesystem.
+//
+// It is the part of a restore that is the same for every front end that
+// starts a container from an image reference: the shim's Create of a
+// container whose spec carries the annotation AnnImage (a Kubernetes pod in
+// cryo's RuntimeClass), and later a pod-level restore (KEP-5823's
+// RestorePod), which calls Prepare once per container. The restore itself
+// (the host check, runc restore, CUDA resume) stays the runtime's.
+package imagerestore
