@@ -7,8 +7,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/snapshot/archive"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/snapshot/archive"
 )
 
 // A full disk while unpacking is ErrNoSpace, with a remedy that keeps the
