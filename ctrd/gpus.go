@@ -64,6 +64,14 @@ func ResolveGPUs(ctx context.Context, items []string, inv Inventory) ([]specs.Li
 	return nodes, nil
 }
 
+func nodePaths(nodes []specs.LinuxDevice) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = fmt.Sprintf("%s (%d:%d)", n.Path, n.Major, n.Minor)
+	}
+	return out
+}
+
 // pickGPU finds the GPU that an index or a UUID (prefix) names.
 func pickGPU(item string, gpus []cudacr.GPU) (cudacr.GPU, error) {
 	var found []cudacr.GPU

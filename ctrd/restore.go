@@ -67,12 +67,14 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 	o.Name = cmp.Or(o.Name, meta.Name, meta.ID)
 	o.Runtime = cmp.Or(o.Runtime, meta.Runtime, CryoRuntime)
 	o.Snapshotter = cmp.Or(o.Snapshotter, meta.Snapshotter)
+	var gpus string // the GPU nodes that replace the recorded ones, for the log
 	if len(o.GPUs) > 0 {
 		nodes, err := ResolveGPUs(ctx, o.GPUs, o.Inventory)
 		if err != nil {
 			return nil, fmt.Errorf("restore container %s: give it GPUs: %w", o.Name, err)
 		}
 		ReplaceGPUs(&spec, nodes)
+		gpus = strings.Join(nodePaths(nodes), ", ")
 	}
 	if meta.RootfsImage == "" {
 		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
@@ -80,6 +82,9 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
+	}
+	if gpus != "" {
+		r.logf("container %s gets the GPU nodes %s in place of the recorded ones", o.Name, gpus)
 	}
 	return r.run(ctx, &spec)
 }
