@@ -30,7 +30,6 @@ build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/cryo ./cmd/cryo
 	@for l in $(LINKS); do ln -sf cryo $(BIN)/$$l; done
-	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/cryo-democlient ./shim/democlient
 
 fake:
 	@mkdir -p $(FAKE)

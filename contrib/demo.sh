@@ -5,9 +5,10 @@
 # It starts a private containerd 2.x (own root, state and socket under a
 # temporary directory) with cryo's runtime io.containerd.cryo.v2, builds a
 # small image locally (busybox, packed as an OCI archive with tar and
-# sha256sum), runs a counter, `ctr task checkpoint`s it, restores the image as a
-# new container, and cleans everything up. `make demo` runs it after
-# `make deps build`; it needs root.
+# sha256sum), runs a counter, `ctr task checkpoint`s it, builds the checkpoint
+# into a cryo image (`cryo image build --containerd`), restores that as a new
+# container (`cryo image restore --containerd`), and cleans everything up.
+# `make demo` runs it after `make deps build`; it needs root.
 #
 # CRYO_DEMO_EXIT=1 stops the original at the checkpoint (a migration)
 # instead of leaving it running next to its restored copy (a clone).
@@ -25,6 +26,7 @@ CUDAMEM=${CRYO_CUDAMEM:-$REPO/contrib/workloads/cudamem/cudamem}
 CRYO=${CRYO_BIN:-$REPO/bin}/cryo
 NS=cryo-demo
 IMAGE=localhost/cryo/demo:latest
+CKPT_IMAGE=localhost/cryo/demo-checkpoint:1
 
 T0=$(date +%s%N)
 say()  { local t=$(( ($(date +%s%N) - T0) / 10000000 )); printf '[%3d.%02ds] %s\n' $((t / 100)) $((t % 100)) "$*"; }
@@ -52,6 +54,14 @@ setup_dirs() {
 }
 
 ctr() { "$CTRD_BIN/ctr" --address "$SOCK" --namespace "$NS" "$@"; }
+
+# cryo runs the CLI on the private containerd, with an image store and
+# restore work directories of the demo's own.
+cryo() {
+	local sub=$1 verb=$2; shift 2
+	CRYO_RESTORE_DIR=$WORK/restore "$CRYO" "$sub" "$verb" --store "$WORK/store" \
+		--address "$SOCK" --namespace "$NS" "$@"
+}
 
 start_containerd() {
 	cat >"$WORK/config.toml" <<TOML
@@ -179,11 +189,6 @@ main() {
 	fi
 	setup_dirs
 	say "cryo demo ($MODE workload) in $WORK"
-	if [ -x "${CRYO_BIN:-$REPO/bin}/cryo-democlient" ]; then
-		ln -s "${CRYO_BIN:-$REPO/bin}/cryo-democlient" "$WORK/bin/democlient"
-	else
-		(cd "$REPO" && go build -o "$WORK/bin/democlient" ./shim/democlient) || die "cannot build shim/democlient"
-	fi
 	local t; t=$(date +%s%N)
 	start_containerd
 	say "started a private containerd $("$CTRD_BIN/containerd" --version | cut -d' ' -f3) in $(ms "$t") ms"
@@ -212,26 +217,34 @@ main() {
 	say "checkpointed demo at tick $before into image $ref in $(ms "$t") ms (ctr task checkpoint; $how)"
 	say "the shim's steps: $(grep -o 'step=[a-z]*' "$WORK/containerd.log" | cut -d= -f2 | tr '\n' ' ')"
 
+	t=$(date +%s%N)
+	cryo image build --containerd --tmp "$WORK" "$ref" "$CKPT_IMAGE" >/dev/null 2>"$WORK/build.log" || {
+		cat "$WORK/build.log" >&2; die "cryo image build failed"
+	}
+	say "built $ref into the cryo image $CKPT_IMAGE in $(ms "$t") ms ($(grep -o 'built .*' "$WORK/build.log" | cut -d' ' -f3-))"
+
 	# On a host with several GPUs the copy goes to another GPU than the
 	# original's, as a device plugin would place a restored pod.
-	local move=()
+	local gpus=()
 	if [ "$MODE" = gpu ] && [ -e /dev/nvidia1 ]; then
-		move=(-gpu-device /dev/nvidia1)
+		gpus=(--gpus /dev/nvidia1)
 		say "this host has several GPUs: demo-restored gets GPU 1 (demo ran on GPU 0), and cryo remaps the workload onto it"
 	fi
 	t=$(date +%s%N)
-	democlient -address "$SOCK" -namespace "$NS" -from demo -checkpoint "$ref" -id demo-restored -log "$WORK/logs/restored.log" "${move[@]}" || {
-		echo "demo: the restore failed; CRIU's log says:" >&2
+	cryo image restore --containerd --name demo-restored --log "$WORK/logs/restored.log" "${gpus[@]}" "$CKPT_IMAGE" >/dev/null 2>"$WORK/restore.log" || {
+		echo "demo: the restore failed:" >&2
+		cat "$WORK/restore.log" >&2
+		echo "demo: CRIU's log says:" >&2
 		find "$WORK/state" -name restore.log -exec grep -B3 -A1 -E 'Error|rror \(' {} + >&2 2>/dev/null | tail -25 >&2
 		exit 1
 	}
 	wait_ticks "$WORK/logs/restored.log" 3
 	local first; first=$(first_tick "$WORK/logs/restored.log")
-	say "restored $ref as new container demo-restored in $(ms "$t") ms (to its third tick)"
+	say "restored $CKPT_IMAGE as new container demo-restored in $(ms "$t") ms (cryo image restore --containerd; to its third tick)"
 	say "demo-restored carried on: its first tick is $first (the checkpoint was taken after tick $before)"
 	say "demo-restored now: $(tail -1 "$WORK/logs/restored.log")"
 	say "demo (original) now: $(tail -1 "$WORK/logs/demo.log")"
-	if [ ${#move[@]} -gt 0 ] && command -v nvidia-smi >/dev/null; then
+	if [ ${#gpus[@]} -gt 0 ] && command -v nvidia-smi >/dev/null; then
 		say "GPU processes now: $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader | tr '\n' ';')"
 	fi
 	if [ "$first" -le "$before" ] || [ "$first" -gt $((before + 50)) ]; then

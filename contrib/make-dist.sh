@@ -35,7 +35,6 @@ need "$here/bin/cryo"; need "$criu"; need /usr/sbin/runc; need "$deps/containerd
 rm -rf "$b" && mkdir -p "$b"/{bin,sbin,lib,libexec} "$b/deps/containerd-2/usr/bin"
 
 say "cryo and its names"
-cp -a "$here/bin/cryo-democlient" "$b/bin/"
 cp -a "$here"/bin/cryo "$b/bin/"
 for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/bin/$l"; done
 

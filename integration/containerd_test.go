@@ -52,6 +52,7 @@ var containerdCases = []struct {
 	{"CRIUFailureRollsBack", testCRIUFailureRollsBack},
 	{"ConcurrentTaskCheckpoints", testConcurrentTaskCheckpoints},
 	{"MultiGPUMoveToOtherGPU", testMultiGPUMove},
+	{"ImageRestoreOnOtherGPU", testImageRestoreOtherGPU},
 	{"NetworkServer", testNetworkServer},
 	{"NetworkTCPEstablished", testNetworkTCP},
 }

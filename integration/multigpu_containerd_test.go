@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // gpusFile is the daemon's CRYO_FAKE_GPUS_FILE: what the fake NVML of the
@@ -105,4 +106,43 @@ func testMultiGPUMove(d *daemon) {
 	assertContinues(d.t, d.logPath("mg-moved"), before)
 	d.assertGPUs("mg-moved", h, 0)
 	d.remove("mg-moved")
+}
+
+// testImageRestoreOtherGPU: `cryo image restore --containerd --gpus` gives
+// the restored container another GPU than the one it ran on, as
+// contrib/demo.sh does on a two-GPU host. The container ran on GPU 1 of a
+// 2-GPU host; its image is restored with --gpus naming GPU 0's node (the
+// fake driver's stand-in nodes exist only as paths, so the test hands one
+// over as a device plugin would), and the shim remaps the app onto GPU 0.
+// A GPU index the host lacks is refused first, naming the host's GPUs.
+func testImageRestoreOtherGPU(d *daemon) {
+	h := newFakeHost(2, "9b9b9b9b")
+	d.fakeGPUs(h)
+	// The CLI reads the same fake host as the shims, for --gpus by index.
+	n := newNode(d.t, append(fakeDriverEnv(d.t, ""), "CRYO_FAKE_GPUS_FILE="+d.gpusFile()))
+	at := []string{"--address", d.socket, "--namespace", testNamespace}
+	app, moved := uniqueID("gp"), uniqueID("gp-moved")
+	d.startApp(d.newFakeGPUContainer(app, h, 1))
+	d.assertGPUs(app, h, 1)
+	ckpt, before := d.taskCheckpoint(app, "--exit")
+	d.waitStopped(app)
+	ref := "localhost/ckpt/" + app + ":1"
+	n.cryo(d.t, append(append([]string{"image", "build", "--containerd"}, at...), ckpt, ref)...)
+	d.remove(app)
+
+	restore := append(append([]string{"image", "restore", "--containerd"}, at...), "--name", moved)
+	out := cryoFails(d.t, imgTimeout, n.env, append(restore, "--gpus", "2", ref)...)
+	wantIn(d.t, out, "restore container "+moved, "this host has no GPU 2", "1: NVIDIA H100 80GB HBM3 "+h.UUIDs[1], "nvidia-smi -L")
+
+	node := filepath.Join(d.t.TempDir(), "nvidia0")
+	if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		d.t.Fatal(err)
+	}
+	log := d.logPath(moved)
+	out = n.cryo(d.t, append(restore, "--log", log, "--gpus", node, ref)...)
+	wantIn(d.t, out, "restored container "+moved)
+	d.waitTicks(moved, 3)
+	assertContinues(d.t, log, before)
+	d.assertGPUs(moved, h, 0)
+	d.remove(moved)
 }

@@ -109,7 +109,7 @@ func restoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "restore",
 		Usage:     "restore a process tree checkpointed by `cryo checkpoint`, or a checkpoint image",
-		UsageText: "cryo restore --dir DIR [--shell-job] [--tcp-established]\n   cryo restore --image REF [--pull] [--address SOCK --namespace NS --name NEW --log FILE]",
+		UsageText: "cryo restore --dir DIR [--shell-job] [--tcp-established]\n   cryo restore --image REF [--pull] [--address SOCK --namespace NS --name NEW --log FILE --gpus LIST]",
 		Description: `Verifies DIR before touching anything: the manifest, the sha256 of every
 image file, and that this host has the GPUs, free GPU memory and driver the
 checkpoint needs. Then restores the tree with CRIU, detached (it is
@@ -122,7 +122,8 @@ CRIU's log is DIR/criu-restore.log.
 
 With --image, REF is a checkpoint image of the local store (pulled first
 with --pull), restored as "cryo image restore REF" does: a containerd
-checkpoint into the containerd at --address, as container --name.`,
+checkpoint into the containerd at --address, as container --name, on the
+GPUs of --gpus if given.`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "the image `DIR` written by \"cryo checkpoint\""},
 			&cli.StringFlag{Name: "image", Usage: "restore the checkpoint image `REF` instead (see \"cryo image restore\")"},

@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/urfave/cli/v2"
 
 	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/ctrd"
+	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
@@ -41,8 +44,8 @@ var (
 	namespaceFlag = &cli.StringFlag{Name: "namespace", Value: "default", EnvVars: []string{"CONTAINERD_NAMESPACE"}, Usage: "containerd namespace"}
 )
 
-func containerdOptions(c *cli.Context) ociimage.ContainerdOptions {
-	return ociimage.ContainerdOptions{Address: c.String("address"), Namespace: c.String("namespace")}
+func containerdOptions(c *cli.Context) ctrd.Options {
+	return ctrd.Options{Address: c.String("address"), Namespace: c.String("namespace")}
 }
 
 var storeFlag = &cli.StringFlag{Name: "store", DefaultText: "$" + config.EnvImageStore + ", else " + config.DefaultImageStore + " (root) or ~/.local/share/cryo/images", Usage: "local image store (an OCI image layout)"}
@@ -121,7 +124,7 @@ func imageBuildAction(c *cli.Context) error {
 	}
 	var src *ociimage.Source
 	if c.Bool("containerd") {
-		src, err = ociimage.OpenContainerd(ctx, containerdOptions(c), c.Args().Get(0), c.String("tmp"))
+		src, err = ctrd.Open(ctx, containerdOptions(c), c.Args().Get(0), c.String("tmp"))
 	} else {
 		src, err = ociimage.OpenSource(c.Args().Get(0), c.String("tmp"))
 	}
@@ -298,7 +301,7 @@ func imageRestoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "restore",
 		Usage:     "restore a checkpoint image (pulled first with --pull)",
-		UsageText: "cryo image restore [--pull] [--key PRIV.pem] [--dir WORK] REF\n   cryo image restore --containerd [--address SOCK] [--namespace NS] [--name NEW] [--log FILE] [--pull] REF",
+		UsageText: "cryo image restore [--pull] [--key PRIV.pem] [--dir WORK] REF\n   cryo image restore --containerd [--address SOCK] [--namespace NS] [--name NEW] [--log FILE] [--gpus LIST] [--pull] REF",
 		Description: `Unpacks REF (verified, see "cryo image unpack") into WORK and restores it:
   - a bare-process checkpoint ("cryo checkpoint --dir") as "cryo restore --dir"
     does, printing the restored root's pid;
@@ -310,6 +313,12 @@ func imageRestoreCommand() *cli.Command {
     already be in the namespace: cryo does not pull it), the rw layer and the
     carried spec on the cryo runtime, and its task is restored and started;
     its stdout and stderr go to --log. It prints the container and the pid.
+    --gpus gives it other GPUs than those it ran on, as a device plugin gives
+    a restored pod other GPUs: the spec's GPU device nodes (/dev/nvidiaN) and
+    their device-cgroup rules become those of the GPUs listed (indexes as
+    nvidia-smi prints them, UUIDs, or device node paths), and the shim
+    remaps the CUDA processes onto them. A GPU this host lacks is refused
+    before anything reaches containerd.
 The work directory holds the process's memory (decrypted): it is removed
 after the restore, whether it succeeded, failed or was interrupted, unless
 --dir was given. One left by a killed cryo is removed by the next restore.
@@ -333,8 +342,9 @@ func containerdRestoreFlags() []cli.Flag {
 		addressFlag, namespaceFlag,
 		&cli.StringFlag{Name: "name", Usage: "name of the restored container (containerd, Podman); default: the checkpointed one's"},
 		&cli.StringFlag{Name: "log", Usage: "containerd: file for the restored task's stdout and stderr (default: discarded)"},
-		&cli.StringFlag{Name: "runtime", Usage: "containerd: runtime type (default: the checkpointed container's, else " + ociimage.CryoRuntime + ")"},
+		&cli.StringFlag{Name: "runtime", Usage: "containerd: runtime type (default: the checkpointed container's, else " + ctrd.CryoRuntime + ")"},
 		&cli.StringFlag{Name: "snapshotter", Usage: "containerd: snapshotter (default: the checkpointed container's, else containerd's default)"},
+		&cli.StringFlag{Name: "gpus", Usage: "containerd: give the restored container these GPUs instead of the recorded ones: indexes as nvidia-smi prints them (1 or 0,1), UUIDs, or device node paths (/dev/nvidia1); cryo remaps CUDA onto them", DefaultText: "the recorded GPUs"},
 	}
 }
 
@@ -363,6 +373,9 @@ func restoreImage(ctx context.Context, c *cli.Context, ref, dir string) error {
 	if err != nil {
 		return err
 	}
+	if c.String("gpus") != "" && im.Kind() != ociimage.KindContainerd {
+		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd; remedy: restore it without --gpus (a bare process takes `cryo restore --gpu-map`; Podman gives the container the GPUs of its --device options): %w", ref, im.Kind(), ctrd.ErrNoGPU)
+	}
 	if c.Bool("containerd") && im.Kind() != ociimage.KindContainerd {
 		return fmt.Errorf("%s is a %q checkpoint, not a containerd one; remedy: build it with `cryo image build --containerd`, or restore it without --containerd: %w", ref, im.Kind(), ociimage.ErrNotCheckpointImage)
 	}
@@ -390,11 +403,13 @@ func restoreImage(ctx context.Context, c *cli.Context, ref, dir string) error {
 }
 
 func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
-	res, err := ociimage.RestoreContainerd(ctx, dir, ociimage.ContainerdRestoreOptions{
-		ContainerdOptions: containerdOptions(c),
-		Name:              c.String("name"), Runtime: c.String("runtime"), Snapshotter: c.String("snapshotter"),
-		LogPath: c.String("log"),
-		Log:     func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+	res, err := ctrd.Restore(ctx, dir, ctrd.RestoreOptions{
+		Options: containerdOptions(c),
+		Name:    c.String("name"), Runtime: c.String("runtime"), Snapshotter: c.String("snapshotter"),
+		LogPath:   c.String("log"),
+		Log:       func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+		GPUs:      splitGPUs(c.String("gpus")),
+		Inventory: cudacr.New(cudacr.Options{}).Inventory,
 	})
 	if err != nil {
 		return err
@@ -402,6 +417,17 @@ func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
 	fmt.Fprintf(os.Stderr, "restored container %s in namespace %s\n", res.ID, res.Namespace)
 	fmt.Println(res.PID)
 	return nil
+}
+
+// splitGPUs splits --gpus at its commas.
+func splitGPUs(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func restoreProcess(ctx context.Context, c *cli.Context, dir string) error {

@@ -50,10 +50,15 @@ const (
 	AnnOCIRefName   = "org.opencontainers.image.ref.name"
 	engineName      = "cryo"
 	checkpointDir   = "checkpoint"
-	rootfsDiffName  = "rootfs-diff.tar"
-	specDumpName    = "spec.dump"
 	configDumpName  = "config.dump"
 	cryoImageConfig = "cryo-image.json"
+)
+
+// Files of an unpacked container checkpoint besides checkpoint/ (see
+// CRIUDir), named as in Podman's export.
+const (
+	RootfsDiffName = "rootfs-diff.tar" // the rw layer, an uncompressed layer tar
+	SpecDumpName   = "spec.dump"       // the container's OCI runtime spec
 )
 
 // Layer parts.

@@ -30,19 +30,13 @@ const (
 	ctrdCheckpointName = "containerd.io/checkpoint/"            // ctr's default name prefix: containerd.io/checkpoint/ID:DATE
 )
 
-// CryoRuntime is cryo's containerd runtime type.
-const CryoRuntime = "io.containerd.cryo.v2"
-
 // AnnContainerdRuntime is the runtime type of a containerd checkpoint.
 const AnnContainerdRuntime = annPrefix + "containerd.runtime"
 
-// ErrBaseImage: the image the container was created from is not on this node.
-var ErrBaseImage = errors.New("base image missing")
-
-// containerdMeta is config.dump for a checkpoint that came from containerd:
+// ContainerdMeta is config.dump for a checkpoint that came from containerd:
 // what a restore needs besides the CRIU images, the spec and the rw diff.
 // The field names follow Podman's config.dump where they mean the same.
-type containerdMeta struct {
+type ContainerdMeta struct {
 	ID              string `json:"id"`
 	Name            string `json:"name"`
 	RootfsImage     string `json:"rootfsImageName"` // the base image reference
@@ -54,22 +48,18 @@ type containerdMeta struct {
 	CheckpointImage string `json:"checkpointImage,omitempty"` // the containerd image it was built from
 }
 
-// blobOpener opens one blob of a containerd checkpoint: from the daemon's
-// content store or from an OCI image layout.
-type blobOpener func(context.Context, ocispec.Descriptor) (io.ReadCloser, error)
-
 // ctrdCheckpoint is a containerd checkpoint index, read.
 type ctrdCheckpoint struct {
 	ref   string // its image name
 	index ocispec.Index
-	open  blobOpener
-	meta  containerdMeta
+	open  BlobOpener
+	meta  ContainerdMeta
 }
 
 // layoutContainerd lays a containerd checkpoint out as an export directory
 // under root: checkpoint/ (the CRIU tar, extracted safely), spec.dump (the
 // container's OCI spec), rootfs-diff.tar (the rw layer, uncompressed, with
-// its whiteouts) and config.dump (containerdMeta). Every blob is verified
+// its whiteouts) and config.dump (ContainerdMeta). Every blob is verified
 // against its digest as it is read.
 func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) error {
 	var criu, spec, rw *ocispec.Descriptor
@@ -98,11 +88,11 @@ func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) erro
 	if spec == nil {
 		return fmt.Errorf("%s carries no container spec (%s); remedy: re-take the checkpoint with containerd ≥ 1.7: %w", ck.ref, images.MediaTypeContainerd1CheckpointConfig, ErrUnknownSource)
 	}
-	if err := ck.writeSpec(ctx, *spec, filepath.Join(root, specDumpName)); err != nil {
+	if err := ck.writeSpec(ctx, *spec, filepath.Join(root, SpecDumpName)); err != nil {
 		return err
 	}
 	if rw != nil {
-		if err := ck.writeRW(ctx, *rw, filepath.Join(root, rootfsDiffName)); err != nil {
+		if err := ck.writeRW(ctx, *rw, filepath.Join(root, RootfsDiffName)); err != nil {
 			return err
 		}
 	}
@@ -118,15 +108,15 @@ func (ck *ctrdCheckpoint) fillMeta() {
 	m.Runtime = firstNonEmpty(m.Runtime, a[ctrdAnnRuntime])
 	m.Snapshotter = firstNonEmpty(m.Snapshotter, a[ctrdAnnSnapshotter])
 	if m.ID == "" {
-		m.ID = checkpointContainerID(ck.ref)
+		m.ID = CheckpointContainerID(ck.ref)
 	}
 	m.Name = firstNonEmpty(m.Name, m.ID)
 }
 
-// checkpointContainerID reads the container id out of ctr's default
+// CheckpointContainerID reads the container id out of ctr's default
 // checkpoint name (containerd.io/checkpoint/ID:DATE), or names the
 // checkpoint after the last path element of its reference.
-func checkpointContainerID(ref string) string {
+func CheckpointContainerID(ref string) string {
 	if rest, ok := strings.CutPrefix(ref, ctrdCheckpointName); ok {
 		// Container ids hold no ':'; the date does ("01-02-2006-15:04").
 		id, _, _ := strings.Cut(rest, ":")
@@ -235,6 +225,20 @@ func (ck *ctrdCheckpoint) writeRW(ctx context.Context, d ocispec.Descriptor, out
 	}
 	_, err = io.Copy(io.Discard, vr)
 	return ck.verifyErr(d, vr, err)
+}
+
+// ReadContainerdMeta reads config.dump of a containerd checkpoint unpacked
+// in dir, and refuses a checkpoint of any other kind.
+func ReadContainerdMeta(dir string) (ContainerdMeta, error) {
+	var m ContainerdMeta
+	data, err := os.ReadFile(filepath.Join(dir, configDumpName))
+	if err == nil {
+		err = json.Unmarshal(data, &m)
+	}
+	if err != nil || m.CryoKind != KindContainerd {
+		return m, fmt.Errorf("%s is not a containerd checkpoint (config.dump: %v, kind %q); remedy: restore it without --containerd: %w", dir, err, m.CryoKind, ErrNotCheckpointImage)
+	}
+	return m, nil
 }
 
 func writeJSONFile(p string, v any) error {

@@ -26,22 +26,8 @@ func TestCheckpointContainerID(t *testing.T) {
 		"localhost/ckpt/app2:1":                         "app2",
 		"app3":                                          "app3",
 	} {
-		if got := checkpointContainerID(ref); got != want {
-			t.Errorf("checkpointContainerID(%q) = %q, want %q", ref, got, want)
-		}
-	}
-}
-
-func TestRenameCgroup(t *testing.T) {
-	for _, c := range []struct{ path, want string }{
-		{"/ns/app", "/other/new"},
-		{"system.slice:cri:app", "system.slice:cri:new"},
-		{"/custom/deep/path", "/custom/deep/path"},
-	} {
-		s := &rspec.Spec{Linux: &rspec.Linux{CgroupsPath: c.path}}
-		renameCgroup(s, containerdMeta{ID: "app", Namespace: "ns"}, "other", "new")
-		if s.Linux.CgroupsPath != c.want {
-			t.Errorf("%s → %s, want %s", c.path, s.Linux.CgroupsPath, c.want)
+		if got := CheckpointContainerID(ref); got != want {
+			t.Errorf("CheckpointContainerID(%q) = %q, want %q", ref, got, want)
 		}
 	}
 }
@@ -102,11 +88,11 @@ func TestOpenExportedContainerdCheckpoint(t *testing.T) {
 	if src.Kind != KindContainerd || src.Name != "web" || src.BaseImage != "docker.io/library/base:1" {
 		t.Errorf("source: kind %s, name %q, base %q", src.Kind, src.Name, src.BaseImage)
 	}
-	got, _ := os.ReadFile(filepath.Join(src.Root, rootfsDiffName))
+	got, _ := os.ReadFile(filepath.Join(src.Root, RootfsDiffName))
 	if string(got) != "layer tar" {
 		t.Errorf("rootfs-diff.tar = %q, want the uncompressed rw layer", got)
 	}
-	if got, _ := os.ReadFile(filepath.Join(src.Root, specDumpName)); !bytes.Equal(got, specJSON) {
+	if got, _ := os.ReadFile(filepath.Join(src.Root, SpecDumpName)); !bytes.Equal(got, specJSON) {
 		t.Errorf("spec.dump = %s", got)
 	}
 	if _, err := os.Stat(filepath.Join(src.CRIU, "pages-2.img")); err != nil {

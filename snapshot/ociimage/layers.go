@@ -23,7 +23,7 @@ func planLayers(files []archive.Entry, size func(archive.Entry) int64, splitAt i
 	var rootfs, pages []layerPlan
 	for _, f := range files {
 		switch {
-		case f.Name == rootfsDiffName:
+		case f.Name == RootfsDiffName:
 			rootfs = append(rootfs, layerPlan{Part: PartRootfs, Entries: []archive.Entry{f}})
 		case isPages(path.Base(f.Name)) && splitAt > 0 && size(f) >= splitAt:
 			pages = append(pages, layerPlan{Part: PartPages, Entries: []archive.Entry{f}})

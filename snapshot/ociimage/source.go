@@ -51,7 +51,7 @@ func (s *Source) Close() {
 // checkpoint exported with `ctr image export`; a file is a Podman or CRI-O
 // export tar (plain, gzip or zstd) or a `ctr image export` tar, extracted
 // safely under tmp. A checkpoint still in containerd is opened with
-// OpenContainerd.
+// ctrd.Open, which lays it out with OpenContainerdIndex.
 func OpenSource(path, tmp string) (*Source, error) { return openSource(path, tmp, false) }
 
 func openSource(path, tmp string, skeleton bool) (*Source, error) {

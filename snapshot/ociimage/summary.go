@@ -100,7 +100,7 @@ func sumSizes(s *Source, z *Sizes) error {
 		switch base := path.Base(f.Name); {
 		case isPages(base):
 			z.HostMemory += st.Size()
-		case f.Name == rootfsDiffName:
+		case f.Name == RootfsDiffName:
 			z.RootfsDiff += st.Size()
 		default:
 			z.Other += st.Size()

@@ -81,7 +81,7 @@ func extractAny(r io.Reader, dir string, extract func(io.Reader, string) error) 
 // only their size: CRIU's memory pages and the container's rootfs diff.
 func isBulk(name string) bool {
 	base := path.Base(name)
-	return isPages(base) || base == rootfsDiffName
+	return isPages(base) || base == RootfsDiffName
 }
 
 func gzipReader(r io.Reader) (io.Reader, func(), error) {

@@ -7,65 +7,25 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/containerd/containerd/v2/client"
-	ctrdcontent "github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// ContainerdOptions says which containerd to talk to.
-type ContainerdOptions struct {
-	Address   string // the daemon's socket
-	Namespace string
-}
+// BlobOpener opens one blob of a containerd checkpoint: from the daemon's
+// content store (package ctrd) or from an OCI image layout.
+type BlobOpener func(context.Context, ocispec.Descriptor) (io.ReadCloser, error)
 
-// dial connects to containerd and returns a context in its namespace.
-func (o ContainerdOptions) dial(ctx context.Context) (*client.Client, context.Context, error) {
-	c, err := client.New(o.Address, client.WithDefaultNamespace(o.Namespace), client.WithTimeout(10*time.Second))
-	if err != nil {
-		return nil, ctx, fmt.Errorf("connect to containerd at %s: %w; remedy: pass --address with the daemon's socket (and run as root)", o.Address, err)
-	}
-	return c, namespaces.WithNamespace(ctx, o.Namespace), nil
-}
-
-// OpenContainerd reads the checkpoint image ref (made by `ctr task
-// checkpoint` or `ctr container checkpoint --task`) from a containerd
-// namespace and lays it out under tmp as an export directory (see
-// layoutContainerd). The container record, when it still exists, supplies
-// the runtime and snapshotter that a task checkpoint does not record.
-func OpenContainerd(ctx context.Context, o ContainerdOptions, ref, tmp string) (*Source, error) {
-	c, ctx, err := o.dial(ctx)
-	if err != nil {
+// OpenContainerdIndex lays out the containerd checkpoint index top, named
+// ref, whose blobs open reads, under tmp as an export directory (see
+// layoutContainerd). meta holds what the caller knows beyond the index (the
+// namespace, and the container record's runtime and snapshotter); the
+// index's annotations fill the rest. The blob source stays the caller's:
+// this package reads formats and talks to no daemon.
+func OpenContainerdIndex(ctx context.Context, ref string, top ocispec.Descriptor, open BlobOpener, meta ContainerdMeta, tmp string) (*Source, error) {
+	ck := &ctrdCheckpoint{ref: ref, open: open, meta: meta}
+	if err := ck.decodeIndex(ctx, top); err != nil {
 		return nil, err
-	}
-	defer c.Close()
-	img, err := c.ImageService().Get(ctx, ref)
-	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("%s is not an image in containerd namespace %q at %s; remedy: give the name that `ctr task checkpoint` printed (ctr -n %s image ls), and --namespace: %w", ref, o.Namespace, o.Address, o.Namespace, ErrUnknownSource)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint %s from containerd: %w", ref, err)
-	}
-	cs := c.ContentStore()
-	ck := &ctrdCheckpoint{ref: ref, meta: containerdMeta{Namespace: o.Namespace},
-		open: func(ctx context.Context, d ocispec.Descriptor) (io.ReadCloser, error) {
-			ra, err := cs.ReaderAt(ctx, d)
-			if err != nil {
-				return nil, err
-			}
-			return readCloser{ctrdcontent.NewReader(ra), ra}, nil
-		}}
-	if err := ck.decodeIndex(ctx, img.Target); err != nil {
-		return nil, err
-	}
-	id := checkpointContainerID(ref)
-	if rec, err := c.ContainerService().Get(ctx, id); err == nil {
-		ck.meta.ID, ck.meta.Runtime, ck.meta.Snapshotter = rec.ID, rec.Runtime.Name, rec.Snapshotter
-		ck.meta.RootfsImage = rec.Image
 	}
 	return openLaidOut(ctx, ck, tmp)
 }
@@ -86,11 +46,6 @@ func openLaidOut(ctx context.Context, ck *ctrdCheckpoint, tmp string) (*Source, 
 		return nil, err
 	}
 	return s, nil
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
 }
 
 // isOCILayout reports whether dir is an OCI image layout (`ctr image export`).

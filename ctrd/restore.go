@@ -1,6 +1,7 @@
-package ociimage
+package ctrd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,44 +23,59 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/snapshot/archive"
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
-// ContainerdRestoreOptions configures RestoreContainerd.
-type ContainerdRestoreOptions struct {
-	ContainerdOptions
+// RestoreOptions configures Restore.
+type RestoreOptions struct {
+	Options
 	Name        string               // the new container's id; default: the checkpointed container's
 	Runtime     string               // default: the recorded runtime, else io.containerd.cryo.v2
 	Snapshotter string               // default: the recorded one, else containerd's default
 	LogPath     string               // the task's stdout and stderr; "" discards them
 	Log         func(string, ...any) // progress lines; nil: silent
+	// GPUs, when set, are the restored container's GPUs in place of the
+	// recorded ones (items of ResolveGPUs; see ReplaceGPUs). Inventory
+	// reads the host's GPUs for items given by index or UUID.
+	GPUs      []string
+	Inventory Inventory
 }
 
-// Restored is the container that RestoreContainerd created.
+// Restored is the container that Restore created.
 type Restored struct {
 	ID        string
 	Namespace string
 	PID       uint32
 }
 
-// RestoreContainerd restores an unpacked (verified) containerd checkpoint
+// Restore restores an unpacked (verified) containerd checkpoint
 // in dir into containerd: it writes the CRIU images and the rw layer into
 // the daemon's content store under a lease, creates container o.Name from
 // the base image (which must already be in the namespace), the rw layer and
 // the carried spec, on the cryo runtime, and starts its task from the
 // checkpoint, as `ctr container restore` would. The shim checks the GPUs
 // and resumes CUDA.
-func RestoreContainerd(ctx context.Context, dir string, o ContainerdRestoreOptions) (*Restored, error) {
-	var meta containerdMeta
-	if err := readJSONFile(filepath.Join(dir, configDumpName), &meta); err != nil || meta.CryoKind != KindContainerd {
-		return nil, fmt.Errorf("%s is not a containerd checkpoint (config.dump: %v); remedy: restore it with `cryo image restore` without --containerd: %w", dir, err, ErrNotCheckpointImage)
+func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, error) {
+	meta, err := ociimage.ReadContainerdMeta(dir)
+	if err != nil {
+		return nil, err
 	}
 	var spec specs.Spec
-	if err := readJSONFile(filepath.Join(dir, specDumpName), &spec); err != nil {
+	if err := readJSONFile(filepath.Join(dir, ociimage.SpecDumpName), &spec); err != nil {
 		return nil, fmt.Errorf("spec of the checkpoint: %w", err)
 	}
-	o.Name = firstNonEmpty(o.Name, meta.Name, meta.ID)
-	o.Runtime = firstNonEmpty(o.Runtime, meta.Runtime, CryoRuntime)
-	o.Snapshotter = firstNonEmpty(o.Snapshotter, meta.Snapshotter)
+	o.Name = cmp.Or(o.Name, meta.Name, meta.ID)
+	o.Runtime = cmp.Or(o.Runtime, meta.Runtime, CryoRuntime)
+	o.Snapshotter = cmp.Or(o.Snapshotter, meta.Snapshotter)
+	var gpus string // the GPU nodes that replace the recorded ones, for the log
+	if len(o.GPUs) > 0 {
+		nodes, err := ResolveGPUs(ctx, o.GPUs, o.Inventory)
+		if err != nil {
+			return nil, fmt.Errorf("restore container %s: give it GPUs: %w", o.Name, err)
+		}
+		ReplaceGPUs(&spec, nodes)
+		gpus = strings.Join(nodePaths(nodes), ", ")
+	}
 	if meta.RootfsImage == "" {
 		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
 	}
@@ -67,12 +83,15 @@ func RestoreContainerd(ctx context.Context, dir string, o ContainerdRestoreOptio
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
 	}
+	if gpus != "" {
+		r.logf("container %s gets the GPU nodes %s in place of the recorded ones", o.Name, gpus)
+	}
 	return r.run(ctx, &spec)
 }
 
 type ctrdRestore struct {
-	o    ContainerdRestoreOptions
-	meta containerdMeta
+	o    RestoreOptions
+	meta ociimage.ContainerdMeta
 	dir  string
 	c    *client.Client
 	logf func(string, ...any)
@@ -157,7 +176,7 @@ func (r *ctrdRestore) baseImage(ctx context.Context) (client.Image, error) {
 
 // writeCRIU tars the verified CRIU directory into the content store.
 func (r *ctrdRestore) writeCRIU(ctx context.Context) (ocispec.Descriptor, error) {
-	files, err := listFiles(filepath.Join(r.dir, checkpointDir), "")
+	files, err := ociimage.Files(ociimage.CRIUDir(r.dir))
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -173,7 +192,7 @@ func (r *ctrdRestore) writeCRIU(ctx context.Context) (ocispec.Descriptor, error)
 
 // writeRW puts the rw layer (an uncompressed layer tar) into the store.
 func (r *ctrdRestore) writeRW(ctx context.Context) (ocispec.Descriptor, bool, error) {
-	f, err := os.Open(filepath.Join(r.dir, rootfsDiffName))
+	f, err := os.Open(filepath.Join(r.dir, ociimage.RootfsDiffName))
 	if os.IsNotExist(err) {
 		return ocispec.Descriptor{}, false, nil
 	}
@@ -225,7 +244,7 @@ var nsIDCgroup = regexp.MustCompile(`^/[^/]+/[^/]+$`)
 // renameCgroup gives the restored container its own cgroup: containerd's
 // default "/NS/ID" becomes "/NS/NAME"; otherwise only a last element that
 // names the old container is replaced.
-func renameCgroup(spec *specs.Spec, meta containerdMeta, ns, name string) {
+func renameCgroup(spec *specs.Spec, meta ociimage.ContainerdMeta, ns, name string) {
 	if spec.Linux == nil || spec.Linux.CgroupsPath == "" {
 		return
 	}

@@ -1,0 +1,45 @@
+// Package ctrd is cryo as a containerd client: it opens a checkpoint that
+// containerd holds (made by `ctr task checkpoint` or `ctr container
+// checkpoint --task`) so that snapshot/ociimage can build an image of it,
+// and it restores an unpacked containerd checkpoint into containerd as a
+// new container, on cryo's runtime, whose shim resumes CUDA.
+//
+// The formats (the checkpoint index, config.dump, spec.dump) are
+// snapshot/ociimage's; this package only moves them in and out of the daemon.
+package ctrd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+)
+
+// CryoRuntime is cryo's containerd runtime type.
+const CryoRuntime = "io.containerd.cryo.v2"
+
+// Sentinel errors; concrete errors wrap them.
+var (
+	// ErrBaseImage: the image the container was created from is not on this node.
+	ErrBaseImage = errors.New("base image missing")
+	// ErrNoGPU: a GPU asked for by --gpus is not one of this host's.
+	ErrNoGPU = errors.New("no such GPU on this host")
+)
+
+// Options says which containerd to talk to.
+type Options struct {
+	Address   string // the daemon's socket
+	Namespace string
+}
+
+// dial connects to containerd and returns a context in its namespace.
+func (o Options) dial(ctx context.Context) (*client.Client, context.Context, error) {
+	c, err := client.New(o.Address, client.WithDefaultNamespace(o.Namespace), client.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, ctx, fmt.Errorf("connect to containerd at %s: %w; remedy: pass --address with the daemon's socket (and run as root)", o.Address, err)
+	}
+	return c, namespaces.WithNamespace(ctx, o.Namespace), nil
+}

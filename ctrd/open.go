@@ -1,0 +1,52 @@
+package ctrd
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	ctrdcontent "github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+)
+
+// Open reads the checkpoint image ref (made by `ctr task checkpoint` or
+// `ctr container checkpoint --task`) from a containerd namespace and lays
+// it out under tmp as an export directory (ociimage.OpenContainerdIndex).
+// The container record, when it still exists, supplies the runtime and
+// snapshotter that a task checkpoint does not record.
+func Open(ctx context.Context, o Options, ref, tmp string) (*ociimage.Source, error) {
+	c, ctx, err := o.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	img, err := c.ImageService().Get(ctx, ref)
+	if errdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("%s is not an image in containerd namespace %q at %s; remedy: give the name that `ctr task checkpoint` printed (ctr -n %s image ls), and --namespace: %w", ref, o.Namespace, o.Address, o.Namespace, ociimage.ErrUnknownSource)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s from containerd: %w", ref, err)
+	}
+	meta := ociimage.ContainerdMeta{Namespace: o.Namespace}
+	if rec, err := c.ContainerService().Get(ctx, ociimage.CheckpointContainerID(ref)); err == nil {
+		meta.ID, meta.Runtime, meta.Snapshotter = rec.ID, rec.Runtime.Name, rec.Snapshotter
+		meta.RootfsImage = rec.Image
+	}
+	cs := c.ContentStore()
+	open := func(ctx context.Context, d ocispec.Descriptor) (io.ReadCloser, error) {
+		ra, err := cs.ReaderAt(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		return readCloser{ctrdcontent.NewReader(ra), ra}, nil
+	}
+	return ociimage.OpenContainerdIndex(ctx, ref, img.Target, open, meta, tmp)
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
