@@ -105,6 +105,11 @@ type Options struct {
 	CallTimeout time.Duration
 	// CopyTimeout bounds checkpoint and restore, which copy GPU memory; default 10m.
 	CopyTimeout time.Duration
+	// Env is the helper processes' environment (the driver libraries read
+	// theirs, LD_LIBRARY_PATH among them); nil: this process's. cryo-runc
+	// passes its environment file's settings here, since Podman starts it
+	// with an almost empty environment.
+	Env []string
 }
 
 // DriverInfo is what Probe learns about the driver.

@@ -37,7 +37,7 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	defer runtime.UnlockOSThread()
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
-	cmd := helperCommand(in, &stdout, stderr)
+	cmd := d.helperCommand(in, &stdout, stderr)
 	if err := cmd.Start(); err != nil {
 		return reply{}, fmt.Errorf("%s: start helper %s: %w", describe(req.Op, req.PID), helperExe, err)
 	}
@@ -49,10 +49,14 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	return decodeReply(req, stdout.Bytes(), stderr.String(), exit)
 }
 
-func helperCommand(in []byte, stdout, stderr interface{ Write([]byte) (int, error) }) *exec.Cmd {
+func (d *Driver) helperCommand(in []byte, stdout, stderr interface{ Write([]byte) (int, error) }) *exec.Cmd {
 	cmd := exec.Command(helperExe)
 	cmd.Args = []string{"cryo-cuda-helper"}
-	cmd.Env = append(os.Environ(), config.EnvHelper+"=1")
+	env := d.opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), env...), config.EnvHelper+"=1")
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr

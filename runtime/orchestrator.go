@@ -86,10 +86,10 @@ func WithConfig(c config.Config) Option {
 	}
 }
 
-// DriverOptions are the driver settings of c: the libraries and the copy
-// limit.
+// DriverOptions are the driver settings of c: the libraries, the copy
+// limit, and the environment of the driver's helper processes.
 func DriverOptions(c config.Config) cudacr.Options {
-	return cudacr.Options{LibPath: c.LibCUDA, NVMLPath: c.LibNVML, CopyTimeout: c.CopyTimeout}
+	return cudacr.Options{LibPath: c.LibCUDA, NVMLPath: c.LibNVML, CopyTimeout: c.CopyTimeout, Env: c.Environ}
 }
 
 // WithAllowCUDAIPC sets AllowCUDAIPC.

@@ -409,7 +409,7 @@ func restoreContainerd(ctx context.Context, c *cli.Context, dir string) error {
 		LogPath:   c.String("log"),
 		Log:       func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 		GPUs:      splitGPUs(c.String("gpus")),
-		Inventory: cudacr.New(cudacr.Options{}).Inventory,
+		Inventory: cudacr.New(runtime.DriverOptions(cfg)).Inventory,
 	})
 	if err != nil {
 		return err
