@@ -7,6 +7,7 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr/proc"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // preDump runs before CRIU freezes the container: it suspends CUDA in the
@@ -58,7 +59,7 @@ func postDump() error {
 	if err != nil {
 		return err
 	}
-	if m.Digests, err = snapshot.ComputeDigests(dir); err != nil {
+	if m.Digests, err = digest.Files(dir); err != nil {
 		return err
 	}
 	return snapshot.Write(dir, m)

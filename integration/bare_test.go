@@ -18,6 +18,7 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
 	"github.com/cryo-gpu/cryo/cudacr/proc"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 const bareTimeout = 2 * time.Minute
@@ -196,7 +197,7 @@ func TestBareCUDALeaveRunning(t *testing.T) {
 	p.waitTicks(t, p.lastTick(t)+5)
 	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
 	m, err := snapshot.Read(img)
-	if err != nil || !m.HasCUDA() || snapshot.VerifyDigests(img, m) != nil {
+	if err != nil || !m.HasCUDA() || digest.Verify(img, m.Digests) != nil {
 		t.Fatalf("leave-running checkpoint: %+v, %v", m, err)
 	}
 }

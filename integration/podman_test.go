@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // podmanImage is the image every Podman test runs: newRootfs, imported.
@@ -319,7 +320,7 @@ func TestPodmanHooksDirectRuncCheckpoint(t *testing.T) {
 	if len(m.Processes) != 1 || m.Processes[0].State != "running" || m.Digests == nil {
 		t.Fatalf("manifest of the direct checkpoint: %+v", m)
 	}
-	if err := snapshot.VerifyDigests(img, m); err != nil {
+	if err := digest.Verify(img, m.Digests); err != nil {
 		t.Fatalf("digests of the direct checkpoint: %v", err)
 	}
 	// The resume happens in a watcher once CRIU has exited.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // rwFakeRuncScript stands in for runc: it records every command line (one
@@ -143,7 +144,7 @@ func rwCraftCheckpoint(t *testing.T) string {
 		MemoryTotal: 80 << 30, MemoryFree: 72 << 30, ComputeCapability: "9.0"}}}
 	m.Needs = snapshot.NeedsFromInventory(m.Inventory)
 	var err error
-	if m.Digests, err = snapshot.ComputeDigests(dir); err != nil {
+	if m.Digests, err = digest.Files(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := snapshot.Write(dir, m); err != nil {

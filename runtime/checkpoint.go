@@ -7,6 +7,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // DumpFunc is the front end's dump of the (thawed, CUDA-suspended) target
@@ -30,7 +31,7 @@ type checkpoint struct {
 	suspended bool  // CUDA is suspended: a failure must resume it
 	dumped    bool  // the dump succeeded: without leaveRunning the processes are gone
 
-	watch *snapshot.DigestWatcher // hashes the page images while they are written
+	watch *digest.Watcher // hashes the page images while they are written
 }
 
 // Checkpoint thaws the target, suspends CUDA, writes the manifest into
@@ -69,7 +70,7 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 // On failure CUDA is resumed and the processes run on, as for Checkpoint.
 // On success the CUDA processes are left suspended for that dump, and the
 // manifest has no digests: the caller resumes the processes after the dump
-// if they still run, and takes the digests (snapshot.ComputeDigests).
+// if they still run, and takes the digests (digest.Files).
 func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir string) (*snapshot.Manifest, error) {
 	c := o.newCheckpoint(t, imageDir)
 	ctx, release, err := c.start(ctx)
@@ -293,7 +294,7 @@ func (c *checkpoint) writeManifest(ctx context.Context) error { return snapshot.
 // are hashed by the time the dump ends (cores CRIU does not use).
 func (c *checkpoint) runDump(ctx context.Context) error {
 	if !c.o.Config.HashAfterDump {
-		c.watch = snapshot.WatchDigests(c.dir)
+		c.watch = digest.Watch(c.dir)
 	}
 	if err := c.dump(ctx); err != nil {
 		return err // fail stops the watcher
@@ -331,7 +332,7 @@ func StillSuspended(m *snapshot.Manifest) []int {
 
 // computeDigests hashes an image directory after its dump; the tests make
 // it fail, as a failing disk would.
-var computeDigests = snapshot.ComputeDigests
+var computeDigests = digest.Files
 
 func (c *checkpoint) digests(ctx context.Context) error {
 	// Before the digests and the stamp: chmod changes ctime, which the
@@ -353,8 +354,8 @@ func (c *checkpoint) digests(ctx context.Context) error {
 	}
 	c.m.Digests = d
 	// A restore on this host can then trust these digests without reading
-	// the image again, as long as no file has changed (see snapshot.Stamp).
-	if err := snapshot.Stamp(c.dir, d); err != nil {
+	// the image again, as long as no file has changed (see digest.Stamp).
+	if err := digest.Stamp(c.dir, d); err != nil {
 		c.o.log().Debug("no verification stamp: the restore will hash the image", "id", c.t.ID, "error", err)
 	}
 	return nil

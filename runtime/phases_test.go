@@ -12,6 +12,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // breakAt arranges for the checkpoint of app into dir to fail at step, and
@@ -34,7 +35,7 @@ func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 		computeDigests = func(string) (map[string]string, error) {
 			return nil, errors.New("read pages-1.img: input/output error")
 		}
-		t.Cleanup(func() { computeDigests = snapshot.ComputeDigests })
+		t.Cleanup(func() { computeDigests = digest.Files })
 	}
 	return dump
 }

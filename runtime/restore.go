@@ -7,6 +7,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // CheckRestore reads the manifest in imageDir, verifies the digests of the
@@ -58,7 +59,7 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScop
 	if err != nil {
 		return nil, err
 	}
-	stamped, err := snapshot.VerifyDigestsStamped(dir, m)
+	stamped, err := digest.VerifyStamped(dir, m.Digests)
 	if err != nil {
 		return nil, err
 	}

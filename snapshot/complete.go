@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // criuStatsDump is the file CRIU writes at the very end of a successful
@@ -102,7 +104,7 @@ func Complete(dir string, m *Manifest) error {
 	if err := MakePrivate(dir); err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
 	}
-	d, err := ComputeDigests(dir)
+	d, err := digest.Files(dir)
 	if err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
 	}
@@ -113,7 +115,7 @@ func Complete(dir string, m *Manifest) error {
 		return fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved; remedy: free space or make %s writable, then run `cryo checkpoint --finish %s`): %w", dir, dir, dir, err)
 	}
 	*m = done
-	_ = Stamp(dir, d) // best effort: without it the restore hashes again
+	_ = digest.Stamp(dir, d) // best effort: without it the restore hashes again
 	return nil
 }
 

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // Sentinel errors; concrete errors wrap them, test with errors.Is.
@@ -11,30 +13,18 @@ var (
 	ErrNotCheckpoint = errors.New("not a checkpoint")
 	// ErrNoManifest: the directory has no cryo manifest.
 	ErrNoManifest = errors.New("no cryo manifest")
-	// ErrCorrupt: a file of the checkpoint is damaged or missing.
-	ErrCorrupt = errors.New("checkpoint corrupt")
+	// ErrCorrupt: a file of the checkpoint is damaged or missing, or its
+	// manifest unreadable. The digest package's, so that one errors.Is
+	// covers a failed verification too.
+	ErrCorrupt = digest.ErrCorrupt
 	// ErrIncomplete: the checkpoint's run stopped before its manifest
 	// recorded the digests (see Complete).
-	ErrIncomplete = errors.New("checkpoint did not finish")
+	ErrIncomplete = digest.ErrIncomplete
 	// ErrUnsupportedVersion: the manifest comes from a newer cryo.
 	ErrUnsupportedVersion = errors.New("unsupported manifest version")
 	// ErrIncompatibleHost: this host cannot take the checkpoint.
 	ErrIncompatibleHost = errors.New("host cannot restore this checkpoint")
 )
-
-// CorruptFileError is an image file whose content does not match its digest,
-// or that is missing, or that no digest covers.
-type CorruptFileError struct {
-	File   string // name inside the image directory
-	Reason string // "sha256 mismatch (want …, have …)", "missing", …
-}
-
-func (e *CorruptFileError) Error() string {
-	return fmt.Sprintf("checkpoint image file %s is corrupt: %s; remedy: re-take or re-transfer the checkpoint", e.File, e.Reason)
-}
-
-// Unwrap makes errors.Is(err, ErrCorrupt) true.
-func (e *CorruptFileError) Unwrap() error { return ErrCorrupt }
 
 // HostError says what a restore needs and what this host offers.
 type HostError struct {

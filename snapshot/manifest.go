@@ -1,6 +1,7 @@
 // Package snapshot is the checkpoint as data: the GPU manifest that cryo
-// writes into a CRIU image directory, the digests of the image files, and the
-// check that a host can take a checkpoint before anything is restored.
+// writes into a CRIU image directory (with the digests of the image files,
+// which package digest takes and verifies), and the check that a host can
+// take a checkpoint before anything is restored.
 package snapshot
 
 import (
@@ -13,19 +14,21 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // ManifestName is the GPU manifest's file name inside a CRIU image directory.
 // It lives inside that directory so that every front end (containerd's tar,
-// Podman's export, a plain copy) carries it with the images.
-const ManifestName = "cryo-manifest.json"
+// Podman's export, a plain copy) carries it with the images. The digests
+// leave it out, which is why package digest holds the name.
+const ManifestName = digest.ManifestName
 
 // FormatVersion is the manifest format this cryo writes. Read accepts it and
 // every older one; a newer one means an older cryo is reading it.
 // Version 3 records, per CUDA process, the GPUs it could see and the
 // memory it held on each (the restore maps each process onto the GPUs it
 // will see, as the driver requires); version 2 chunked digests (see
-// ComputeDigests); version 1 plain sha256 digests. Older versions are still
+// digest.Files); version 1 plain sha256 digests. Older versions are still
 // read, verified and restored (see CheckHost).
 const FormatVersion = 3
 
@@ -49,8 +52,8 @@ type Manifest struct {
 	Steps []Step `json:"steps"`
 	// Digests maps every file of the image directory (but the manifest and
 	// logs) to its digest: "sha256-chunked-16MiB:<size>:<hex>" (version 2,
-	// see ComputeDigests) or the plain sha256 in hex (version 1). Nil until
-	// the dump has completed.
+	// see digest.Files) or the plain sha256 in hex (version 1). Nil until
+	// the dump has completed; digest.Verify checks the files against it.
 	Digests map[string]string `json:"digests,omitempty"`
 	// CompletedLate is when a later cryo run (a restore or `cryo checkpoint
 	// --finish`) computed the digests of a checkpoint whose dump had

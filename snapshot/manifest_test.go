@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,47 +46,20 @@ func TestReadErrors(t *testing.T) {
 	}
 }
 
-func TestDigests(t *testing.T) {
+func TestReadVersions(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, data string) { os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644) }
-	write("pages-1.img", "pages")
-	write("inventory.img", "inv")
-	write("criu-dump.log", "log")
-	m := New("c")
-	d, err := ComputeDigests(dir)
-	if err != nil {
-		t.Fatal(err)
+	for v := 1; v <= FormatVersion; v++ {
+		os.WriteFile(filepath.Join(dir, ManifestName), []byte(fmt.Sprintf(`{"version":%d}`, v)), 0o644)
+		if _, err := Read(dir); err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
 	}
-	if len(d) != 2 {
-		t.Fatalf("digests cover %v, want the two images only", d)
+	if New("c").Version != 3 {
+		t.Fatal("new manifests must be version 3: chunked digests and per-process GPUs")
 	}
-	if err := VerifyDigests(dir, m); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("no digests must be corrupt: %v", err)
-	}
-	m.Digests = d
-	write("criu-restore.log", "written by a restore")
-	if err := VerifyDigests(dir, m); err != nil {
-		t.Fatal(err)
-	}
-	write("pages-1.img", "pagez")
-	err = VerifyDigests(dir, m)
-	var cf *CorruptFileError
-	if !errors.As(err, &cf) || cf.File != "pages-1.img" || !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("flipped byte: %v", err)
-	}
-	want := "checkpoint image file pages-1.img is corrupt: sha256 mismatch"
-	if got := err.Error(); len(got) < len(want) || got[:len(want)] != want {
-		t.Fatalf("message %q", got)
-	}
-	write("pages-1.img", "pages")
-	write("pages-2.img", "extra")
-	if err := VerifyDigests(dir, m); !errors.As(err, &cf) || cf.File != "pages-2.img" {
-		t.Fatalf("uncovered image: %v", err)
-	}
-	os.Remove(filepath.Join(dir, "pages-2.img"))
-	os.Remove(filepath.Join(dir, "inventory.img"))
-	if err := VerifyDigests(dir, m); !errors.As(err, &cf) || cf.Reason != "missing" {
-		t.Fatalf("missing image: %v", err)
+	os.WriteFile(filepath.Join(dir, ManifestName), []byte(fmt.Sprintf(`{"version":%d}`, FormatVersion+1)), 0o644)
+	if _, err := Read(dir); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("future version: %v", err)
 	}
 }
 

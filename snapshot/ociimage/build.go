@@ -16,8 +16,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/errdef"
 
-	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
+	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // DefaultSplitAt is the pages-file size from which a pages file gets a
@@ -38,7 +38,7 @@ type BuildOptions struct {
 // checkpoint only moves the failure to another host.
 func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
 	if src.Manifest != nil {
-		if err := snapshot.VerifyDigests(src.CRIU, src.Manifest); err != nil {
+		if err := filedigest.Verify(src.CRIU, src.Manifest.Digests); err != nil {
 			return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
 		}
 	}

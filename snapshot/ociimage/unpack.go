@@ -19,6 +19,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
+	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // Image is a checkpoint image's manifest and config, read from a store.
@@ -149,7 +150,7 @@ func verifyCheckpoint(dir string) error {
 		return err
 	}
 	// Stamped: the restore that follows an unpack need not hash it again.
-	_, err = snapshot.VerifyDigestsStamped(dir, m)
+	_, err = filedigest.VerifyStamped(dir, m.Digests)
 	return err
 }
 

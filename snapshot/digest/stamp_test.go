@@ -1,4 +1,4 @@
-package snapshot
+package digest
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 
 // stampedImage writes a small image directory with its digests, and points
 // the stamps at a fresh directory of the test.
-func stampedImage(t *testing.T) (string, *Manifest) {
+func stampedImage(t *testing.T) (string, map[string]string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("stamps count only in a root-owned directory; run as root")
@@ -21,24 +21,24 @@ func stampedImage(t *testing.T) (string, *Manifest) {
 	dir := t.TempDir()
 	writeFileT(t, filepath.Join(dir, "inventory.img"), "inventory")
 	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages pages pages")
-	d, err := ComputeDigests(dir)
+	d, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := Stamp(dir, d); err != nil {
 		t.Fatal(err)
 	}
-	return dir, &Manifest{Digests: d}
+	return dir, d
 }
 
 func TestStampSkipsUnchanged(t *testing.T) {
-	dir, m := stampedImage(t)
-	used, err := VerifyDigestsStamped(dir, m)
+	dir, d := stampedImage(t)
+	used, err := VerifyStamped(dir, d)
 	if err != nil || !used {
 		t.Fatalf("unchanged image: stamp used %v, err %v; want used", used, err)
 	}
 	t.Setenv(EnvVerify, "full")
-	if used, err := VerifyDigestsStamped(dir, m); err != nil || used {
+	if used, err := VerifyStamped(dir, d); err != nil || used {
 		t.Fatalf("CRYO_VERIFY=full: stamp used %v, err %v; want a full verification", used, err)
 	}
 }
@@ -46,7 +46,7 @@ func TestStampSkipsUnchanged(t *testing.T) {
 // A byte rewritten in place, even with the same size and mtime put back,
 // changes the ctime: the stamp no longer holds and the hash catches it.
 func TestStampDetectsRewrite(t *testing.T) {
-	dir, m := stampedImage(t)
+	dir, d := stampedImage(t)
 	path := filepath.Join(dir, "pages-1.img")
 	st, _ := os.Stat(path)
 	time.Sleep(10 * time.Millisecond)
@@ -54,7 +54,7 @@ func TestStampDetectsRewrite(t *testing.T) {
 	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := VerifyDigestsStamped(dir, m)
+	_, err := VerifyStamped(dir, d)
 	var cf *CorruptFileError
 	if !errors.As(err, &cf) || cf.File != "pages-1.img" {
 		t.Fatalf("rewritten file: got %v, want a CorruptFileError for pages-1.img", err)
@@ -63,32 +63,32 @@ func TestStampDetectsRewrite(t *testing.T) {
 
 // A file added next to a stamped image is still refused.
 func TestStampStillChecksCoverage(t *testing.T) {
-	dir, m := stampedImage(t)
+	dir, d := stampedImage(t)
 	writeFileT(t, filepath.Join(dir, "extra.img"), "x")
-	if _, err := VerifyDigestsStamped(dir, m); err == nil {
+	if _, err := VerifyStamped(dir, d); err == nil {
 		t.Fatal("an image file not covered by the digests was accepted")
 	}
 }
 
 // A stamp directory others can write to is not trusted.
 func TestStampUntrustedDir(t *testing.T) {
-	dir, m := stampedImage(t)
+	dir, d := stampedImage(t)
 	if err := os.Chmod(os.Getenv(EnvStampDir), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := VerifyDigestsStamped(dir, m); err != nil || used {
+	if used, err := VerifyStamped(dir, d); err != nil || used {
 		t.Fatalf("world-writable stamp directory: stamp used %v, err %v; want a full verification", used, err)
 	}
 }
 
 // The stamp of a verified directory makes the next verification skip.
 func TestVerifyStamps(t *testing.T) {
-	dir, m := stampedImage(t)
+	dir, d := stampedImage(t)
 	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "other"))
-	if used, _ := VerifyDigestsStamped(dir, m); used {
+	if used, _ := VerifyStamped(dir, d); used {
 		t.Fatal("used a stamp from another directory")
 	}
-	if used, err := VerifyDigestsStamped(dir, m); err != nil || !used {
+	if used, err := VerifyStamped(dir, d); err != nil || !used {
 		t.Fatalf("second verification: stamp used %v, err %v; want used", used, err)
 	}
 }
@@ -139,15 +139,14 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	t.Cleanup(func() { syscall.Unmount(dir, 0) })
 	path := filepath.Join(dir, "pages-1.img")
 	writeFileT(t, path, "pages pages pages")
-	d, err := ComputeDigests(dir)
+	d, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Manifest{Digests: d}
 	if err := Stamp(dir, d); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := VerifyDigestsStamped(dir, m); err != nil || used {
+	if used, err := VerifyStamped(dir, d); err != nil || used {
 		t.Fatalf("tmpfs: stamp used %v, err %v; want a full verification", used, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -162,7 +161,7 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	copy(mem, "PAGES")
 	syscall.Munmap(mem)
 	var cf *CorruptFileError
-	if _, err := VerifyDigestsStamped(dir, m); !errors.As(err, &cf) {
+	if _, err := VerifyStamped(dir, d); !errors.As(err, &cf) {
 		t.Fatalf("a write through a mapping on tmpfs: got %v, want a CorruptFileError", err)
 	}
 }
@@ -170,13 +169,13 @@ func TestStampNotOnTmpfs(t *testing.T) {
 // A full verification that fails drops the stamp, so that the next restore
 // hashes again.
 func TestStampDroppedOnFailure(t *testing.T) {
-	dir, m := stampedImage(t)
+	dir, d := stampedImage(t)
 	t.Setenv(EnvVerify, "full")
 	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages PAGES pages")
-	if _, err := VerifyDigestsStamped(dir, m); err == nil {
+	if _, err := VerifyStamped(dir, d); err == nil {
 		t.Fatal("a changed file verified")
 	}
-	path, _ := stampPath(dir, m.Digests)
+	path, _ := stampPath(dir, d)
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the stamp is still there after a failed verification: %v", err)
 	}

@@ -1,4 +1,4 @@
-package snapshot
+package digest
 
 import (
 	"crypto/sha256"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A DigestWatcher hashes the page images of a checkpoint while CRIU is
+// A Watcher hashes the page images of a checkpoint while CRIU is
 // still writing them, so that the digests are ready moments after the dump
 // instead of a second pass over tens of GB after it. CRIU writes each
 // pages-N.img from start to end and never goes back, so a chunk that lies
@@ -20,7 +20,7 @@ import (
 // each early chunk still belongs to the same file (the watcher holds each
 // file open, so its inode cannot be reused by a file put in its place, and
 // a size that still covers the chunk); otherwise that chunk is hashed again.
-type DigestWatcher struct {
+type Watcher struct {
 	dir  string
 	stop chan struct{}
 	done chan struct{}
@@ -56,10 +56,10 @@ const watchWorkers = 2
 // watchInterval is how often the watcher looks at the file sizes.
 const watchInterval = 20 * time.Millisecond
 
-// WatchDigests starts watching dir. Call Finish after the dump (or Stop if
-// the dump failed).
-func WatchDigests(dir string) *DigestWatcher {
-	w := &DigestWatcher{dir: dir, stop: make(chan struct{}), done: make(chan struct{}),
+// Watch starts watching dir. Call Finish after the dump (or Stop if the
+// dump failed).
+func Watch(dir string) *Watcher {
+	w := &Watcher{dir: dir, stop: make(chan struct{}), done: make(chan struct{}),
 		jobs: make(chan watchJob, 1024), files: map[string]*watched{}}
 	for n := min(watchWorkers, runtime.GOMAXPROCS(0)); n > 0; n-- {
 		w.wg.Add(1)
@@ -69,7 +69,7 @@ func WatchDigests(dir string) *DigestWatcher {
 	return w
 }
 
-func (w *DigestWatcher) watch() {
+func (w *Watcher) watch() {
 	defer close(w.done)
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
@@ -84,7 +84,7 @@ func (w *DigestWatcher) watch() {
 }
 
 // scan queues the chunks that became final since the last scan.
-func (w *DigestWatcher) scan() {
+func (w *Watcher) scan() {
 	names, _ := filepath.Glob(filepath.Join(w.dir, "pages-*.img"))
 	for _, path := range names {
 		st, err := os.Stat(path)
@@ -102,7 +102,7 @@ func (w *DigestWatcher) scan() {
 			w.mu.Unlock()
 			continue
 		}
-		full := st.Size() / DigestChunkSize
+		full := st.Size() / ChunkSize
 		var queue []watchJob
 		for ; f.next < full; f.next++ {
 			queue = append(queue, watchJob{name: name, f: f.f, ino: f.ino, i: f.next})
@@ -120,7 +120,7 @@ func (w *DigestWatcher) scan() {
 
 // track opens the file at path as the watched file name, closing the one it
 // replaces (old). It returns nil if the file cannot be opened. w.mu is held.
-func (w *DigestWatcher) track(name, path string, old *watched) *watched {
+func (w *Watcher) track(name, path string, old *watched) *watched {
 	if old != nil {
 		w.retired = append(w.retired, old.f) // a worker may still read it
 	}
@@ -139,12 +139,12 @@ func (w *DigestWatcher) track(name, path string, old *watched) *watched {
 	return f
 }
 
-func (w *DigestWatcher) worker() {
+func (w *Watcher) worker() {
 	defer w.wg.Done()
 	buf := make([]byte, readBufSize)
 	for j := range w.jobs {
-		hf := &hashFile{path: filepath.Join(w.dir, j.name), chunk: DigestChunkSize, sums: make([][sha256.Size]byte, j.i+1)}
-		job := hashJob{f: hf, i: j.i, off: j.i * DigestChunkSize, n: DigestChunkSize}
+		hf := &hashFile{path: filepath.Join(w.dir, j.name), chunk: ChunkSize, sums: make([][sha256.Size]byte, j.i+1)}
+		job := hashJob{f: hf, i: j.i, off: j.i * ChunkSize, n: ChunkSize}
 		if err := job.runOn(j.f, buf); err != nil {
 			continue // Finish hashes it again and reports the error then
 		}
@@ -157,7 +157,7 @@ func (w *DigestWatcher) worker() {
 }
 
 // Stop ends the watching and waits for the chunks in flight.
-func (w *DigestWatcher) Stop() {
+func (w *Watcher) Stop() {
 	select {
 	case <-w.stop:
 		return
@@ -171,7 +171,7 @@ func (w *DigestWatcher) Stop() {
 }
 
 // closeFiles closes every file the watcher held open.
-func (w *DigestWatcher) closeFiles() {
+func (w *Watcher) closeFiles() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, f := range w.files {
@@ -184,16 +184,16 @@ func (w *DigestWatcher) closeFiles() {
 }
 
 // Finish stops the watcher and returns the digests of every file of dir,
-// as ComputeDigests does, reusing the chunks hashed during the dump.
-func (w *DigestWatcher) Finish() (map[string]string, error) {
+// as Files does, reusing the chunks hashed during the dump.
+func (w *Watcher) Finish() (map[string]string, error) {
 	w.Stop()
 	defer w.closeFiles()
-	return computeDigests(w.dir, w.early)
+	return compute(w.dir, w.early)
 }
 
 // early returns the chunk sums hashed during the dump that are still valid
 // for the file at path as it is now (inode ino, size bytes).
-func (w *DigestWatcher) early(rel string, ino uint64, size int64) map[int64][sha256.Size]byte {
+func (w *Watcher) early(rel string, ino uint64, size int64) map[int64][sha256.Size]byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f := w.files[rel]
@@ -202,7 +202,7 @@ func (w *DigestWatcher) early(rel string, ino uint64, size int64) map[int64][sha
 	}
 	out := map[int64][sha256.Size]byte{}
 	for i, s := range f.sums {
-		if (i+1)*DigestChunkSize <= size {
+		if (i+1)*ChunkSize <= size {
 			out[i] = s
 		}
 	}

@@ -1,4 +1,4 @@
-package snapshot
+package digest
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 // Digest names come from an untrusted manifest: none may lead outside the
 // image directory, even to a file whose digest the attacker knows.
-func TestVerifyDigestsConfined(t *testing.T) {
+func TestVerifyConfined(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "img")
 	os.Mkdir(dir, 0o700)
@@ -19,15 +19,14 @@ func TestVerifyDigestsConfined(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "core-1.img"), []byte("core"), 0o600)
 	os.Symlink(secret, filepath.Join(dir, "leak.img"))
 	os.Symlink(root, filepath.Join(dir, "up"))
-	sum, err := ComputeDigests(root) // digests of the secret as seen from root
+	sum, err := Files(root) // digests of the secret as seen from root
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"../secret", secret, "leak.img", "up/secret", "./core-1.img", "x/../../secret"} {
-		m := New("c")
-		m.Digests, _ = ComputeDigests(dir)
-		m.Digests[name] = sum["secret"]
-		for what, err := range map[string]error{"VerifyDigests": VerifyDigests(dir, m), "VerifyDigestsStamped": second(VerifyDigestsStamped(dir, m))} {
+		d, _ := Files(dir)
+		d[name] = sum["secret"]
+		for what, err := range map[string]error{"Verify": Verify(dir, d), "VerifyStamped": second(VerifyStamped(dir, d))} {
 			var ce *CorruptFileError
 			if !errors.As(err, &ce) || ce.File != name || !strings.Contains(err.Error(), "outside the image directory") {
 				t.Errorf("%s with digest name %q: %v, want a refusal naming it", what, name, err)

@@ -1,9 +1,8 @@
-package snapshot
+package digest
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -51,24 +50,66 @@ func TestChunkedDigestDefinition(t *testing.T) {
 	}
 }
 
-func TestComputeDigestsFormat(t *testing.T) {
+func TestFilesFormat(t *testing.T) {
 	dir := t.TempDir()
-	big := randBytes(DigestChunkSize+3, 1)
+	big := randBytes(ChunkSize+3, 1)
 	os.WriteFile(filepath.Join(dir, "pages-1.img"), big, 0o644)
 	os.WriteFile(filepath.Join(dir, "core-1.img"), nil, 0o644)
-	d, err := ComputeDigests(dir)
+	d, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"pages-1.img": fmt.Sprintf("sha256-chunked-16MiB:%d:%s", len(big), chunkedRef(big, DigestChunkSize)),
-		"core-1.img":  "sha256-chunked-16MiB:0:" + chunkedRef(nil, DigestChunkSize),
+		"pages-1.img": fmt.Sprintf("sha256-chunked-16MiB:%d:%s", len(big), chunkedRef(big, ChunkSize)),
+		"core-1.img":  "sha256-chunked-16MiB:0:" + chunkedRef(nil, ChunkSize),
 	}
 	if fmt.Sprint(d) != fmt.Sprint(want) {
 		t.Fatalf("digests %v, want %v", d, want)
 	}
-	if DigestAlgorithm() != "sha256-chunked-16MiB" {
-		t.Fatal(DigestAlgorithm())
+	if Algorithm() != "sha256-chunked-16MiB" {
+		t.Fatal(Algorithm())
+	}
+}
+
+func TestFilesAndVerify(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) { os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644) }
+	write("pages-1.img", "pages")
+	write("inventory.img", "inv")
+	write("criu-dump.log", "log")
+	d, err := Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) != 2 {
+		t.Fatalf("digests cover %v, want the two images only", d)
+	}
+	if err := Verify(dir, nil); !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("no digests must be corrupt and incomplete: %v", err)
+	}
+	write("criu-restore.log", "written by a restore")
+	if err := Verify(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	write("pages-1.img", "pagez")
+	err = Verify(dir, d)
+	var cf *CorruptFileError
+	if !errors.As(err, &cf) || cf.File != "pages-1.img" || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("flipped byte: %v", err)
+	}
+	want := "checkpoint image file pages-1.img is corrupt: sha256 mismatch"
+	if got := err.Error(); len(got) < len(want) || got[:len(want)] != want {
+		t.Fatalf("message %q", got)
+	}
+	write("pages-1.img", "pages")
+	write("pages-2.img", "extra")
+	if err := Verify(dir, d); !errors.As(err, &cf) || cf.File != "pages-2.img" {
+		t.Fatalf("uncovered image: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "pages-2.img"))
+	os.Remove(filepath.Join(dir, "inventory.img"))
+	if err := Verify(dir, d); !errors.As(err, &cf) || cf.Reason != "missing" {
+		t.Fatalf("missing image: %v", err)
 	}
 }
 
@@ -108,30 +149,28 @@ func wantCorrupt(t *testing.T, err error, file, reason string) {
 // A flipped byte anywhere (chunk edges included) is found and named.
 func TestVerifyFlippedByteAnywhere(t *testing.T) {
 	dir := t.TempDir()
-	size := int64(2*DigestChunkSize + 1000)
+	size := int64(2*ChunkSize + 1000)
 	path := filepath.Join(dir, "pages-1.img")
 	os.WriteFile(path, randBytes(int(size), 2), 0o644)
 	os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("inv"), 0o644)
-	d, err := ComputeDigests(dir)
+	d, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New("c")
-	m.Digests = d
-	if err := VerifyDigests(dir, m); err != nil {
+	if err := Verify(dir, d); err != nil {
 		t.Fatal(err)
 	}
-	for _, off := range []int64{0, 1, DigestChunkSize - 1, DigestChunkSize, DigestChunkSize + 1,
-		size / 2, 2*DigestChunkSize - 1, 2 * DigestChunkSize, size - 1} {
+	for _, off := range []int64{0, 1, ChunkSize - 1, ChunkSize, ChunkSize + 1,
+		size / 2, 2*ChunkSize - 1, 2 * ChunkSize, size - 1} {
 		flipAt(t, path, off)
-		wantCorrupt(t, VerifyDigests(dir, m), "pages-1.img", "sha256 mismatch")
+		wantCorrupt(t, Verify(dir, d), "pages-1.img", "sha256 mismatch")
 		flipAt(t, path, off)
 	}
-	if err := VerifyDigests(dir, m); err != nil {
+	if err := Verify(dir, d); err != nil {
 		t.Fatal(err)
 	}
 	flipAt(t, filepath.Join(dir, "inventory.img"), 2)
-	wantCorrupt(t, VerifyDigests(dir, m), "inventory.img", "sha256 mismatch")
+	wantCorrupt(t, Verify(dir, d), "inventory.img", "sha256 mismatch")
 }
 
 func TestVerifySizeChange(t *testing.T) {
@@ -139,43 +178,37 @@ func TestVerifySizeChange(t *testing.T) {
 	path := filepath.Join(dir, "pages-1.img")
 	data := randBytes(100000, 3)
 	os.WriteFile(path, data, 0o644)
-	d, err := ComputeDigests(dir)
+	d, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Manifest{Digests: d}
 	os.WriteFile(path, data[:len(data)-1], 0o644)
-	wantCorrupt(t, VerifyDigests(dir, m), "pages-1.img", "sha256 mismatch (the file has 99999 bytes, the manifest records 100000")
+	wantCorrupt(t, Verify(dir, d), "pages-1.img", "sha256 mismatch (the file has 99999 bytes, the manifest records 100000")
 	os.WriteFile(path, append(data, 0), 0o644)
-	wantCorrupt(t, VerifyDigests(dir, m), "pages-1.img", "sha256 mismatch (the file has 100001 bytes")
+	wantCorrupt(t, Verify(dir, d), "pages-1.img", "sha256 mismatch (the file has 100001 bytes")
 }
 
-// A version 1 manifest (plain sha256 digests) still verifies, and a
-// flipped byte in it is still found.
+// The plain sha256 digests of a version 1 manifest still verify, and a
+// flipped byte is still found.
 func TestVerifyVersion1(t *testing.T) {
 	dir := t.TempDir()
-	data := randBytes(DigestChunkSize+7, 4)
+	data := randBytes(ChunkSize+7, 4)
 	os.WriteFile(filepath.Join(dir, "pages-1.img"), data, 0o644)
 	os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("inv"), 0o644)
-	v1, _ := json.Marshal(map[string]any{"version": 1, "container_id": "c", "digests": map[string]string{
+	v1 := map[string]string{
 		"pages-1.img":   fmt.Sprintf("%x", sha256.Sum256(data)),
 		"inventory.img": fmt.Sprintf("%x", sha256.Sum256([]byte("inv"))),
-	}})
-	os.WriteFile(filepath.Join(dir, ManifestName), v1, 0o644)
-	m, err := Read(dir)
-	if err != nil {
+	}
+	if err := Verify(dir, v1); err != nil {
 		t.Fatal(err)
 	}
-	if err := VerifyDigests(dir, m); err != nil {
-		t.Fatal(err)
-	}
-	flipAt(t, filepath.Join(dir, "pages-1.img"), DigestChunkSize+3)
-	wantCorrupt(t, VerifyDigests(dir, m), "pages-1.img", "sha256 mismatch")
+	flipAt(t, filepath.Join(dir, "pages-1.img"), ChunkSize+3)
+	wantCorrupt(t, Verify(dir, v1), "pages-1.img", "sha256 mismatch")
 	// A mix of both kinds (a manifest edited by hand) is checked per file.
-	flipAt(t, filepath.Join(dir, "pages-1.img"), DigestChunkSize+3)
-	d, _ := ComputeDigests(dir)
-	m.Digests["pages-1.img"] = d["pages-1.img"]
-	if err := VerifyDigests(dir, m); err != nil {
+	flipAt(t, filepath.Join(dir, "pages-1.img"), ChunkSize+3)
+	d, _ := Files(dir)
+	v1["pages-1.img"] = d["pages-1.img"]
+	if err := Verify(dir, v1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -183,13 +216,13 @@ func TestVerifyVersion1(t *testing.T) {
 func TestVerifyBadDigestStrings(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("x"), 0o644)
-	sum := chunkedRef([]byte("x"), DigestChunkSize)
+	sum := chunkedRef([]byte("x"), ChunkSize)
 	for _, s := range []string{
 		"", "xyz", strings.ToUpper(sum),
 		"sha512:1:" + sum, "sha256-chunked-0MiB:1:" + sum, "sha256-chunked-016MiB:1:" + sum,
 		"sha256-chunked-16MiB:" + sum, "sha256-chunked-16MiB:-1:" + sum, "sha256-chunked-16MiB:1:" + sum[1:],
 	} {
-		err := VerifyDigests(dir, &Manifest{Digests: map[string]string{"pages-1.img": s}})
+		err := Verify(dir, map[string]string{"pages-1.img": s})
 		var cf *CorruptFileError
 		if !errors.As(err, &cf) || cf.File != "pages-1.img" || !strings.Contains(cf.Reason, "the manifest's digest") {
 			t.Errorf("digest %q: %v", s, err)
@@ -198,7 +231,7 @@ func TestVerifyBadDigestStrings(t *testing.T) {
 	// Another chunk size is read: the algorithm name carries it.
 	other := &hashFile{path: filepath.Join(dir, "pages-1.img"), size: 1, chunk: 1 << 20}
 	hashAll([]*hashFile{other})
-	if err := VerifyDigests(dir, &Manifest{Digests: map[string]string{"pages-1.img": other.digest()}}); err != nil || !strings.HasPrefix(other.digest(), "sha256-chunked-1MiB:1:") {
+	if err := Verify(dir, map[string]string{"pages-1.img": other.digest()}); err != nil || !strings.HasPrefix(other.digest(), "sha256-chunked-1MiB:1:") {
 		t.Fatalf("%s: %v", other.digest(), err)
 	}
 }
@@ -218,22 +251,5 @@ func TestHashSizeRace(t *testing.T) {
 				t.Errorf("size %d chunk %d: %v", c.size, chunk, f.err)
 			}
 		}
-	}
-}
-
-func TestReadVersions(t *testing.T) {
-	dir := t.TempDir()
-	for v := 1; v <= FormatVersion; v++ {
-		os.WriteFile(filepath.Join(dir, ManifestName), []byte(fmt.Sprintf(`{"version":%d}`, v)), 0o644)
-		if _, err := Read(dir); err != nil {
-			t.Fatalf("version %d: %v", v, err)
-		}
-	}
-	if New("c").Version != 3 {
-		t.Fatal("new manifests must be version 3: chunked digests and per-process GPUs")
-	}
-	os.WriteFile(filepath.Join(dir, ManifestName), []byte(fmt.Sprintf(`{"version":%d}`, FormatVersion+1)), 0o644)
-	if _, err := Read(dir); !errors.Is(err, ErrUnsupportedVersion) {
-		t.Fatalf("future version: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package snapshot
+package digest
 
 import (
 	"crypto/sha256"
@@ -14,14 +14,14 @@ import (
 // Digesting a ~1 GiB pages image (the size a 1 GiB GPU workload leaves),
 // in the page cache as right after a dump. CRYO_DIGEST_BENCH_MIB sets the
 // size. Compare SingleStream (one sha256 over the file, as format version 1
-// did) with Compute and Verify (chunked, in parallel):
+// did) with Files and Verify (chunked, in parallel):
 //
-//	go test -run '^$' -bench Digest -benchtime 5x ./snapshot/
+//	go test -run '^$' -bench . -benchtime 5x ./snapshot/digest/
 //
 // Measured on 1 GiB, in the page cache (seconds per op, ranges over runs on
-// a busy machine; Compute and Verify include listing, stat and open):
+// a busy machine; Files and Verify include listing, stat and open):
 //
-//	                          SingleStream  Compute  Verify
+//	                          SingleStream  Files    Verify
 //	2 cores  (Xeon, SHA-NI)   0.93-1.23     0.50-0.83  0.55-0.73
 //	16 cores (Xeon, SHA-NI)   1.17          0.085      0.097
 //
@@ -70,7 +70,7 @@ func singleStreamSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func BenchmarkDigestSingleStream(b *testing.B) {
+func BenchmarkSingleStream(b *testing.B) {
 	dir, size := benchImageDir(b)
 	files, _ := digestedFiles(dir)
 	b.SetBytes(size)
@@ -84,36 +84,35 @@ func BenchmarkDigestSingleStream(b *testing.B) {
 	}
 }
 
-func BenchmarkDigestCompute(b *testing.B) {
+func BenchmarkFiles(b *testing.B) {
 	dir, size := benchImageDir(b)
 	b.SetBytes(size)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := ComputeDigests(dir); err != nil {
+		if _, err := Files(dir); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkDigestVerify(b *testing.B) {
+func BenchmarkVerify(b *testing.B) {
 	dir, size := benchImageDir(b)
-	d, err := ComputeDigests(dir)
+	d, err := Files(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := &Manifest{Digests: d}
 	b.SetBytes(size)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := VerifyDigests(dir, m); err != nil {
+		if err := Verify(dir, d); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkDigestChunkSize hashes with other chunk sizes, to weigh the
+// BenchmarkChunkSize hashes with other chunk sizes, to weigh the
 // balance of the cores against the per-chunk cost.
-func BenchmarkDigestChunkSize(b *testing.B) {
+func BenchmarkChunkSize(b *testing.B) {
 	dir, size := benchImageDir(b)
 	for _, mib := range []int64{4, 16, 64} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
@@ -129,8 +128,8 @@ func BenchmarkDigestChunkSize(b *testing.B) {
 	}
 }
 
-// BenchmarkDigestReadBuffer hashes with other read buffer sizes.
-func BenchmarkDigestReadBuffer(b *testing.B) {
+// BenchmarkReadBuffer hashes with other read buffer sizes.
+func BenchmarkReadBuffer(b *testing.B) {
 	dir, size := benchImageDir(b)
 	defer func(n int) { readBufSize = n }(readBufSize)
 	for _, kib := range []int{128, 512, 1024, 4096} {
@@ -138,7 +137,7 @@ func BenchmarkDigestReadBuffer(b *testing.B) {
 			readBufSize = kib << 10
 			b.SetBytes(size)
 			for i := 0; i < b.N; i++ {
-				if _, err := ComputeDigests(dir); err != nil {
+				if _, err := Files(dir); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package snapshot
+package digest
 
 import (
 	"crypto/sha256"
@@ -115,13 +115,13 @@ func Stamp(dir string, digests map[string]string) error {
 	return os.Rename(tmp, path)
 }
 
-// stamped reports whether dir has a valid stamp for m's digests: the stamp
+// stamped reports whether dir has a valid stamp for digests: the stamp
 // directory is root's alone, and every file's identity is unchanged.
-func stamped(dir string, m *Manifest) bool {
-	if os.Getenv(EnvVerify) == "full" || len(m.Digests) == 0 || !trustedStampDir() || !timesTrack(dir) {
+func stamped(dir string, digests map[string]string) bool {
+	if os.Getenv(EnvVerify) == "full" || len(digests) == 0 || !trustedStampDir() || !timesTrack(dir) {
 		return false
 	}
-	path, err := stampPath(dir, m.Digests)
+	path, err := stampPath(dir, digests)
 	if err != nil {
 		return false
 	}
@@ -130,10 +130,10 @@ func stamped(dir string, m *Manifest) bool {
 		return false
 	}
 	var s stamp
-	if json.Unmarshal(data, &s) != nil || len(s.Files) != len(m.Digests) {
+	if json.Unmarshal(data, &s) != nil || len(s.Files) != len(digests) {
 		return false
 	}
-	for name := range m.Digests {
+	for name := range digests {
 		id, err := identify(filepath.Join(dir, name))
 		if err != nil || id != s.Files[name] {
 			return false
@@ -204,23 +204,23 @@ func pruneStamps() {
 	}
 }
 
-// VerifyDigestsStamped is VerifyDigests, skipping the hashing when dir has a
-// valid stamp (see above) and stamping it after a full verification. It
-// reports whether the stamp was used.
-func VerifyDigestsStamped(dir string, m *Manifest) (bool, error) {
-	if err := confined(dir, m.Digests); err != nil {
+// VerifyStamped is Verify, skipping the hashing when dir has a valid stamp
+// (see above) and stamping it after a full verification. It reports whether
+// the stamp was used.
+func VerifyStamped(dir string, digests map[string]string) (bool, error) {
+	if err := confined(dir, digests); err != nil {
 		return false, err
 	}
-	if m.Digests != nil && stamped(dir, m) {
-		if err := uncovered(dir, m.Digests); err != nil {
+	if digests != nil && stamped(dir, digests) {
+		if err := uncovered(dir, digests); err != nil {
 			return false, err
 		}
 		return true, nil
 	}
-	if err := VerifyDigests(dir, m); err != nil {
-		dropStamp(dir, m.Digests) // what failed must be hashed again next time
+	if err := Verify(dir, digests); err != nil {
+		dropStamp(dir, digests) // what failed must be hashed again next time
 		return false, err
 	}
-	_ = Stamp(dir, m.Digests) // best effort: without it only a speed-up is lost
+	_ = Stamp(dir, digests) // best effort: without it only a speed-up is lost
 	return false, nil
 }

@@ -1,4 +1,4 @@
-package snapshot
+package digest
 
 import (
 	"math/rand"
@@ -28,13 +28,13 @@ func appendFile(t *testing.T, path string, seed int64, n, piece int) {
 	}
 }
 
-// TestDigestWatcherMatchesCompute: the digests of a watched dump equal
+// TestWatcherMatchesCompute: the digests of a watched dump equal
 // those of a second pass, and the watcher did hash chunks during the dump.
-func TestDigestWatcherMatchesCompute(t *testing.T) {
+func TestWatcherMatchesCompute(t *testing.T) {
 	dir := t.TempDir()
-	w := WatchDigests(dir)
-	appendFile(t, filepath.Join(dir, "pages-1.img"), 1, 3*DigestChunkSize+12345, 1<<20)
-	appendFile(t, filepath.Join(dir, "pages-2.img"), 2, 2*DigestChunkSize, 4<<20)
+	w := Watch(dir)
+	appendFile(t, filepath.Join(dir, "pages-1.img"), 1, 3*ChunkSize+12345, 1<<20)
+	appendFile(t, filepath.Join(dir, "pages-2.img"), 2, 2*ChunkSize, 4<<20)
 	writeFileT(t, filepath.Join(dir, "core-1.img"), "core")
 	writeFileT(t, filepath.Join(dir, "criu-dump.log"), "log")
 	time.Sleep(3 * watchInterval)
@@ -42,7 +42,7 @@ func TestDigestWatcherMatchesCompute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ComputeDigests(dir)
+	want, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,33 +59,33 @@ func TestDigestWatcherMatchesCompute(t *testing.T) {
 	}
 }
 
-// TestDigestWatcherReplacedFile: a pages image replaced by another file of
+// TestWatcherReplacedFile: a pages image replaced by another file of
 // the same name after some chunks were hashed is hashed again in full.
-func TestDigestWatcherReplacedFile(t *testing.T) {
+func TestWatcherReplacedFile(t *testing.T) {
 	dir := t.TempDir()
-	w := WatchDigests(dir)
+	w := Watch(dir)
 	path := filepath.Join(dir, "pages-1.img")
-	appendFile(t, path, 1, 2*DigestChunkSize, 4<<20)
+	appendFile(t, path, 1, 2*ChunkSize, 4<<20)
 	time.Sleep(5 * watchInterval)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	appendFile(t, path, 7, 2*DigestChunkSize+1, 2*DigestChunkSize+1) // one write, then no scan before Finish
+	appendFile(t, path, 7, 2*ChunkSize+1, 2*ChunkSize+1) // one write, then no scan before Finish
 	got, err := w.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := ComputeDigests(dir)
+	want, _ := Files(dir)
 	if got["pages-1.img"] != want["pages-1.img"] {
 		t.Fatalf("replaced file: watched %s, computed %s", got["pages-1.img"], want["pages-1.img"])
 	}
 }
 
-// TestDigestWatcherStop: Stop without Finish returns, and twice is fine.
-func TestDigestWatcherStop(t *testing.T) {
+// TestWatcherStop: Stop without Finish returns, and twice is fine.
+func TestWatcherStop(t *testing.T) {
 	dir := t.TempDir()
-	w := WatchDigests(dir)
-	appendFile(t, filepath.Join(dir, "pages-1.img"), 1, DigestChunkSize+1, 1<<20)
+	w := Watch(dir)
+	appendFile(t, filepath.Join(dir, "pages-1.img"), 1, ChunkSize+1, 1<<20)
 	w.Stop()
 	w.Stop()
 }

@@ -1,0 +1,31 @@
+package digest
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; concrete errors wrap them, test with errors.Is. The
+// snapshot package gives them its own names too: a manifest that cannot be
+// read is as corrupt as a file that does not match its digest.
+var (
+	// ErrCorrupt: a file of the checkpoint is damaged or missing.
+	ErrCorrupt = errors.New("checkpoint corrupt")
+	// ErrIncomplete: the checkpoint's run stopped before its manifest
+	// recorded the digests.
+	ErrIncomplete = errors.New("checkpoint did not finish")
+)
+
+// CorruptFileError is an image file whose content does not match its digest,
+// or that is missing, or that no digest covers.
+type CorruptFileError struct {
+	File   string // name inside the image directory
+	Reason string // "sha256 mismatch (want …, have …)", "missing", …
+}
+
+func (e *CorruptFileError) Error() string {
+	return fmt.Sprintf("checkpoint image file %s is corrupt: %s; remedy: re-take or re-transfer the checkpoint", e.File, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptFileError) Unwrap() error { return ErrCorrupt }
