@@ -355,7 +355,7 @@ func (c *checkpoint) digests(ctx context.Context) error {
 	c.m.Digests = d
 	// A restore on this host can then trust these digests without reading
 	// the image again, as long as no file has changed (see digest.Stamp).
-	if err := digest.Stamp(c.dir, d); err != nil {
+	if err := digest.RecordsFrom(c.o.Config).Stamp(c.dir, d); err != nil {
 		c.o.log().Debug("no verification stamp: the restore will hash the image", "id", c.t.ID, "error", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // completeInterrupted finishes, before a restore verifies it, a checkpoint
@@ -30,7 +31,7 @@ func (o *Orchestrator) completeInterrupted(ctx context.Context, id, dir string) 
 // complete is the step that hashes an interrupted checkpoint's files and
 // writes its finished manifest.
 func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *snapshot.Manifest) error {
-	_, err := o.step(ctx, id, StepComplete, func(context.Context) error { return snapshot.Complete(dir, m) })
+	_, err := o.step(ctx, id, StepComplete, func(context.Context) error { return snapshot.Complete(dir, m, digest.RecordsFrom(o.Config)) })
 	return err
 }
 

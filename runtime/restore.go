@@ -59,7 +59,7 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScop
 	if err != nil {
 		return nil, err
 	}
-	stamped, err := digest.VerifyStamped(dir, m.Digests)
+	stamped, err := digest.RecordsFrom(o.Config).VerifyStamped(dir, m.Digests)
 	if err != nil {
 		return nil, err
 	}

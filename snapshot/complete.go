@@ -93,7 +93,7 @@ func (m *Manifest) Unfinished() bool { return m != nil && m.Digests == nil }
 // digests and CompletedLate, durably. It refuses (ErrIncomplete) when the
 // dump did not complete: the images are then partial and only a new
 // checkpoint helps.
-func Complete(dir string, m *Manifest) error {
+func Complete(dir string, m *Manifest, recs digest.Records) error {
 	ok, err := DumpCompleted(dir, m)
 	if err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
@@ -115,7 +115,7 @@ func Complete(dir string, m *Manifest) error {
 		return fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved; remedy: free space or make %s writable, then run `cryo checkpoint --finish %s`): %w", dir, dir, dir, err)
 	}
 	*m = done
-	_ = digest.Stamp(dir, d) // best effort: without it the restore hashes again
+	_ = recs.Stamp(dir, d) // best effort: without it the restore hashes again
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
+	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
@@ -73,7 +74,12 @@ func transferOptions(c *cli.Context) ociimage.TransferOptions {
 }
 
 func openStore(ctx context.Context, c *cli.Context) (*ociimage.Store, error) {
-	return ociimage.OpenStore(ctx, or(c.String("store"), cfg.ImageStore))
+	st, err := ociimage.OpenStore(ctx, or(c.String("store"), cfg.ImageStore))
+	if err != nil {
+		return nil, err
+	}
+	st.Records = filedigest.RecordsFrom(cfg)
+	return st, nil
 }
 
 func imageBuildCommand() *cli.Command {

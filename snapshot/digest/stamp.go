@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // Verification stamps let a restore skip re-hashing an image directory that
@@ -22,13 +24,11 @@ import (
 // current time on every change of its content or metadata, and no system
 // call sets it back, so an unchanged identity means that the bytes hashed
 // then are the bytes there now. What a stamp cannot see is the storage
-// itself corrupting data under the file system; CRYO_VERIFY=full re-hashes
-// every restore. Stamps live in a root-only directory of this host, never
+// itself corrupting data under the file system; Records.Full (CRYO_VERIFY=full)
+// re-hashes every restore. Stamps live in a root-only directory of this host, never
 // in the image directory: a stamp that travelled with the image would
 // prove nothing.
 const (
-	EnvVerify   = "CRYO_VERIFY"       // "full": always re-hash; default "auto": trust a valid stamp
-	EnvStampDir = "CRYO_STAMP_DIR"    // default /var/lib/cryo/verified
 	stampMaxAge = 14 * 24 * time.Hour // older stamps are pruned when one is written
 	maxStamps   = 1000                // and the oldest beyond these
 )
@@ -47,16 +47,29 @@ type stamp struct {
 	Files map[string]fileID `json:"files"`
 }
 
-func stampDir() string {
-	if d := os.Getenv(EnvStampDir); d != "" {
-		return d
+// Records is where verification records live and whether to trust them,
+// as the entry point's configuration says.
+type Records struct {
+	// Dir holds the stamps (config: CRYO_STAMP_DIR); empty: the default.
+	Dir string
+	// Full never trusts a stamp: every verification hashes every file
+	// (config: CRYO_VERIFY=full).
+	Full bool
+}
+
+// RecordsFrom are the verification records c configures.
+func RecordsFrom(c config.Config) Records { return Records{Dir: c.StampDir, Full: c.VerifyFull} }
+
+func (r Records) stampDir() string {
+	if r.Dir != "" {
+		return r.Dir
 	}
-	return "/var/lib/cryo/verified"
+	return config.DefaultStampDir
 }
 
 // stampPath names the stamp of dir with these digests: a different image
 // in the same directory, or the same image elsewhere, has another stamp.
-func stampPath(dir string, digests map[string]string) (string, error) {
+func (r Records) stampPath(dir string, digests map[string]string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -71,7 +84,7 @@ func stampPath(dir string, digests map[string]string) (string, error) {
 	for _, n := range names {
 		fmt.Fprintf(h, "%s\x00%s\x00", n, digests[n])
 	}
-	return filepath.Join(stampDir(), hex.EncodeToString(h.Sum(nil))+".json"), nil
+	return filepath.Join(r.stampDir(), hex.EncodeToString(h.Sum(nil))+".json"), nil
 }
 
 func identify(path string) (fileID, error) {
@@ -86,11 +99,11 @@ func identify(path string) (fileID, error) {
 // Stamp records that the files of dir have the given digests, as hashed by
 // this process a moment ago. It is best effort: without a writable stamp
 // directory (not root) the next restore simply hashes again.
-func Stamp(dir string, digests map[string]string) error {
+func (r Records) Stamp(dir string, digests map[string]string) error {
 	if len(digests) == 0 || !timesTrack(dir) {
 		return nil
 	}
-	path, err := stampPath(dir, digests)
+	path, err := r.stampPath(dir, digests)
 	if err != nil {
 		return err
 	}
@@ -104,10 +117,10 @@ func Stamp(dir string, digests map[string]string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(stampDir(), 0o700); err != nil {
+	if err := os.MkdirAll(r.stampDir(), 0o700); err != nil {
 		return err
 	}
-	pruneStamps()
+	r.pruneStamps()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
@@ -117,11 +130,11 @@ func Stamp(dir string, digests map[string]string) error {
 
 // stamped reports whether dir has a valid stamp for digests: the stamp
 // directory is root's alone, and every file's identity is unchanged.
-func stamped(dir string, digests map[string]string) bool {
-	if os.Getenv(EnvVerify) == "full" || len(digests) == 0 || !trustedStampDir() || !timesTrack(dir) {
+func (r Records) stamped(dir string, digests map[string]string) bool {
+	if r.Full || len(digests) == 0 || !r.trustedStampDir() || !timesTrack(dir) {
 		return false
 	}
-	path, err := stampPath(dir, digests)
+	path, err := r.stampPath(dir, digests)
 	if err != nil {
 		return false
 	}
@@ -158,17 +171,17 @@ func timesTrack(dir string) bool {
 }
 
 // dropStamp removes dir's stamp for digests, if any.
-func dropStamp(dir string, digests map[string]string) {
-	if path, err := stampPath(dir, digests); err == nil {
+func (r Records) dropStamp(dir string, digests map[string]string) {
+	if path, err := r.stampPath(dir, digests); err == nil {
 		_ = os.Remove(path)
 	}
 }
 
 // trustedStampDir: a stamp counts only if nobody but root could have
 // written it.
-func trustedStampDir() bool {
+func (r Records) trustedStampDir() bool {
 	var st syscall.Stat_t
-	if err := syscall.Stat(stampDir(), &st); err != nil {
+	if err := syscall.Stat(r.stampDir(), &st); err != nil {
 		return false
 	}
 	return st.Uid == 0 && st.Mode&0o022 == 0
@@ -177,8 +190,8 @@ func trustedStampDir() bool {
 // pruneStamps removes stamps not written for stampMaxAge, and the oldest
 // beyond maxStamps (a host that checkpoints every few minutes, into work
 // directories that come and go, must not grow the directory without end).
-func pruneStamps() {
-	entries, err := os.ReadDir(stampDir())
+func (r Records) pruneStamps() {
+	entries, err := os.ReadDir(r.stampDir())
 	if err != nil {
 		return
 	}
@@ -193,34 +206,34 @@ func pruneStamps() {
 			continue
 		}
 		if time.Since(info.ModTime()) > stampMaxAge {
-			_ = os.Remove(filepath.Join(stampDir(), e.Name()))
+			_ = os.Remove(filepath.Join(r.stampDir(), e.Name()))
 			continue
 		}
 		keep = append(keep, aged{e.Name(), info.ModTime()})
 	}
 	sort.Slice(keep, func(i, j int) bool { return keep[i].mod.After(keep[j].mod) })
 	for _, a := range keep[min(len(keep), maxStamps):] {
-		_ = os.Remove(filepath.Join(stampDir(), a.name))
+		_ = os.Remove(filepath.Join(r.stampDir(), a.name))
 	}
 }
 
 // VerifyStamped is Verify, skipping the hashing when dir has a valid stamp
 // (see above) and stamping it after a full verification. It reports whether
 // the stamp was used.
-func VerifyStamped(dir string, digests map[string]string) (bool, error) {
+func (r Records) VerifyStamped(dir string, digests map[string]string) (bool, error) {
 	if err := confined(dir, digests); err != nil {
 		return false, err
 	}
-	if digests != nil && stamped(dir, digests) {
+	if digests != nil && r.stamped(dir, digests) {
 		if err := uncovered(dir, digests); err != nil {
 			return false, err
 		}
 		return true, nil
 	}
 	if err := Verify(dir, digests); err != nil {
-		dropStamp(dir, digests) // what failed must be hashed again next time
+		r.dropStamp(dir, digests) // what failed must be hashed again next time
 		return false, err
 	}
-	_ = Stamp(dir, digests) // best effort: without it only a speed-up is lost
+	_ = r.Stamp(dir, digests) // best effort: without it only a speed-up is lost
 	return false, nil
 }

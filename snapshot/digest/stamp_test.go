@@ -17,7 +17,7 @@ func stampedImage(t *testing.T) (string, map[string]string) {
 	if os.Geteuid() != 0 {
 		t.Skip("stamps count only in a root-owned directory; run as root")
 	}
-	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "verified"))
+	recs = Records{Dir: filepath.Join(t.TempDir(), "verified")}
 	dir := t.TempDir()
 	writeFileT(t, filepath.Join(dir, "inventory.img"), "inventory")
 	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages pages pages")
@@ -25,7 +25,7 @@ func stampedImage(t *testing.T) (string, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Stamp(dir, d); err != nil {
+	if err := recs.Stamp(dir, d); err != nil {
 		t.Fatal(err)
 	}
 	return dir, d
@@ -33,12 +33,12 @@ func stampedImage(t *testing.T) (string, map[string]string) {
 
 func TestStampSkipsUnchanged(t *testing.T) {
 	dir, d := stampedImage(t)
-	used, err := VerifyStamped(dir, d)
+	used, err := recs.VerifyStamped(dir, d)
 	if err != nil || !used {
 		t.Fatalf("unchanged image: stamp used %v, err %v; want used", used, err)
 	}
-	t.Setenv(EnvVerify, "full")
-	if used, err := VerifyStamped(dir, d); err != nil || used {
+	recs.Full = true
+	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
 		t.Fatalf("CRYO_VERIFY=full: stamp used %v, err %v; want a full verification", used, err)
 	}
 }
@@ -54,7 +54,7 @@ func TestStampDetectsRewrite(t *testing.T) {
 	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := VerifyStamped(dir, d)
+	_, err := recs.VerifyStamped(dir, d)
 	var cf *CorruptFileError
 	if !errors.As(err, &cf) || cf.File != "pages-1.img" {
 		t.Fatalf("rewritten file: got %v, want a CorruptFileError for pages-1.img", err)
@@ -65,7 +65,7 @@ func TestStampDetectsRewrite(t *testing.T) {
 func TestStampStillChecksCoverage(t *testing.T) {
 	dir, d := stampedImage(t)
 	writeFileT(t, filepath.Join(dir, "extra.img"), "x")
-	if _, err := VerifyStamped(dir, d); err == nil {
+	if _, err := recs.VerifyStamped(dir, d); err == nil {
 		t.Fatal("an image file not covered by the digests was accepted")
 	}
 }
@@ -73,10 +73,10 @@ func TestStampStillChecksCoverage(t *testing.T) {
 // A stamp directory others can write to is not trusted.
 func TestStampUntrustedDir(t *testing.T) {
 	dir, d := stampedImage(t)
-	if err := os.Chmod(os.Getenv(EnvStampDir), 0o777); err != nil {
+	if err := os.Chmod(recs.Dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
 		t.Fatalf("world-writable stamp directory: stamp used %v, err %v; want a full verification", used, err)
 	}
 }
@@ -84,11 +84,11 @@ func TestStampUntrustedDir(t *testing.T) {
 // The stamp of a verified directory makes the next verification skip.
 func TestVerifyStamps(t *testing.T) {
 	dir, d := stampedImage(t)
-	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "other"))
-	if used, _ := VerifyStamped(dir, d); used {
+	recs = Records{Dir: filepath.Join(t.TempDir(), "other")}
+	if used, _ := recs.VerifyStamped(dir, d); used {
 		t.Fatal("used a stamp from another directory")
 	}
-	if used, err := VerifyStamped(dir, d); err != nil || !used {
+	if used, err := recs.VerifyStamped(dir, d); err != nil || !used {
 		t.Fatalf("second verification: stamp used %v, err %v; want used", used, err)
 	}
 }
@@ -99,7 +99,7 @@ func TestStampPrune(t *testing.T) {
 		t.Skip("run as root")
 	}
 	dir := filepath.Join(t.TempDir(), "verified")
-	t.Setenv(EnvStampDir, dir)
+	recs = Records{Dir: dir}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestStampPrune(t *testing.T) {
 	stale := filepath.Join(dir, "stale.json")
 	writeFileT(t, stale, "{}")
 	_ = os.Chtimes(stale, old, time.Now().Add(-stampMaxAge-time.Hour))
-	pruneStamps()
+	recs.pruneStamps()
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != maxStamps {
 		t.Fatalf("%d stamps left, want %d", len(entries), maxStamps)
@@ -131,7 +131,7 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
-	t.Setenv(EnvStampDir, filepath.Join(t.TempDir(), "verified"))
+	recs = Records{Dir: filepath.Join(t.TempDir(), "verified")}
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
 		t.Skipf("mount tmpfs: %v", err)
@@ -143,10 +143,10 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Stamp(dir, d); err != nil {
+	if err := recs.Stamp(dir, d); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
 		t.Fatalf("tmpfs: stamp used %v, err %v; want a full verification", used, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -161,7 +161,7 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	copy(mem, "PAGES")
 	syscall.Munmap(mem)
 	var cf *CorruptFileError
-	if _, err := VerifyStamped(dir, d); !errors.As(err, &cf) {
+	if _, err := recs.VerifyStamped(dir, d); !errors.As(err, &cf) {
 		t.Fatalf("a write through a mapping on tmpfs: got %v, want a CorruptFileError", err)
 	}
 }
@@ -170,13 +170,16 @@ func TestStampNotOnTmpfs(t *testing.T) {
 // hashes again.
 func TestStampDroppedOnFailure(t *testing.T) {
 	dir, d := stampedImage(t)
-	t.Setenv(EnvVerify, "full")
+	recs.Full = true
 	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages PAGES pages")
-	if _, err := VerifyStamped(dir, d); err == nil {
+	if _, err := recs.VerifyStamped(dir, d); err == nil {
 		t.Fatal("a changed file verified")
 	}
-	path, _ := stampPath(dir, d)
+	path, _ := recs.stampPath(dir, d)
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the stamp is still there after a failed verification: %v", err)
 	}
 }
+
+// recs are the records of the running test; each test sets its own.
+var recs Records

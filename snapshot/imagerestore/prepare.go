@@ -12,6 +12,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/digest"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
@@ -20,6 +21,7 @@ import (
 type Options struct {
 	Store      string // cryo's local image store
 	RestoreDir string // where work directories are made
+	Records    digest.Records
 	Remote     ociimage.RemoteOptions
 	Attempts   int // whole-pull attempts; 0: the store's default
 }
@@ -27,7 +29,7 @@ type Options struct {
 // OptionsFrom takes the image store, the work directory base and the
 // node's registry auth files from cfg.
 func OptionsFrom(cfg config.Config) Options {
-	return Options{Store: cfg.ImageStore, RestoreDir: cfg.RestoreDir, Remote: ociimage.RemoteOptions{AuthFiles: cfg.AuthFiles}}
+	return Options{Store: cfg.ImageStore, RestoreDir: cfg.RestoreDir, Records: digest.RecordsFrom(cfg), Remote: ociimage.RemoteOptions{AuthFiles: cfg.AuthFiles}}
 }
 
 // Prepared is a checkpoint image unpacked and verified in a private work
@@ -62,6 +64,7 @@ func Prepare(ctx context.Context, ref, id string, o Options) (*Prepared, error) 
 	if err != nil {
 		return nil, stepError(id, "open cryo's image store", err, "check "+config.EnvImageStore+" in containerd's environment")
 	}
+	st.Records = o.Records
 	p := &Prepared{Ref: ref}
 	if p.Pulled, err = fetch(ctx, st, ref, o); err != nil {
 		return nil, stepError(id, "pull the checkpoint image "+ref, err, pullRemedy(err))

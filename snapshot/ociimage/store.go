@@ -11,13 +11,18 @@ import (
 	"oras.land/oras-go/v2/errdef"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // Store is the local image store: an OCI image layout directory, readable by
 // the owner only, since its blobs hold process memory.
 type Store struct {
 	Root string
-	oci  *oci.Store
+	// Records are the verification records an unpack checks and writes
+	// (the entry point's CRYO_STAMP_DIR and CRYO_VERIFY).
+	Records filedigest.Records
+	oci     *oci.Store
 }
 
 // OpenStore opens (creating) the store at root.

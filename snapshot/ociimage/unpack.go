@@ -99,7 +99,7 @@ func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOption
 			return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
 		}
 	}
-	if err := verifyCheckpoint(criuDirOf(dir, im.Kind())); err != nil {
+	if err := verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records); err != nil {
 		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: "pull the image again, or rebuild it from the checkpoint"}
 	}
 	return im, nil
@@ -141,7 +141,7 @@ func CRIUDir(dir string) string { return criuDirOf(dir, "") }
 
 // verifyCheckpoint checks the CRIU files against cryo's manifest, when the
 // checkpoint has one (a Podman checkpoint without cryo has none).
-func verifyCheckpoint(dir string) error {
+func verifyCheckpoint(dir string, recs filedigest.Records) error {
 	m, err := snapshot.Read(dir)
 	if errors.Is(err, snapshot.ErrNoManifest) {
 		return nil
@@ -150,7 +150,7 @@ func verifyCheckpoint(dir string) error {
 		return err
 	}
 	// Stamped: the restore that follows an unpack need not hash it again.
-	_, err = filedigest.VerifyStamped(dir, m.Digests)
+	_, err = recs.VerifyStamped(dir, m.Digests)
 	return err
 }
 
