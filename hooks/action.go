@@ -49,7 +49,7 @@ func CRIUAction() int {
 	case "pre-dump":
 		err = preDump(ctx, o)
 	case "post-dump":
-		err = postDump()
+		err = postDump(ctx, o)
 	case "pre-restore":
 		err = preRestore(ctx, o)
 	case "post-resume":

@@ -6,8 +6,6 @@ import (
 
 	"github.com/cryo-gpu/cryo/cudacr/proc"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
-	"github.com/cryo-gpu/cryo/snapshot"
-	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // preDump runs before CRIU freezes the container: it suspends CUDA in the
@@ -48,19 +46,24 @@ func preDump(ctx context.Context, o *cryoruntime.Orchestrator) error {
 	return nil
 }
 
-// postDump runs once CRIU has written every image: the digests are taken
-// now, since the manifest was written before the dump.
-func postDump() error {
+// postDump runs once CRIU has written every image: the second phase of
+// the orchestration records the dump, takes the digests and writes the
+// finished manifest (the first phase wrote it before the dump).
+func postDump(ctx context.Context, o *cryoruntime.Orchestrator) error {
+	pid, _ := initPID() // without it, only the container's id is locked
 	dir, err := imageDir()
 	if err != nil {
 		return err
 	}
-	m, err := snapshot.Read(dir)
-	if err != nil {
-		return err
+	t := cryoruntime.Target{
+		ID:   containerID(),
+		PIDs: func(context.Context) ([]int, error) {
+			if pid <= 0 {
+				return nil, nil
+			}
+			return cryoruntime.ProcessTree(pid)
+		},
 	}
-	if m.Digests, err = digest.Files(dir); err != nil {
-		return err
-	}
-	return snapshot.Write(dir, m)
+	_, err = o.EndCheckpoint(ctx, t, dir)
+	return err
 }

@@ -118,3 +118,45 @@ func TestBeginCheckpoint(t *testing.T) {
 	}
 	app.WaitTicks(t, 3)
 }
+
+// TestEndCheckpoint: the second phase after a dump outside cryo (CRIU's
+// post-dump action) records the dump's duration, takes the digests and
+// finishes the manifest, touching no process; failing at its digests it
+// leaves the checkpoint unfinished and says how to finish it.
+func TestEndCheckpoint(t *testing.T) {
+	o := New(fakeDriver(t), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	app := startFakeApp(t)
+	target := Target{ID: "hooks-end", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
+	for _, fails := range []bool{false, true} {
+		dir := t.TempDir()
+		if _, err := o.BeginCheckpoint(context.Background(), target, dir); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("pages"), 0o600) // CRIU's dump
+		o.Config.HashAfterDump = true
+		computeDigests = digest.Files
+		if fails {
+			computeDigests = func(string) (map[string]string, error) {
+				return nil, errors.New("read pages-1.img: input/output error")
+			}
+		}
+		m, err := o.EndCheckpoint(context.Background(), target, dir)
+		computeDigests = digest.Files
+		if err := o.ResumeCUDA(context.Background(), []int{app.PID}); err != nil {
+			t.Fatal(err)
+		}
+		app.WaitTicks(t, 2)
+		back, rerr := snapshot.Read(dir)
+		var se *StepError
+		switch {
+		case fails && (!errors.As(err, &se) || se.Step != StepDigests || !strings.Contains(se.Remedy, "--finish")):
+			t.Fatalf("failing digests: %v, want a StepError at digests naming --finish", err)
+		case fails && (rerr != nil || !back.Unfinished()):
+			t.Fatalf("after failing digests the manifest is %+v (%v), want it unfinished", back, rerr)
+		case !fails && (err != nil || rerr != nil || back.Unfinished() || back.Digests["pages-1.img"] == ""):
+			t.Fatalf("second phase: %v; manifest %+v (%v), want finished with the dump's digests", err, back, rerr)
+		case !fails && m.Steps[len(m.Steps)-2].Name != string(StepDump):
+			t.Fatalf("steps %+v: want the dump recorded before the digests", m.Steps)
+		}
+	}
+}
