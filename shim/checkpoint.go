@@ -20,8 +20,9 @@ import (
 // and the step timings that end up in the log.
 type checkpointRun struct {
 	req       *taskv3.CheckpointTaskRequest
-	exit      bool // --exit: the task stops after the dump
-	wasPaused bool // containerd paused (froze) the task before calling us
+	exit      bool   // --exit: the task stops after the dump
+	workDir   string // CRIU's work directory when it is not the image directory
+	wasPaused bool   // containerd paused (froze) the task before calling us
 	start     time.Time
 	dumpStart time.Time
 	dumpTime  time.Duration
@@ -53,14 +54,19 @@ func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskReques
 
 func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTaskRequest) (*checkpointRun, error) {
 	run := &checkpointRun{req: r, start: time.Now()}
+	var opts options.CheckpointOptions
 	if r.Options != nil {
-		var opts options.CheckpointOptions
 		if err := typeurl.UnmarshalTo(r.Options, &opts); err != nil {
 			return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
 				Remedy: "pass runc CheckpointOptions (containerd.runc.v1.CheckpointOptions)"}
 		}
 		run.exit = opts.Exit
 	}
+	workDir, err := criuWorkInImage(r, &opts)
+	if err != nil {
+		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err}
+	}
+	run.workDir = workDir
 	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID})
 	if err != nil {
 		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
@@ -72,6 +78,7 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	id := run.req.ID
 	target := s.target(id, run.wasPaused)
+	target.CRIUWorkDir = run.workDir
 	dump := func(ctx context.Context) error {
 		run.dumpStart = time.Now()
 		_, err := s.TTRPCTaskService.Checkpoint(ctx, run.req)
