@@ -59,8 +59,17 @@ func (p *criPod) sandboxConfig() *criapi.PodSandboxConfig {
 		Metadata:     &criapi.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: p.name + "-uid"},
 		Hostname:     p.name,
 		LogDirectory: p.logDir,
-		Linux:        &criapi.LinuxPodSandboxConfig{CgroupParent: p.n.cgroup},
+		Linux: &criapi.LinuxPodSandboxConfig{CgroupParent: p.n.cgroup,
+			SecurityContext: &criapi.LinuxSandboxSecurityContext{NamespaceOptions: kubeletNamespaces()}},
 	}
+}
+
+// kubeletNamespaces are the kubelet's defaults for a pod without host
+// namespaces or a shared process namespace: the pod's network and IPC, a
+// pid namespace per container. (CRI's zero value would share the pod's pid
+// namespace, with the pause process as pid 1.)
+func kubeletNamespaces() *criapi.NamespaceOption {
+	return &criapi.NamespaceOption{Network: criapi.NamespaceMode_POD, Pid: criapi.NamespaceMode_CONTAINER, Ipc: criapi.NamespaceMode_POD}
 }
 
 func (p *criPod) appConfig() *criapi.ContainerConfig {
@@ -69,7 +78,8 @@ func (p *criPod) appConfig() *criapi.ContainerConfig {
 		Image:    &criapi.ImageSpec{Image: testImage},
 		Command:  []string{"/bin/fakecuda-app", "100"},
 		LogPath:  "app.log",
-		Linux:    &criapi.LinuxContainerConfig{},
+		Linux: &criapi.LinuxContainerConfig{
+			SecurityContext: &criapi.LinuxContainerSecurityContext{NamespaceOptions: kubeletNamespaces()}},
 	}
 }
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +19,19 @@ func TestCRI(t *testing.T) {
 	start := time.Now()
 	n := startCRINode(t)
 	t.Logf("CRI node ready in %s", time.Since(start).Round(time.Millisecond))
-	t.Run("CheckpointContainer", func(t *testing.T) { testCRICheckpoint(n.with(t)) })
+	for _, c := range []struct {
+		name string
+		run  func(*criNode)
+	}{
+		{"CheckpointContainer", testCRICheckpoint},
+		{"ImageBuildKubeletArchive", testCRIImageBuild},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			began := time.Now()
+			c.run(n.with(t))
+			t.Logf("%s took %s", c.name, time.Since(began).Round(time.Millisecond))
+		})
+	}
 	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
 }
 
@@ -38,7 +51,7 @@ func testCRICheckpoint(n *criNode) {
 	p := n.runPod("ckpt", criHandler)
 	location := filepath.Join(n.dir, "checkpoint-ckpt.tar")
 	took := p.checkpoint(location)
-	t.Logf("CheckpointContainer took %s", took.Round(time.Millisecond))
+	t.Logf("the CRI call took %s", took.Round(time.Millisecond))
 
 	n.waitTicksIn(p.logPath(), 3) // ticks go on, with CUDA running (fakeTicks checks)
 	if st := p.status(); st.State != criapi.ContainerState_CONTAINER_RUNNING {
@@ -59,4 +72,39 @@ func testCRICheckpoint(n *criNode) {
 		t.Errorf("archive %s: %v; want mode 0600", location, err)
 	}
 	p.remove()
+}
+
+// testCRIImageBuild: `cryo image build` of a kubelet archive makes an image
+// of kind kubelet, without Podman's annotations (Podman cannot restore it),
+// whose processes list the CUDA process once, under its pid in the
+// container; `cryo image restore` refuses it and says why.
+func testCRIImageBuild(n *criNode) {
+	t := n.t
+	p := n.runPod("build", criHandler)
+	archive := filepath.Join(n.dir, "checkpoint-build.tar")
+	p.checkpoint(archive)
+	p.remove()
+
+	node := newNode(t, nil)
+	ref := "localhost/cryo/kubelet-ckpt:1"
+	wantIn(t, node.cryo(t, "image", "build", archive, ref), "built "+ref)
+	var sum struct {
+		Kind        string            `json:"kind"`
+		Processes   []map[string]any  `json:"processes"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	js := node.cryo(t, "inspect", "--json", ref)
+	if err := json.Unmarshal([]byte(js), &sum); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, js)
+	}
+	if sum.Kind != "kubelet" {
+		t.Errorf("kind %q, want kubelet", sum.Kind)
+	}
+	if len(sum.Processes) != 1 || sum.Processes[0]["comm"] != "fakecuda-app" || sum.Processes[0]["cuda"] != true || sum.Processes[0]["pid"] != 1.0 {
+		t.Errorf("processes %v, want one: pid 1 fakecuda-app, CUDA", sum.Processes)
+	}
+	if name, ok := sum.Annotations["io.podman.annotations.checkpoint.name"]; ok {
+		t.Errorf("image carries Podman's annotation (name %q): Podman would try to restore it", name)
+	}
+	wantIn(t, node.cryoFails(t, "image", "restore", ref), "kubelet checkpoint", "remedy")
 }

@@ -31,7 +31,7 @@ const (
 // cryo's annotations. Sizes are decimal bytes.
 const (
 	annPrefix       = "io.github.cryo-gpu.checkpoint."
-	AnnKind         = annPrefix + "kind" // process, podman, containerd
+	AnnKind         = annPrefix + "kind" // process, podman, containerd, kubelet
 	AnnHost         = annPrefix + "host"
 	AnnName         = annPrefix + "name"
 	AnnProcesses    = annPrefix + "processes" // "pid:comm[*],…"; * marks CUDA
@@ -53,6 +53,7 @@ const (
 	rootfsDiffName  = "rootfs-diff.tar"
 	specDumpName    = "spec.dump"
 	configDumpName  = "config.dump"
+	statusDumpName  = "status.dump" // CRI's container status, in a kubelet archive
 	cryoImageConfig = "cryo-image.json"
 )
 
