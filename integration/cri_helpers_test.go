@@ -130,29 +130,40 @@ func (n *criNode) connect() {
 }
 
 // waitReady waits until CRI's Status reports RuntimeReady and
-// NetworkReady, as the kubelet does before it schedules pods.
+// NetworkReady, as the kubelet does before it schedules pods. Other
+// conditions (containerd 2.2 adds ContainerdHasNoDeprecationWarnings) do
+// not stop a node from running pods.
 func (n *criNode) waitReady() {
-	var last string
-	waitFor(n.t, 30*time.Second, "CRI runtime and network ready", func() bool {
-		ctx, cancel := n.ctx()
-		defer cancel()
-		st, err := n.rt.Status(ctx, &criapi.StatusRequest{})
-		if err != nil {
-			last = err.Error()
-			return false
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		var ready bool
+		if ready, last = n.ready(); ready {
+			return
 		}
-		ready := 0
-		for _, c := range st.GetStatus().GetConditions() {
-			if c.Status {
-				ready++
-			}
-			last += fmt.Sprintf("%s=%v (%s) ", c.Type, c.Status, c.Message)
-		}
-		return ready == len(st.GetStatus().GetConditions()) && ready >= 2
-	})
-	if n.t.Failed() {
-		n.t.Logf("last CRI status: %s\n%s", last, lastLines(n.log(), 20))
+		time.Sleep(100 * time.Millisecond)
 	}
+	n.t.Fatalf("CRI not ready after 30s: %s\n%s", last, lastLines(n.log(), 20))
+}
+
+// ready asks CRI's Status once; it returns the conditions seen, for a failure.
+func (n *criNode) ready() (bool, string) {
+	ctx, cancel := n.ctx()
+	defer cancel()
+	st, err := n.rt.Status(ctx, &criapi.StatusRequest{})
+	if err != nil {
+		return false, err.Error()
+	}
+	var seen []string
+	want := map[string]bool{criapi.RuntimeReady: false, criapi.NetworkReady: false}
+	for _, c := range st.GetStatus().GetConditions() {
+		seen = append(seen, fmt.Sprintf("%s=%v %s", c.Type, c.Status, c.Message))
+		if _, ok := want[c.Type]; ok {
+			want[c.Type] = c.Status
+		}
+	}
+	return want[criapi.RuntimeReady] && want[criapi.NetworkReady], strings.Join(seen, "; ")
 }
 
 // importImages imports the test image and the pause image into CRI's
