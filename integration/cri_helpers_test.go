@@ -245,3 +245,18 @@ func (n *criNode) removeAllPods() {
 		}
 	}
 }
+
+// copiesCRIUStats reports whether this containerd's CRI plugin copies
+// CRIU's stats-dump and dump.log from the container's directory into the
+// archive (2.2 and later; 2.1 does not).
+func (n *criNode) copiesCRIUStats() bool {
+	ctx, cancel := n.ctx()
+	defer cancel()
+	v, err := n.client.Version(ctx)
+	if err != nil {
+		n.t.Fatalf("containerd version: %v", err)
+	}
+	var major, minor int
+	fmt.Sscanf(strings.TrimPrefix(v.Version, "v"), "%d.%d", &major, &minor)
+	return major > 2 || major == 2 && minor >= 2
+}

@@ -92,6 +92,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	if err != nil {
 		return err // a *runtime.StepError: it names the step, outcome and remedy
 	}
+	s.copyStatsForCRI(ctx, id, firstNonEmpty(run.workDir, run.req.Path))
 	s.publish(ctx, runtime.TaskCheckpointedEventTopic, &eventstypes.TaskCheckpointed{
 		ContainerID: id, Checkpoint: run.req.Path,
 	})
