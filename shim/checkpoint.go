@@ -64,7 +64,8 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 	}
 	workDir, err := criuWorkInImage(r, &opts)
 	if err != nil {
-		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err}
+		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "prepare CRIU's work directory", Err: err,
+			Remedy: "pass a work path in the checkpoint options (ctr task checkpoint --work-path DIR)"}
 	}
 	run.workDir = workDir
 	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID})
