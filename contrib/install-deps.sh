@@ -7,6 +7,8 @@
 #                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16); a
 #                  machine with an older build is upgraded
 #   runc, iptables, Podman 4.3, docker-registry   from bookworm
+#   CNI plugins    bookworm's containernetworking-plugins (/usr/lib/cni), for
+#                  Podman's networks and the CRI tests' pod network
 #   containerd 1.7 (trixie) and 2.x (sid)         unpacked side by side under
 #                  $CRYO_DEPS (they share one package name, so apt cannot hold both)
 #
@@ -114,10 +116,23 @@ install_containerd() {
 	"$dir/usr/bin/containerd" --version | grep -q " $want" || die "containerd in $dir is not version $want"
 }
 
+# check_cni makes sure that the CNI plugins of the CRI tests' pod network
+# (bridge, host-local, loopback) are where containernetworking-plugins puts
+# them, which the tests' containerd configuration names.
+check_cni() {
+	local p
+	for p in bridge host-local loopback; do
+		[ -x "/usr/lib/cni/$p" ] ||
+			die "CNI plugin /usr/lib/cni/$p missing; try: apt-get install --reinstall containernetworking-plugins"
+	done
+	say "CNI plugins present in /usr/lib/cni"
+}
+
 main() {
 	add_suites
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
 		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux
+	check_cni
 	install_criu
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"

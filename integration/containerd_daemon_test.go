@@ -48,7 +48,8 @@ type daemon struct {
 	daemonLog string
 	cmd       *exec.Cmd
 	client    *client.Client
-	gpu       bool // the real NVIDIA driver, not the fake one
+	gpu       bool   // the real NVIDIA driver, not the fake one
+	cri       string // the CRI plugin's configuration; empty: CRI disabled
 }
 
 func startDaemon(t testing.TB, v ctrdVersion) *daemon {
@@ -58,6 +59,15 @@ func startDaemon(t testing.TB, v ctrdVersion) *daemon {
 
 // startDaemonWith starts a daemon on the real GPU driver (gpu) or the fake one.
 func startDaemonWith(t testing.TB, v ctrdVersion, gpu bool) *daemon {
+	t.Helper()
+	d := newDaemon(t, v, gpu)
+	d.start()
+	return d
+}
+
+// newDaemon prepares a daemon's temporary directory and its cleanup,
+// without starting it.
+func newDaemon(t testing.TB, v ctrdVersion, gpu bool) *daemon {
 	t.Helper()
 	requireRoot(t)
 	// Short base path: unix socket paths are limited to 108 bytes.
@@ -75,16 +85,17 @@ func startDaemonWith(t testing.TB, v ctrdVersion, gpu bool) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.stop)
-	d.start()
 	return d
 }
 
 func (d *daemon) config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "version = %d\nroot = %q\nstate = %q\n", d.v.configVersion, filepath.Join(d.dir, "root"), filepath.Join(d.dir, "state"))
-	// The CRI plugin is not needed by these tests; leaving it out keeps the
-	// daemon's start fast. contrib/containerd/ has the CRI runtime entries.
-	if d.v.configVersion >= 3 {
+	// The CRI plugin is needed only by the CRI tests; leaving it out keeps
+	// the daemon's start fast. contrib/containerd/ has the CRI runtime entries.
+	if d.cri != "" {
+		b.WriteString(d.cri)
+	} else if d.v.configVersion >= 3 {
 		b.WriteString(`disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime", "io.containerd.podsandbox.controller.v1.podsandbox", "io.containerd.sandbox.controller.v1.shim"]` + "\n")
 	} else {
 		b.WriteString(`disabled_plugins = ["io.containerd.grpc.v1.cri"]` + "\n")

@@ -110,7 +110,7 @@ func (n *imgNode) cryo(t testing.TB, args ...string) string {
 	return run(t, imgTimeout, n.env, cryoBin(t, "cryo"), args...)
 }
 
-func (n *imgNode) cryoFails(t *testing.T, args ...string) string {
+func (n *imgNode) cryoFails(t testing.TB, args ...string) string {
 	t.Helper()
 	return cryoFails(t, imgTimeout, n.env, args...)
 }

@@ -20,8 +20,9 @@ import (
 // and the step timings that end up in the log.
 type checkpointRun struct {
 	req       *taskv3.CheckpointTaskRequest
-	exit      bool // --exit: the task stops after the dump
-	wasPaused bool // containerd paused (froze) the task before calling us
+	exit      bool   // --exit: the task stops after the dump
+	workDir   string // CRIU's work directory when it is not the image directory
+	wasPaused bool   // containerd paused (froze) the task before calling us
 	start     time.Time
 	dumpStart time.Time
 	dumpTime  time.Duration
@@ -53,14 +54,20 @@ func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskReques
 
 func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTaskRequest) (*checkpointRun, error) {
 	run := &checkpointRun{req: r, start: time.Now()}
+	var opts options.CheckpointOptions
 	if r.Options != nil {
-		var opts options.CheckpointOptions
 		if err := typeurl.UnmarshalTo(r.Options, &opts); err != nil {
 			return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
 				Remedy: "pass runc CheckpointOptions (containerd.runc.v1.CheckpointOptions)"}
 		}
 		run.exit = opts.Exit
 	}
+	workDir, err := criuWorkInImage(r, &opts)
+	if err != nil {
+		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "prepare CRIU's work directory", Err: err,
+			Remedy: "pass a work path in the checkpoint options (ctr task checkpoint --work-path DIR)"}
+	}
+	run.workDir = workDir
 	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID})
 	if err != nil {
 		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
@@ -72,6 +79,7 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	id := run.req.ID
 	target := s.target(id, run.wasPaused)
+	target.CRIUWorkDir = run.workDir
 	dump := func(ctx context.Context) error {
 		run.dumpStart = time.Now()
 		_, err := s.TTRPCTaskService.Checkpoint(ctx, run.req)
@@ -85,6 +93,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	if err != nil {
 		return err // a *runtime.StepError: it names the step, outcome and remedy
 	}
+	s.copyStatsForCRI(ctx, id, firstNonEmpty(run.workDir, run.req.Path))
 	s.publish(ctx, runtime.TaskCheckpointedEventTopic, &eventstypes.TaskCheckpointed{
 		ContainerID: id, Checkpoint: run.req.Path,
 	})

@@ -404,6 +404,8 @@ func restoreImage(ctx context.Context, c *cli.Context, ref, dir string) error {
 		return restorePodman(ctx, c, dir)
 	case ociimage.KindContainerd:
 		return restoreContainerd(ctx, c, dir)
+	case ociimage.KindKubelet:
+		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md), or unpack it with `cryo image unpack`: %w", ref, ociimage.ErrNotRestorable)
 	}
 	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
 }

@@ -31,7 +31,7 @@ const (
 // cryo's annotations. Sizes are decimal bytes.
 const (
 	annPrefix       = "io.github.cryo-gpu.checkpoint."
-	AnnKind         = annPrefix + "kind" // process, podman, containerd
+	AnnKind         = annPrefix + "kind" // process, podman, containerd, kubelet
 	AnnHost         = annPrefix + "host"
 	AnnName         = annPrefix + "name"
 	AnnProcesses    = annPrefix + "processes" // "pid:comm[*],…"; * marks CUDA
@@ -51,6 +51,7 @@ const (
 	engineName      = "cryo"
 	checkpointDir   = "checkpoint"
 	configDumpName  = "config.dump"
+	statusDumpName  = "status.dump" // CRI's container status, in a kubelet archive
 	cryoImageConfig = "cryo-image.json"
 )
 

@@ -220,7 +220,7 @@ func imageAnnotations(src *Source, sum *Summary) map[string]string {
 	name := firstNonEmpty(src.Name, "checkpoint")
 	a[AnnCRIUContainerName] = name
 	setIf(a, AnnCRIURootfsImage, src.BaseImage)
-	if src.Kind == KindContainerd {
+	if src.Kind == KindContainerd || src.Kind == KindKubelet {
 		// Podman cannot restore a containerd checkpoint: do not invite it.
 		setIf(a, AnnContainerdRuntime, src.Runtime)
 		return a

@@ -21,6 +21,9 @@ var (
 	ErrDecrypt = errors.New("cannot decrypt checkpoint image")
 	// ErrNotFound: the reference is not in the local store.
 	ErrNotFound = errors.New("image not found")
+	// ErrNotRestorable: the checkpoint's kind is one that `cryo image
+	// restore` cannot restore by itself (a kubelet checkpoint needs a pod).
+	ErrNotRestorable = errors.New("checkpoint kind not restorable here")
 	// ErrTransfer: a push or pull failed after its retries.
 	ErrTransfer = errors.New("image transfer failed")
 )

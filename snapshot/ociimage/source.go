@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
@@ -21,6 +22,11 @@ const (
 	KindProcess    Kind = "process"    // `cryo checkpoint --dir`
 	KindPodman     Kind = "podman"     // a Podman or CRI-O export
 	KindContainerd Kind = "containerd" // `ctr container checkpoint`
+	// KindKubelet is the kubelet's checkpoint (CRI CheckpointContainer)
+	// as containerd's CRI plugin writes it: a Podman-like archive, but
+	// with checkpointctl's config.dump and CRI's status.dump, which
+	// Podman cannot restore.
+	KindKubelet Kind = "kubelet"
 )
 
 // Source is a checkpoint laid out as its image will hold it: Root has
@@ -137,9 +143,25 @@ func readExportMeta(s *Source) {
 	s.Name = firstNonEmpty(c.Name, c.ID)
 	s.BaseImage = firstNonEmpty(c.RootfsImage, c.RawImageName)
 	s.Runtime = c.OCIRuntime
-	if c.CryoKind != "" {
+	switch {
+	case c.CryoKind != "":
 		s.Kind = c.CryoKind
+	case isKubeletExport(s.Root, c):
+		s.Kind = KindKubelet
 	}
+}
+
+// isKubeletExport tells containerd's CRI archive from a Podman or CRI-O
+// export: its config.dump names a containerd runtime type
+// (io.containerd.runc.v2, io.containerd.cryo.v2) where Podman and CRI-O
+// name an OCI runtime binary, and it carries CRI's container status
+// (status.dump).
+func isKubeletExport(root string, c exportConfig) bool {
+	if !strings.HasPrefix(c.OCIRuntime, "io.containerd.") {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(root, statusDumpName))
+	return err == nil
 }
 
 func firstNonEmpty(v ...string) string {

@@ -118,9 +118,11 @@ func addManifest(sum *Summary, m *snapshot.Manifest) {
 	sum.Created, sum.Host = m.Created, m.Hostname
 	sum.Driver, sum.CUDA = m.Inventory.DriverVersion, m.Inventory.CUDAVersion
 	sum.GPUs = m.Needs
-	cuda := map[int]uint64{}
+	// CRIU's pstree names a container's processes by their pids in the
+	// container's pid namespace; the manifest has both, host and NSPID.
+	cuda := map[int]snapshot.Process{}
 	for _, p := range m.Processes {
-		cuda[p.PID] = p.GPUMemory
+		cuda[treePID(p)] = p
 		sum.Sizes.GPUMemory += int64(p.GPUMemory)
 	}
 	if sum.Sizes.GPUMemory == 0 {
@@ -129,15 +131,25 @@ func addManifest(sum *Summary, m *snapshot.Manifest) {
 		}
 	}
 	for i := range sum.Processes {
-		if mem, ok := cuda[sum.Processes[i].PID]; ok {
-			sum.Processes[i].CUDA, sum.Processes[i].GPUMemory = true, mem
+		if p, ok := cuda[sum.Processes[i].PID]; ok {
+			sum.Processes[i].CUDA, sum.Processes[i].GPUMemory = true, p.GPUMemory
 			delete(cuda, sum.Processes[i].PID)
 		}
 	}
-	for pid, mem := range cuda {
-		sum.Processes = append(sum.Processes, ProcessInfo{PID: pid, CUDA: true, GPUMemory: mem})
+	for pid, p := range cuda {
+		sum.Processes = append(sum.Processes, ProcessInfo{PID: pid, CUDA: true, GPUMemory: p.GPUMemory})
 	}
 	sort.Slice(sum.Processes, func(i, j int) bool { return sum.Processes[i].PID < sum.Processes[j].PID })
+}
+
+// treePID is a CUDA process's pid as CRIU's pstree records it: its pid in
+// its own namespace, or, in a manifest older than version 3 (no NSPID), the
+// host pid, which is the same for a process outside any container.
+func treePID(p snapshot.Process) int {
+	if p.NSPID != 0 {
+		return p.NSPID
+	}
+	return p.PID
 }
 
 // criuProcesses walks CRIU's process tree; a checkpoint whose pstree

@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// criPod is one pod sandbox with one container, made by the kubelet's
+// calls: RunPodSandbox, CreateContainer, StartContainer.
+type criPod struct {
+	n         *criNode
+	name      string
+	id        string // the sandbox's id
+	container string // the container's id
+	logDir    string
+}
+
+// runPod runs a pod named name under a runtime handler (its RuntimeClass)
+// with one container, "app", running fakecuda-app (a tick every 100 ms),
+// and waits for its first ticks.
+func (n *criNode) runPod(name, handler string) *criPod {
+	n.t.Helper()
+	p := &criPod{n: n, name: name, logDir: filepath.Join(n.dir, "pods", name)}
+	cfg := p.sandboxConfig()
+	ctx, cancel := n.ctx()
+	defer cancel()
+	sb, err := n.rt.RunPodSandbox(ctx, &criapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	if err != nil {
+		n.t.Fatalf("RunPodSandbox %s (handler %s): %v\n%s", name, handler, err, lastLines(n.log(), 30))
+	}
+	p.id = sb.PodSandboxId
+	c, err := n.rt.CreateContainer(ctx, &criapi.CreateContainerRequest{PodSandboxId: p.id, Config: p.appConfig(), SandboxConfig: cfg})
+	if err != nil {
+		n.t.Fatalf("CreateContainer in pod %s: %v\n%s", name, err, lastLines(n.log(), 30))
+	}
+	p.container = c.ContainerId
+	if _, err := n.rt.StartContainer(ctx, &criapi.StartContainerRequest{ContainerId: p.container}); err != nil {
+		n.t.Fatalf("StartContainer %s in pod %s: %v\n%s", p.container, name, err, lastLines(n.log(), 30))
+	}
+	n.waitTicksIn(p.logPath(), 3)
+	return p
+}
+
+// sandboxConfig is what the kubelet sends for a pod: metadata, a log
+// directory, a hostname, and a cgroup parent (cgroupfs driver) that the
+// cleanup can remove.
+func (p *criPod) sandboxConfig() *criapi.PodSandboxConfig {
+	return &criapi.PodSandboxConfig{
+		Metadata:     &criapi.PodSandboxMetadata{Name: p.name, Namespace: "default", Uid: p.name + "-uid"},
+		Hostname:     p.name,
+		LogDirectory: p.logDir,
+		Linux: &criapi.LinuxPodSandboxConfig{CgroupParent: p.n.cgroup,
+			SecurityContext: &criapi.LinuxSandboxSecurityContext{NamespaceOptions: kubeletNamespaces()}},
+	}
+}
+
+// kubeletNamespaces are the kubelet's defaults for a pod without host
+// namespaces or a shared process namespace: the pod's network and IPC, a
+// pid namespace per container. (CRI's zero value would share the pod's pid
+// namespace, with the pause process as pid 1.)
+func kubeletNamespaces() *criapi.NamespaceOption {
+	return &criapi.NamespaceOption{Network: criapi.NamespaceMode_POD, Pid: criapi.NamespaceMode_CONTAINER, Ipc: criapi.NamespaceMode_POD}
+}
+
+func (p *criPod) appConfig() *criapi.ContainerConfig {
+	return &criapi.ContainerConfig{
+		Metadata: &criapi.ContainerMetadata{Name: "app"},
+		Image:    &criapi.ImageSpec{Image: testImage},
+		Command:  []string{"/bin/fakecuda-app", "100"},
+		LogPath:  "app.log",
+		Linux: &criapi.LinuxContainerConfig{
+			SecurityContext: &criapi.LinuxContainerSecurityContext{NamespaceOptions: kubeletNamespaces()}},
+	}
+}
+
+// logPath is the container's log, in CRI's format (time, stream, tag,
+// line); the tick lines are found inside it.
+func (p *criPod) logPath() string { return filepath.Join(p.logDir, "app.log") }
+
+// status is the container's CRI status.
+func (p *criPod) status() *criapi.ContainerStatus {
+	p.n.t.Helper()
+	ctx, cancel := p.n.ctx()
+	defer cancel()
+	st, err := p.n.rt.ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: p.container})
+	if err != nil {
+		p.n.t.Fatalf("ContainerStatus %s: %v", p.container, err)
+	}
+	return st.GetStatus()
+}
+
+// checkpoint asks CRI for a checkpoint archive of the container at
+// location, as the kubelet's checkpoint API does, and returns how long it took.
+func (p *criPod) checkpoint(location string) time.Duration {
+	p.n.t.Helper()
+	ctx, cancel := p.n.ctx()
+	defer cancel()
+	start := time.Now()
+	_, err := p.n.rt.CheckpointContainer(ctx, &criapi.CheckpointContainerRequest{ContainerId: p.container, Location: location, Timeout: int64(criCall / time.Second)})
+	if err != nil {
+		p.n.t.Fatalf("CheckpointContainer %s: %v\n%s", p.container, err, lastLines(p.n.log(), 40))
+	}
+	return time.Since(start)
+}
+
+// remove stops and removes the pod, as the kubelet does when a pod goes.
+func (p *criPod) remove() {
+	p.n.t.Helper()
+	ctx, cancel := p.n.ctx()
+	defer cancel()
+	if _, err := p.n.rt.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
+		p.n.t.Fatalf("StopPodSandbox %s: %v", p.name, err)
+	}
+	if _, err := p.n.rt.RemovePodSandbox(ctx, &criapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
+		p.n.t.Fatalf("RemovePodSandbox %s: %v", p.name, err)
+	}
+}
+
+// archiveFiles lists a checkpoint archive's regular files with their sizes.
+func archiveFiles(t testing.TB, path string) map[string]int64 {
+	t.Helper()
+	files := map[string]int64{}
+	readArchive(t, path, func(hdr *tar.Header, _ io.Reader) {
+		if hdr.Typeflag == tar.TypeReg {
+			files[filepath.Clean(hdr.Name)] = hdr.Size
+		}
+	})
+	return files
+}
+
+// archiveManifest decodes cryo's GPU manifest from a checkpoint archive.
+func archiveManifest(t testing.TB, path string) *snapshot.Manifest {
+	t.Helper()
+	var m *snapshot.Manifest
+	readArchive(t, path, func(hdr *tar.Header, r io.Reader) {
+		if filepath.Base(hdr.Name) != snapshot.ManifestName {
+			return
+		}
+		m = new(snapshot.Manifest)
+		if err := json.NewDecoder(r).Decode(m); err != nil {
+			t.Fatalf("%s: %s: %v", path, hdr.Name, err)
+		}
+	})
+	if m == nil {
+		t.Fatalf("%s holds no %s", path, snapshot.ManifestName)
+	}
+	return m
+}
+
+// readArchive calls fn for every entry of an uncompressed tar.
+func readArchive(t testing.TB, path string, fn func(*tar.Header, io.Reader)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		fn(hdr, tr)
+	}
+}
