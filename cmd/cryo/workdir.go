@@ -3,12 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 
-	"github.com/cryo-gpu/cryo/cudacr/proc"
-	"github.com/cryo-gpu/cryo/snapshot/archive"
+	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
 // An image restore unpacks into a work directory that holds the process's
@@ -31,12 +27,7 @@ func workDir(dir string) (string, func(), error) {
 		fmt.Fprintf(os.Stderr, "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
 		return dir, func() {}, nil
 	}
-	base := restoreBase()
-	if err := os.MkdirAll(base, archive.DirMode); err != nil {
-		return "", nil, fmt.Errorf("work directory: %w; remedy: pass --dir", err)
-	}
-	sweepWorkDirs(base)
-	d, err := os.MkdirTemp(base, fmt.Sprintf("image-%d-", os.Getpid()))
+	d, err := imagerestore.NewWorkDir(restoreBase())
 	if err != nil {
 		return "", nil, fmt.Errorf("work directory: %w; remedy: pass --dir", err)
 	}
@@ -47,29 +38,4 @@ func removeWorkDir(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: could not remove the work directory %s, which holds the checkpoint's memory: %v; remedy: remove it by hand\n", dir, err)
 	}
-}
-
-// sweepWorkDirs removes the work directories left by cryo processes that
-// are gone (killed with SIGKILL, or by a crash).
-func sweepWorkDirs(base string) {
-	entries, err := os.ReadDir(base)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if pid, ok := workDirOwner(e.Name()); ok && e.IsDir() && !proc.Alive(pid) {
-			removeWorkDir(filepath.Join(base, e.Name()))
-		}
-	}
-}
-
-// workDirOwner parses "image-<pid>-<random>".
-func workDirOwner(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, "image-")
-	if !ok {
-		return 0, false
-	}
-	p, _, ok := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(p)
-	return pid, ok && err == nil && pid > 0
 }

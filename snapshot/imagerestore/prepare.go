@@ -78,7 +78,7 @@ func Prepare(ctx context.Context, ref, id string, o Options) (*Prepared, error) 
 		return nil, stepError(id, "check the checkpoint image "+ref, err,
 			"name an image built from a container checkpoint (`cryo image build --containerd`, a Podman or kubelet checkpoint)")
 	}
-	if p.Dir, err = newWorkDir(o.RestoreDir); err != nil {
+	if p.Dir, err = NewWorkDir(o.RestoreDir); err != nil {
 		return nil, stepError(id, "make a work directory", err, "check "+config.EnvRestoreDir+" ("+o.RestoreDir+") and its free space")
 	}
 	if _, err := st.Unpack(ctx, ref, p.Dir, nil); err != nil {

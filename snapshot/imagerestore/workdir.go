@@ -15,10 +15,12 @@ import (
 // as long as the restore. Its name carries its owner's pid
 // ("image-<pid>-<random>", as those of `cryo image restore`), so that the
 // next restore removes the directories of owners that died before they
-// could (a shim killed with SIGKILL).
+// could (a shim or a cryo killed with SIGKILL).
 
-// newWorkDir makes a new owner-only directory under base.
-func newWorkDir(base string) (string, error) {
+// NewWorkDir makes a new owner-only work directory under base, after
+// removing those whose owner is gone. The shim and `cryo image restore`
+// share it, so either one sweeps the other's leftovers.
+func NewWorkDir(base string) (string, error) {
 	if err := os.MkdirAll(base, archive.DirMode); err != nil {
 		return "", err
 	}
