@@ -4,6 +4,7 @@ import (
 	"context"
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
+	"github.com/containerd/containerd/api/types/task"
 
 	cryort "github.com/cryo-gpu/cryo/runtime"
 )
@@ -16,10 +17,22 @@ func (s *service) target(id string, frozen bool) cryort.Target {
 	if frozen {
 		t.Thaw = func(ctx context.Context) error {
 			_, err := s.TTRPCTaskService.Resume(ctx, &taskv3.ResumeRequest{ID: id})
+			if err != nil && s.running(ctx, id) {
+				// Someone resumed it first: a ctr whose own checkpoint
+				// lost the lock to this one resumes the task it paused.
+				// Running is all the thaw wants.
+				return nil
+			}
 			return err
 		}
 	}
 	return t
+}
+
+// running reports whether the task runs (not paused, not stopped).
+func (s *service) running(ctx context.Context, id string) bool {
+	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: id})
+	return err == nil && st.Status == task.Status_RUNNING
 }
 
 // restoredTarget is target for a task that runc has just restored, whose
