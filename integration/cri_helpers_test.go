@@ -23,6 +23,9 @@ const (
 	criNamespace   = "k8s.io" // CRI keeps its containers and images there
 	criHandler     = "cryo"   // the RuntimeClass handler of cryo's runtime
 	criRuncHandler = "runc"   // the stock runc shim, for comparison
+	// criCryoRuncHandler is the stock runc shim running cryo-runc as its
+	// runc binary: the alternative configuration of docs/kubernetes.md.
+	criCryoRuncHandler = "cryo-runc"
 	// criPauseImage is the pods' sandbox (pause) image: the test rootfs
 	// sleeping, imported, so that no registry is needed.
 	criPauseImage = "localhost/cryo/pause:test"
@@ -97,6 +100,10 @@ func (n *criNode) criConfig() string {
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[2]s]
       runtime_type = %[3]q
       pod_annotations = ['cryo.io/*']
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[7]s]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[7]s.options]
+        BinaryName = %[8]q
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = [%[4]q]
     conf_dir = %[5]q
@@ -106,7 +113,8 @@ func (n *criNode) criConfig() string {
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
-`, criRuncHandler, criHandler, cryoRuntime, cniBinDir, n.cniConfDir(), criPauseImage)
+`, criRuncHandler, criHandler, cryoRuntime, cniBinDir, n.cniConfDir(), criPauseImage,
+		criCryoRuncHandler, filepath.Join(binDir(), "cryo-runc"))
 }
 
 func (n *criNode) cniConfDir() string { return filepath.Join(n.dir, "cni", "net.d") }

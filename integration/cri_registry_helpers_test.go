@@ -13,6 +13,12 @@ func (n *criNode) publishApp(ref string) {
 	n.t.Helper()
 	n.ctrIn(criNamespace, "images", "tag", testImage, ref)
 	n.ctrIn(criNamespace, "images", "push", "--plain-http", ref)
+	n.pullImage(ref)
+}
+
+// pullImage pulls ref through CRI, as the kubelet does for a pod's image.
+func (n *criNode) pullImage(ref string) {
+	n.t.Helper()
 	ctx, cancel := n.ctx()
 	defer cancel()
 	if _, err := n.images.PullImage(ctx, &criapi.PullImageRequest{Image: &criapi.ImageSpec{Image: ref}}); err != nil {

@@ -22,6 +22,7 @@ import (
 type criCheckpoint struct {
 	archive string // the archive of CheckpointContainer
 	ref     string // its checkpoint image, in the registry
+	app     string // the app's image, in the registry
 	before  int    // the last tick the app printed before the checkpoint
 	after   int    // the last tick it printed on node 1 after it
 }
@@ -46,6 +47,7 @@ func TestCRIRestore(t *testing.T) {
 		{"WrongGPU", testCRIRestoreWrongGPU},
 		{"ContainerdRestore", testCRIContainerdRestore},
 		{"RuncPod", testCRIRuncPod},
+		{"CryoRuncBinary", testCRICryoRuncBinary},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			began := time.Now()
@@ -66,7 +68,7 @@ func checkpointOnNode1(t *testing.T, reg *imgRegistry, app string) criCheckpoint
 	n1.publishApp(app)
 	p := n1.runPodOf("source", criHandler, app)
 	p.exec("/bin/sh", "-c", "echo carried > /marker") // a rootfs change
-	ck := criCheckpoint{archive: filepath.Join(n1.dir, "checkpoint-source.tar"), ref: reg.addr + "/ckpt/cri-source:v1"}
+	ck := criCheckpoint{archive: filepath.Join(n1.dir, "checkpoint-source.tar"), ref: reg.addr + "/ckpt/cri-source:v1", app: app}
 	ck.before = ctrdLastTick(t, p.logPath())
 	took := p.checkpoint(ck.archive)
 	n1.waitTicksIn(p.logPath(), 2)
