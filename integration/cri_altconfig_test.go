@@ -10,8 +10,9 @@ import (
 // (BinaryName). CRI then gives runc its checkpoint options and work path,
 // and cryo-runc does cryo's checkpoint and a CUDA-aware restore. A pod of
 // each configuration is checkpointed through CRI, side by side, and both
-// times are logged; the archive of cryo-runc's is then restored by
-// containerd's CRI restore in a new pod of that configuration.
+// times are logged; cryo-runc's archive, and the cryo shim's from node 1,
+// are then restored by containerd's CRI restore in new pods of that
+// configuration.
 func testCRICryoRuncBinary(n *criNode, ck criCheckpoint) {
 	t := n.t
 	n.pullImage(ck.app)
@@ -32,13 +33,18 @@ func testCRICryoRuncBinary(n *criNode, ck criCheckpoint) {
 	t.Logf("CheckpointContainer: cryo shim %s, runc shim with cryo-runc %s",
 		took[criHandler].Round(time.Millisecond), took[criCryoRuncHandler].Round(time.Millisecond))
 
-	p := n.newPod("alt-restored", criCryoRuncHandler, nil)
-	if err := p.create(src.archive); err != nil {
-		t.Fatal(err)
+	// Its own archive, and node 1's archive of the cryo shim: with
+	// cryo-runc as runc's binary, a runc pod restores a cryo checkpoint
+	// with its CUDA state resumed instead of hanging (see RuncPod).
+	for name, c := range map[string]criCheckpoint{"alt-restored": src, "alt-from-shim": ck} {
+		p := n.newPod(name, criCryoRuncHandler, nil)
+		if err := p.create(c.archive); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.start(); err != nil {
+			t.Fatalf("%v\n%s", err, lastLines(n.log(), 40))
+		}
+		n.assertContinues(p, c)
+		p.remove()
 	}
-	if err := p.start(); err != nil {
-		t.Fatalf("%v\n%s", err, lastLines(n.log(), 40))
-	}
-	n.assertContinues(p, src)
-	p.remove()
 }
