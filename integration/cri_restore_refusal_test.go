@@ -28,6 +28,7 @@ func testCRIRestoreWrongGPU(n *criNode, ck criCheckpoint) {
 		t.Fatalf("StartContainer on the wrong GPU succeeded\n%s", lastLines(n.log(), 30))
 	}
 	assertGPURefusal(t, "StartContainer", err.Error())
+	wantIn(t, err.Error(), "restore of container app (") // the pod's name for it, not only its id
 	st := p.status()
 	if st.State != criapi.ContainerState_CONTAINER_EXITED {
 		t.Errorf("refused container: %s, want exited", st.State)
