@@ -23,12 +23,15 @@ const (
 	criNamespace   = "k8s.io" // CRI keeps its containers and images there
 	criHandler     = "cryo"   // the RuntimeClass handler of cryo's runtime
 	criRuncHandler = "runc"   // the stock runc shim, for comparison
+	// criCryoRuncHandler is the stock runc shim running cryo-runc as its
+	// runc binary: the alternative configuration of docs/kubernetes.md.
+	criCryoRuncHandler = "cryo-runc"
 	// criPauseImage is the pods' sandbox (pause) image: the test rootfs
 	// sleeping, imported, so that no registry is needed.
 	criPauseImage = "localhost/cryo/pause:test"
-	// criSubnet is the pods' network: private and unlikely to clash with
-	// the host's or with containerd's default (10.88.0.0/16).
-	criSubnet = "10.233.247.0/24"
+	// criSubnet is the pods' network of node i: private and unlikely to
+	// clash with the host's or with containerd's default (10.88.0.0/16).
+	criSubnet = "10.233.%d.0/24"
 	// cniBinDir is where Debian's containernetworking-plugins installs.
 	cniBinDir = "/usr/lib/cni"
 	criCall   = 30 * time.Second // deadline of one CRI call
@@ -44,12 +47,21 @@ type criNode struct {
 	network string // CNI network name, per test process
 	bridge  string // its Linux bridge (at most 15 characters)
 	cgroup  string // the pods' cgroup parent
+	subnet  string // the pods' addresses
 }
 
 // startCRINode starts containerd 2.x with CRI and CNI in a temporary
 // directory, waits until CRI reports the runtime and the network ready,
 // and imports the test and pause images into CRI's namespace.
 func startCRINode(t testing.TB) *criNode {
+	t.Helper()
+	return startCRINodeAt(t, 0)
+}
+
+// startCRINodeAt starts node i of a test: each node of one test process
+// has its own CNI network, bridge, subnet and cgroup parent, so that two
+// "nodes" run side by side on one machine.
+func startCRINodeAt(t testing.TB, i int) *criNode {
 	t.Helper()
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
 		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
@@ -58,8 +70,8 @@ func startCRINode(t testing.TB) *criNode {
 	}
 	pid := os.Getpid()
 	n := &criNode{daemon: newDaemon(t, ctrdVersions[1], false),
-		network: fmt.Sprintf("cryo-cri-%d", pid), bridge: fmt.Sprintf("cryocri%d", pid%100000),
-		cgroup: fmt.Sprintf("/cryo-cri-%d", pid)}
+		network: fmt.Sprintf("cryo-cri-%d-%d", pid, i), bridge: fmt.Sprintf("cryocri%d%d", pid%100000, i),
+		cgroup: fmt.Sprintf("/cryo-cri-%d-%d", pid, i), subnet: fmt.Sprintf(criSubnet, 247-i)}
 	n.writeCNIConfig()
 	n.cri = n.criConfig()
 	n.start()
@@ -75,6 +87,8 @@ func startCRINode(t testing.TB) *criNode {
 // VM whose root has a raised one. netns_mounts_under_state_dir keeps the
 // pods' network namespaces under the temporary directory. containerd adds
 // the loopback network itself (the loopback plugin must be in bin_dirs).
+// pod_annotations lets the cryo shim see a pod's cryo.io/* annotations
+// (cryo.io/checkpoint-image), as docs/kubernetes.md tells users to set.
 func (n *criNode) criConfig() string {
 	return fmt.Sprintf(`[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
@@ -85,6 +99,11 @@ func (n *criNode) criConfig() string {
       runtime_type = 'io.containerd.runc.v2'
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[2]s]
       runtime_type = %[3]q
+      pod_annotations = ['cryo.io/*']
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[7]s]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[7]s.options]
+        BinaryName = %[8]q
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = [%[4]q]
     conf_dir = %[5]q
@@ -94,7 +113,8 @@ func (n *criNode) criConfig() string {
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
-`, criRuncHandler, criHandler, cryoRuntime, cniBinDir, n.cniConfDir(), criPauseImage)
+`, criRuncHandler, criHandler, cryoRuntime, cniBinDir, n.cniConfDir(), criPauseImage,
+		criCryoRuncHandler, filepath.Join(binDir(), "cryo-runc"))
 }
 
 func (n *criNode) cniConfDir() string { return filepath.Join(n.dir, "cni", "net.d") }
@@ -108,7 +128,7 @@ func (n *criNode) writeCNIConfig() {
 		"plugins": []any{map[string]any{
 			"type": "bridge", "bridge": n.bridge, "isGateway": true, "ipMasq": false,
 			"ipam": map[string]any{
-				"type": "host-local", "ranges": [][]map[string]string{{{"subnet": criSubnet}}},
+				"type": "host-local", "ranges": [][]map[string]string{{{"subnet": n.subnet}}},
 				"dataDir": filepath.Join(n.dir, "cni", "ipam"),
 			},
 		}},

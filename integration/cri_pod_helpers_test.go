@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ type criPod struct {
 	id        string // the sandbox's id
 	container string // the container's id
 	logDir    string
+	cfg       *criapi.PodSandboxConfig
 }
 
 // runPod runs a pod named name under a runtime handler (its RuntimeClass)
@@ -30,25 +32,62 @@ type criPod struct {
 // and waits for its first ticks.
 func (n *criNode) runPod(name, handler string) *criPod {
 	n.t.Helper()
+	return n.runPodOf(name, handler, testImage)
+}
+
+// runPodOf is runPod with the container's image named.
+func (n *criNode) runPodOf(name, handler, image string) *criPod {
+	n.t.Helper()
+	p := n.newPod(name, handler, nil)
+	if err := p.create(image); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := p.start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.waitTicksIn(p.logPath(), 3)
+	return p
+}
+
+// newPod runs a pod sandbox with the pod annotations ann, as the kubelet
+// does for a pod before its containers.
+func (n *criNode) newPod(name, handler string, ann map[string]string) *criPod {
+	n.t.Helper()
 	p := &criPod{n: n, name: name, logDir: filepath.Join(n.dir, "pods", name)}
-	cfg := p.sandboxConfig()
+	p.cfg = p.sandboxConfig()
+	p.cfg.Annotations = ann
 	ctx, cancel := n.ctx()
 	defer cancel()
-	sb, err := n.rt.RunPodSandbox(ctx, &criapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
+	sb, err := n.rt.RunPodSandbox(ctx, &criapi.RunPodSandboxRequest{Config: p.cfg, RuntimeHandler: handler})
 	if err != nil {
 		n.t.Fatalf("RunPodSandbox %s (handler %s): %v\n%s", name, handler, err, lastLines(n.log(), 30))
 	}
 	p.id = sb.PodSandboxId
-	c, err := n.rt.CreateContainer(ctx, &criapi.CreateContainerRequest{PodSandboxId: p.id, Config: p.appConfig(), SandboxConfig: cfg})
+	return p
+}
+
+// create makes the pod's container "app" from image: the app's ordinary
+// image, or for containerd's own CRI restore a checkpoint archive's path
+// or a checkpoint image.
+func (p *criPod) create(image string) error {
+	ctx, cancel := p.n.ctx()
+	defer cancel()
+	c, err := p.n.rt.CreateContainer(ctx, &criapi.CreateContainerRequest{PodSandboxId: p.id, Config: p.appConfig(image), SandboxConfig: p.cfg})
 	if err != nil {
-		n.t.Fatalf("CreateContainer in pod %s: %v\n%s", name, err, lastLines(n.log(), 30))
+		return fmt.Errorf("CreateContainer %s in pod %s: %w\n%s", image, p.name, err, lastLines(p.n.log(), 30))
 	}
 	p.container = c.ContainerId
-	if _, err := n.rt.StartContainer(ctx, &criapi.StartContainerRequest{ContainerId: p.container}); err != nil {
-		n.t.Fatalf("StartContainer %s in pod %s: %v\n%s", p.container, name, err, lastLines(n.log(), 30))
+	return nil
+}
+
+// start starts the container, as the kubelet does after CreateContainer.
+func (p *criPod) start() error {
+	ctx, cancel := p.n.ctx()
+	defer cancel()
+	if _, err := p.n.rt.StartContainer(ctx, &criapi.StartContainerRequest{ContainerId: p.container}); err != nil {
+		return fmt.Errorf("StartContainer %s in pod %s: %w", p.container, p.name, err)
 	}
-	n.waitTicksIn(p.logPath(), 3)
-	return p
+	return nil
 }
 
 // sandboxConfig is what the kubelet sends for a pod: metadata, a log
@@ -72,10 +111,10 @@ func kubeletNamespaces() *criapi.NamespaceOption {
 	return &criapi.NamespaceOption{Network: criapi.NamespaceMode_POD, Pid: criapi.NamespaceMode_CONTAINER, Ipc: criapi.NamespaceMode_POD}
 }
 
-func (p *criPod) appConfig() *criapi.ContainerConfig {
+func (p *criPod) appConfig(image string) *criapi.ContainerConfig {
 	return &criapi.ContainerConfig{
 		Metadata: &criapi.ContainerMetadata{Name: "app"},
-		Image:    &criapi.ImageSpec{Image: testImage},
+		Image:    &criapi.ImageSpec{Image: image},
 		Command:  []string{"/bin/fakecuda-app", "100"},
 		LogPath:  "app.log",
 		Linux: &criapi.LinuxContainerConfig{
@@ -176,4 +215,17 @@ func readArchive(t testing.TB, path string, fn func(*tar.Header, io.Reader)) {
 		}
 		fn(hdr, tr)
 	}
+}
+
+// exec runs cmd in the container with CRI's ExecSync (kubectl exec) and
+// returns its output; a failure fails the test.
+func (p *criPod) exec(cmd ...string) string {
+	p.n.t.Helper()
+	ctx, cancel := p.n.ctx()
+	defer cancel()
+	r, err := p.n.rt.ExecSync(ctx, &criapi.ExecSyncRequest{ContainerId: p.container, Cmd: cmd, Timeout: 10})
+	if err != nil || r.ExitCode != 0 {
+		p.n.t.Fatalf("ExecSync %v in %s: %v (exit %d)\n%s", cmd, p.name, err, r.GetExitCode(), r.GetStderr())
+	}
+	return string(r.Stdout)
 }

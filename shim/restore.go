@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	cryort "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
 // Create checks a checkpoint against this host before anything else
@@ -60,7 +62,7 @@ func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest)
 	}
 	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
 	if err != nil {
-		return pendingRestore{}, err
+		return pendingRestore{}, labelContainer(err, r)
 	}
 	tcp, err := restoreTCP(ctx, r)
 	if err != nil {
@@ -162,4 +164,18 @@ func endRestoreTCP(ctx context.Context, id, bundle string) {
 	if err := cryort.RemoveCRIUConfig(bundle, cryort.CRIUTCPEstablished); err != nil {
 		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: tcp-established stays in the CRIU configuration: later checkpoints keep established TCP connections unasked")
 	}
+}
+
+// labelContainer names the container by its Kubernetes name, when the CRI
+// gave one, in a refusal that names it by id alone: the kubelet shows the
+// message in the pod's events, where the containerd id means little.
+func labelContainer(err error, r *taskv3.CreateTaskRequest) error {
+	var se *cryort.StepError
+	if !errors.As(err, &se) || se.ID != r.ID {
+		return err
+	}
+	if spec, rerr := readBundleSpec(r.Bundle); rerr == nil {
+		se.ID = containerLabel(r.ID, spec.Annotations[imagerestore.AnnCRIContainerName])
+	}
+	return err
 }

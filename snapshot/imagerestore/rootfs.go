@@ -9,14 +9,16 @@ import (
 	"path/filepath"
 
 	"github.com/containerd/containerd/v2/pkg/archive"
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/continuity/fs"
 )
 
 // The files of a container checkpoint that describe its rootfs changes.
 const (
-	// rootfsDiffName: the changed and added files. containerd's kind holds
-	// its rw layer (an OCI layer tar, deletions as whiteouts); Podman and
-	// the kubelet hold a plain tar of the changed files.
+	// rootfsDiffName: the changed and added files. containerd's kind and
+	// the kubelet's (containerd's CRI) hold the rw layer (an OCI layer tar,
+	// deletions as whiteouts; gzip-compressed in the kubelet's); Podman
+	// holds a plain tar of the changed files.
 	rootfsDiffName = "rootfs-diff.tar"
 	// deletedFilesName: Podman's and the kubelet's list of deleted paths
 	// (a JSON array), which whiteouts stand for in a layer tar.
@@ -45,7 +47,15 @@ func applyDiff(ctx context.Context, tarPath, rootfs string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	n, err := archive.Apply(ctx, rootfs, f)
+	// containerd's CRI plugin writes the container's rw layer blob as it
+	// is in its content store: gzip-compressed, under the name .tar. Its
+	// own CRI restore decompresses it the same way.
+	r, err := compression.DecompressStream(f)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", rootfsDiffName, err)
+	}
+	defer r.Close()
+	n, err := archive.Apply(ctx, rootfs, r)
 	if err != nil {
 		return n, fmt.Errorf("apply %s to %s: %w", rootfsDiffName, rootfs, err)
 	}
