@@ -2,7 +2,8 @@
 # make-dist.sh OUTDIR: build a self-contained bundle for a GPU host that has no
 # package registry: cryo (all its names), the GPU acceptance test binary,
 # CRIU 4.1.1 with the shared libraries it needs, runc, containerd 2.x with ctr
-# and its runc shim, and a static busybox for test root filesystems.
+# and its runc shim, the CNI plugins of the CRI tests, and a static busybox
+# for test root filesystems.
 #
 # The result, OUTDIR/cryo-bundle.tar.xz, unpacks into cryo-bundle/ with an
 # env.sh to source. Only glibc is taken from the host (the bundle's binaries
@@ -66,6 +67,14 @@ if [ -x /usr/sbin/ip ] && [ -x /usr/sbin/xtables-legacy-multi ]; then
 	done
 fi
 
+# The CRI tests' nodes (containerd's CRI plugin) give each pod a network
+# with the CNI plugins bridge, host-local and loopback: a GPU host without
+# packages has none. They need only glibc: they run no other program.
+cni=${CRYO_CNI_BIN_DIR:-/usr/lib/cni}
+say "CNI plugins from $cni"
+mkdir -p "$b/libexec/cni"
+for p in bridge host-local loopback; do need "$cni/$p"; cp "$cni/$p" "$b/libexec/cni/"; done
+
 say "runc $(/usr/sbin/runc --version | sed -n '1s/runc version //p') (+ libseccomp)"
 cp /usr/sbin/runc "$b/sbin/runc"
 cp -L "$(ldd /usr/sbin/runc | awk '/libseccomp/{print $3}')" "$b/lib/"
@@ -80,6 +89,7 @@ CRYO_BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
 export CRYO_BUNDLE
 export PATH="$CRYO_BUNDLE/bin:$CRYO_BUNDLE/sbin:$CRYO_BUNDLE/deps/containerd-2/usr/bin:$PATH"
 export CRYO_BIN="$CRYO_BUNDLE/bin" CRYO_DEPS="$CRYO_BUNDLE/deps" CRYO_RUNC="$CRYO_BUNDLE/sbin/runc"
+export CRYO_CNI_BIN_DIR="$CRYO_BUNDLE/libexec/cni"
 ENV
 
 say "compressing"

@@ -32,10 +32,21 @@ const (
 	// criSubnet is the pods' network of node i: private and unlikely to
 	// clash with the host's or with containerd's default (10.88.0.0/16).
 	criSubnet = "10.233.%d.0/24"
-	// cniBinDir is where Debian's containernetworking-plugins installs.
-	cniBinDir = "/usr/lib/cni"
-	criCall   = 30 * time.Second // deadline of one CRI call
+	// criCall is the deadline of one CRI call: the kubelet's default
+	// runtime request timeout, which leaves a GPU container's checkpoint or
+	// restore time to move its device memory.
+	criCall = 2 * time.Minute
 )
+
+// cniBinDir is where the CNI plugins are: $CRYO_CNI_BIN_DIR (the bundle of
+// `make dist` carries its own, for a GPU host without packages) or where
+// Debian's containernetworking-plugins installs them.
+func cniBinDir() string {
+	if d := os.Getenv("CRYO_CNI_BIN_DIR"); d != "" {
+		return d
+	}
+	return "/usr/lib/cni"
+}
 
 // criNode is one "node": a private containerd with CRI, and the clients
 // the kubelet would hold.
@@ -63,13 +74,22 @@ func startCRINode(t testing.TB) *criNode {
 // "nodes" run side by side on one machine.
 func startCRINodeAt(t testing.TB, i int) *criNode {
 	t.Helper()
+	n := bootCRINode(t, i, false)
+	n.importImages(newRootfs(n.t, n.imageDir()), map[string][]string{testImage: {"/bin/fakecuda-app", "100"}})
+	return n
+}
+
+// bootCRINode starts node i without images. gpu: the node's shims use the
+// host's NVIDIA driver rather than the fake one.
+func bootCRINode(t testing.TB, i int, gpu bool) *criNode {
+	t.Helper()
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
-			t.Fatalf("CNI plugin %s missing (%v): run `make deps` (Debian package containernetworking-plugins)", p, err)
+		if _, err := os.Stat(filepath.Join(cniBinDir(), p)); err != nil {
+			t.Fatalf("CNI plugin %s missing (%v): run `make deps` (Debian package containernetworking-plugins) or set CRYO_CNI_BIN_DIR", p, err)
 		}
 	}
 	pid := os.Getpid()
-	n := &criNode{daemon: newDaemon(t, ctrdVersions[1], false),
+	n := &criNode{daemon: newDaemon(t, ctrdVersions[1], gpu),
 		network: fmt.Sprintf("cryo-cri-%d-%d", pid, i), bridge: fmt.Sprintf("cryocri%d%d", pid%100000, i),
 		cgroup: fmt.Sprintf("/cryo-cri-%d-%d", pid, i), subnet: fmt.Sprintf(criSubnet, 247-i)}
 	n.writeCNIConfig()
@@ -78,7 +98,6 @@ func startCRINodeAt(t testing.TB, i int) *criNode {
 	t.Cleanup(n.cleanup) // before the daemon's stop: cleanups run last first
 	n.connect()
 	n.waitReady()
-	n.importImages()
 	return n
 }
 
@@ -113,7 +132,7 @@ func (n *criNode) criConfig() string {
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
-`, criRuncHandler, criHandler, cryoRuntime, cniBinDir, n.cniConfDir(), criPauseImage,
+`, criRuncHandler, criHandler, cryoRuntime, cniBinDir(), n.cniConfDir(), criPauseImage,
 		criCryoRuncHandler, filepath.Join(binDir(), "cryo-runc"))
 }
 
@@ -186,22 +205,31 @@ func (n *criNode) ready() (bool, string) {
 	return want[criapi.RuntimeReady] && want[criapi.NetworkReady], strings.Join(seen, "; ")
 }
 
-// importImages imports the test image and the pause image into CRI's
-// namespace with ctr, as `ctr -n k8s.io images import` would on a node
-// without a registry. CRI sees them through containerd's image events.
-func (n *criNode) importImages() {
-	dir := filepath.Join(n.dir, "image")
-	rootfs := newRootfs(n.t, dir)
-	for name, cmd := range map[string][]string{
-		testImage:     {"/bin/fakecuda-app", "100"},
-		criPauseImage: {"/bin/sleep", "2147483647"},
-	} {
-		archive := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(name)+".tar")
+// imageDir is where a node's images are built.
+func (n *criNode) imageDir() string { return filepath.Join(n.dir, "image") }
+
+// importImages makes an image of rootfs for each name of cmds (running its
+// command), and the pause image of the same rootfs, and imports them into
+// CRI's namespace with ctr, as `ctr -n k8s.io images import` would on a
+// node without a registry. CRI sees them through containerd's image events.
+func (n *criNode) importImages(rootfs string, cmds map[string][]string) {
+	n.t.Helper()
+	all := map[string][]string{criPauseImage: {"/bin/sleep", "2147483647"}}
+	for name, cmd := range cmds {
+		all[name] = cmd
+	}
+	for name, cmd := range all {
+		archive := filepath.Join(n.imageDir(), strings.NewReplacer("/", "_", ":", "_").Replace(name)+".tar")
 		buildImageTarAs(n.t, rootfs, archive, name, cmd)
 		n.ctrIn(criNamespace, "images", "import", "--all-platforms", archive)
 	}
 	waitFor(n.t, 10*time.Second, "CRI to list the imported images", func() bool {
-		return n.imageKnown(testImage) && n.imageKnown(criPauseImage)
+		for name := range all {
+			if !n.imageKnown(name) {
+				return false
+			}
+		}
+		return true
 	})
 }
 

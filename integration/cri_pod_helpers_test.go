@@ -70,11 +70,16 @@ func (n *criNode) newPod(name, handler string, ann map[string]string) *criPod {
 // image, or for containerd's own CRI restore a checkpoint archive's path
 // or a checkpoint image.
 func (p *criPod) create(image string) error {
+	return p.createWith(p.appConfig(image))
+}
+
+// createWith makes the pod's container from a container config of its own.
+func (p *criPod) createWith(cfg *criapi.ContainerConfig) error {
 	ctx, cancel := p.n.ctx()
 	defer cancel()
-	c, err := p.n.rt.CreateContainer(ctx, &criapi.CreateContainerRequest{PodSandboxId: p.id, Config: p.appConfig(image), SandboxConfig: p.cfg})
+	c, err := p.n.rt.CreateContainer(ctx, &criapi.CreateContainerRequest{PodSandboxId: p.id, Config: cfg, SandboxConfig: p.cfg})
 	if err != nil {
-		return fmt.Errorf("CreateContainer %s in pod %s: %w\n%s", image, p.name, err, lastLines(p.n.log(), 30))
+		return fmt.Errorf("CreateContainer %s in pod %s: %w\n%s", cfg.GetImage().GetImage(), p.name, err, lastLines(p.n.log(), 30))
 	}
 	p.container = c.ContainerId
 	return nil
