@@ -173,3 +173,31 @@ func (p *criPod) hostPid(t *testing.T) int {
 	}
 	return int(task.Pid())
 }
+
+// TestGPUCRICheckpointPaths times the kubelet's checkpoint of the same GPU
+// pod through the two node configurations docs/kubernetes.md compares,
+// side by side in one run: the cryo RuntimeClass (containerd gives a
+// runtime other than runc.v2 no image path, so the shim writes a
+// temporary directory that containerd then packs), and the stock runc
+// shim with cryo-runc as its binary (containerd gives runc the image and
+// work path). Each pod must run on with CUDA resumed.
+func TestGPUCRICheckpointPaths(t *testing.T) {
+	uuids := gpuUUIDs(t, 1)
+	n := startGPUCRINode(t)
+	for _, handler := range []string{criHandler, criCryoRuncHandler} {
+		p := n.newPod("gpu-"+handler, handler, nil)
+		if err := p.createWith(p.gpuConfig(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.start(); err != nil {
+			t.Fatalf("%v\n%s", err, lastLines(n.log(), 40))
+		}
+		waitTicks(t, p.output, 2, "the pod's first ticks ("+handler+")")
+		p.assertOn(t, uuids[0])
+		before := lastTick(t, p.output())
+		archive := filepath.Join(n.dir, "checkpoint-"+handler+".tar")
+		report(t, "CRI CheckpointContainer through handler "+handler, p.checkpoint(archive))
+		waitTicks(t, p.output, before+2, "ticks after the checkpoint ("+handler+")")
+		p.remove()
+	}
+}
