@@ -14,11 +14,6 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr"
 )
 
-// nvidiaMajor is the character-device major of the NVIDIA GPU nodes
-// (/dev/nvidiaN is 195:N); minors 254 and 255 are nvidia-modeset and
-// nvidiactl, which every GPU container keeps.
-const nvidiaMajor = 195
-
 // Inventory reads the host's GPUs (cudacr.Driver.Inventory); Restore calls
 // it only when --gpus names a GPU by index or UUID.
 type Inventory func(context.Context) (cudacr.Inventory, error)
@@ -154,5 +149,5 @@ func ReplaceGPUs(spec *specs.Spec, nodes []specs.LinuxDevice) {
 
 // isGPURule: an allow rule for one NVIDIA GPU node.
 func isGPURule(r specs.LinuxDeviceCgroup) bool {
-	return r.Allow && r.Major != nil && *r.Major == nvidiaMajor && r.Minor != nil && *r.Minor >= 0 && *r.Minor < 254
+	return r.Allow && r.Major != nil && r.Minor != nil && cudacr.IsGPUDevice(*r.Major, *r.Minor)
 }

@@ -13,6 +13,13 @@ import (
 // (/dev/nvidiaN is 195:N, /dev/nvidiactl 195:255).
 const nvidiaMajor = 195
 
+// IsGPUDevice reports whether major:minor is a GPU's own node (195:N,
+// N < 254), not nvidia-modeset (254) or nvidiactl (255), which every GPU
+// container keeps whichever GPUs it has.
+func IsGPUDevice(major, minor int64) bool {
+	return major == nvidiaMajor && minor >= 0 && minor < 254
+}
+
 // gpuNode matches a GPU's device node, not nvidiactl, nvidia-uvm or
 // nvidia-caps: the driver names each GPU's node after its minor number.
 var gpuNode = regexp.MustCompile(`^/dev/nvidia([0-9]+)$`)

@@ -100,7 +100,7 @@ func ScopeFromBundle(dir string) (GPUScope, error) {
 // nodeMinor is the GPU minor of a spec device: by its NVIDIA major and
 // minor, or by its path when it is not an NVIDIA device (a test's stand-in).
 func nodeMinor(d specs.LinuxDevice) (int, bool) {
-	if d.Type == "c" && d.Major == 195 && d.Minor < 254 {
+	if d.Type == "c" && cudacr.IsGPUDevice(d.Major, d.Minor) {
 		return int(d.Minor), true
 	}
 	return cudacr.NodeMinor(d.Path)

@@ -11,15 +11,18 @@ import (
 	"github.com/containerd/containerd/v2/pkg/archive"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/continuity/fs"
+
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
 // The files of a container checkpoint that describe its rootfs changes.
 const (
-	// rootfsDiffName: the changed and added files. containerd's kind and
-	// the kubelet's (containerd's CRI) hold the rw layer (an OCI layer tar,
-	// deletions as whiteouts; gzip-compressed in the kubelet's); Podman
-	// holds a plain tar of the changed files.
-	rootfsDiffName = "rootfs-diff.tar"
+	// rootfsDiffName (ociimage.RootfsDiffName): the changed and added
+	// files. containerd's kind and the kubelet's (containerd's CRI) hold
+	// the rw layer (an OCI layer tar, deletions as whiteouts;
+	// gzip-compressed in the kubelet's); Podman holds a plain tar of the
+	// changed files.
+	rootfsDiffName = ociimage.RootfsDiffName
 	// deletedFilesName: Podman's and the kubelet's list of deleted paths
 	// (a JSON array), which whiteouts stand for in a layer tar.
 	deletedFilesName = "deleted.files"
