@@ -10,7 +10,10 @@ CRYO_DEPS ?= /opt/cryo-deps
 export CRYO_DEPS
 # The names one multi-call binary answers to.
 LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action
-GOFLAGS_BUILD := -trimpath -ldflags "-s -w"
+# The version cryo reports (cryo version, the shim's -v, every manifest).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/version.Commit=$(COMMIT)"
 
 .PHONY: all build fake deps test test-unit test-integration demo dist gpu-test bench clean help
 
