@@ -278,18 +278,18 @@ func TestImageEncrypted(t *testing.T) {
 	pub, priv := writeKeyPair(t, keys, "right")
 	_, wrong := writeKeyPair(t, keys, "wrong")
 	ref := reg.addr + "/ckpt/secret:v1"
-	a.cryo(t, "image", "build", "--encrypt", "--recipient", "jwe:"+pub, dir, ref)
+	a.cryo(t, "image", "build", "--encryption-key", "jwe:"+pub, dir, ref)
 	a.cryo(t, "image", "push", ref)
 	wantIn(t, b.cryo(t, "image", "pull", ref), "done in")
 	wantIn(t, b.cryo(t, "inspect", ref), "encrypted: true")
 
 	work := filepath.Join(t.TempDir(), "work")
-	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--key")
-	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--key", wrong, ref), "none of the given keys can decrypt it")
+	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--decryption-key")
+	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--decryption-key", wrong, ref), "none of the given keys can decrypt it")
 	if !!proc.Alive(app.pid) {
 		t.Fatalf("restored without the key")
 	}
-	b.cryo(t, "image", "restore", "--dir", work, "--key", priv, ref)
+	b.cryo(t, "image", "restore", "--dir", work, "--decryption-key", priv, ref)
 	app.waitTick(t, tick+5)
 }
 

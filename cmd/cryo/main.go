@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cryo-gpu/cryo/cmd/cryo/cli"
 	"github.com/cryo-gpu/cryo/hooks"
 	"github.com/cryo-gpu/cryo/runcwrap"
 	"github.com/cryo-gpu/cryo/shim"
@@ -22,6 +23,6 @@ func main() {
 	case "cryo-criu-action":
 		os.Exit(hooks.CRIUAction())
 	default:
-		os.Exit(runCLI(os.Args))
+		os.Exit(cli.Main(os.Args))
 	}
 }

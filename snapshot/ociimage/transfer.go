@@ -99,7 +99,7 @@ func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.
 	}
 	d, rc, err := repo.FetchReference(ctx, tagOf(repo))
 	if err != nil {
-		return nil, d, &StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: "check the reference, the registry address, --plain-http and your credentials"}
+		return nil, d, &StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: "check the reference, the registry address, --plain-http or --tls-verify and your credentials"}
 	}
 	defer rc.Close()
 	data, err := content.ReadAll(rc, d)

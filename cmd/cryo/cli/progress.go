@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/runtime"
 )
 
 // progressPrinter reports each driver step on stderr. Checkpoint and restore
@@ -51,5 +52,36 @@ func tick(label string, stop chan struct{}) {
 		case <-t.C:
 			fmt.Fprintf(os.Stderr, "%s… %s\n", label, time.Since(start).Round(time.Second))
 		}
+	}
+}
+
+// stepPrinter prints the long steps with their elapsed time, ticking every
+// second while one runs so that a user sees work, not a hang.
+func stepPrinter() func(runtime.Event) {
+	long := map[runtime.Step]string{
+		runtime.StepSuspend: "suspending CUDA", runtime.StepDump: "dumping with CRIU",
+		runtime.StepResume: "resuming CUDA", runtime.StepDigests: "hashing image files",
+		runtime.StepRollback: "rolling back: resuming CUDA", runtime.StepVerify: "verifying checkpoint",
+		runtime.StepComplete: "completing a checkpoint interrupted after its dump: hashing its files as they are now",
+		runtime.StepRestore:  "restoring with CRIU", runtime.StepPorts: "waiting for the listening ports to leave TIME_WAIT",
+	}
+	var stop chan struct{}
+	return func(e runtime.Event) {
+		what, ok := long[e.Step]
+		if !ok {
+			return
+		}
+		if !e.Done {
+			fmt.Fprintf(os.Stderr, "%s: %s…\n", e.ID, what)
+			stop = make(chan struct{})
+			go tick(e.ID+": "+what, stop)
+			return
+		}
+		close(stop)
+		if e.Err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %s failed after %s\n", e.ID, what, e.Elapsed.Round(time.Millisecond))
+			return
+		}
+		fmt.Fprintf(os.Stderr, "%s: %s done in %s\n", e.ID, what, e.Elapsed.Round(time.Millisecond))
 	}
 }

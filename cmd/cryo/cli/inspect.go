@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,49 +11,51 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/urfave/cli/v2"
+	"github.com/spf13/cobra"
 
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
-func inspectCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "inspect",
-		Usage:     "summarize a checkpoint: directory, export tar, or image",
-		UsageText: "cryo inspect [--json] DIR|TAR|REF",
-		Description: `Shows the processes, the GPUs a restore needs, the sizes (GPU memory, host
+func inspectCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect DIR|TAR|REF",
+		Short: "summarize a checkpoint: directory, export tar, or image",
+		Long: `Shows the processes, the GPUs a restore needs, the sizes (GPU memory, host
 memory, rootfs diff), the compression ratio, and when and where the
 checkpoint was taken. A REF is looked up in the local store, then in its
 registry, where only the manifest is read: no layer is pulled.`,
-		Flags:  append([]cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "print JSON"}}, remoteFlags()...),
-		Action: inspectAction,
+		Example: "  cryo inspect /var/lib/ckpt/train\n  cryo inspect --json localhost:5000/ckpt/train:v1",
+		Args:    exactArgs(1),
+		RunE:    inspectRun,
 	}
+	addStoreFlag(cmd.Flags())
+	addRemoteFlags(cmd.Flags())
+	addFormatFlags(cmd)
+	return cmd
 }
 
-func inspectAction(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("usage: %s", c.Command.UsageText)
-	}
-	sum, err := inspectTarget(c, c.Args().First())
+func inspectRun(cmd *cobra.Command, args []string) error {
+	asJSON, err := jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+	sum, err := inspectTarget(cmd, args[0])
+	if err != nil {
+		return err
 	}
-	printSummary(os.Stdout, sum)
+	if asJSON {
+		return printJSON(stdout, sum)
+	}
+	printSummary(stdout, sum)
 	return nil
 }
 
-func inspectTarget(c *cli.Context, target string) (*ociimage.Summary, error) {
+func inspectTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error) {
 	if _, err := os.Stat(target); err == nil {
 		return ociimage.InspectPath(target)
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	st, err := openStore(ctx, c)
+	ctx := cmd.Context()
+	st, err := openStore(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func inspectTarget(c *cli.Context, target string) (*ociimage.Summary, error) {
 	if !errors.Is(err, ociimage.ErrNotFound) {
 		return sum, err
 	}
-	return ociimage.InspectRemote(ctx, target, remoteOptions(c))
+	return ociimage.InspectRemote(ctx, target, remoteOptions(cmd))
 }
 
 func printSummary(w io.Writer, s *ociimage.Summary) {

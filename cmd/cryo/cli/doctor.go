@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/cryo-gpu/cryo/config"
@@ -23,25 +23,28 @@ type check struct {
 	name, status, detail, fix string // status: ok, warn, FAIL, info
 }
 
-func doctorCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "doctor",
-		Usage: "check that this host can checkpoint and restore GPU containers",
-		Description: `Checks CRIU (version and "criu check"), runc, the kernel and cgroups, the
+func doctorCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "check that this host can checkpoint and restore GPU containers",
+		Long: `Checks CRIU (version and "criu check"), runc, the kernel and cgroups, the
 NVIDIA driver and its checkpoint API, and lists the GPUs. Every problem comes
 with its fix. Exits 1 if something required is missing.`,
-		Flags:  driverFlags(),
-		Action: doctor,
+		Args: noArgs,
+		RunE: doctor,
 	}
+	addDriverFlags(cmd.Flags())
+	addFormatFlags(cmd)
+	return cmd
 }
 
-func doctor(c *cli.Context) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+func doctor(cmd *cobra.Command, _ []string) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 	defer cancel()
 	checks := []check{checkKernel(), checkCgroups(), checkTHP(), checkCopyTimeout()}
 	checks = append(checks, checkCRIU(ctx)...)
 	checks = append(checks, checkRunc(ctx))
-	checks = append(checks, checkDriver(ctx, newDriver(c))...)
+	checks = append(checks, checkDriver(ctx, newDriver(cmd))...)
 	failed := 0
 	for _, ch := range checks {
 		fmt.Printf("%-5s %-12s %s\n", ch.status, ch.name, ch.detail)
@@ -54,7 +57,7 @@ func doctor(c *cli.Context) error {
 	}
 	if failed > 0 {
 		fmt.Printf("%d problem(s) found\n", failed)
-		return cli.Exit("", 1)
+		return &silentError{Code: ExitFailure}
 	}
 	return nil
 }

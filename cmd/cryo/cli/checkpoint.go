@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/runtime"
+)
+
+// checkpointCommand is the bare-process checkpoint: CRIU on a process tree,
+// with CUDA suspended around the dump. The logic lives in runtime.
+func checkpointCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint --pid PID --dir DIR [flags]\n  cryo checkpoint --finish DIR",
+		Short: "checkpoint a process tree (and its GPU state) into a directory",
+		Long: `Suspends CUDA in the tree's CUDA processes (their GPU memory moves into host
+memory), dumps the tree with CRIU into DIR, and writes cryo-manifest.json with
+the GPUs, driver, versions, step times and the sha256 of every image file.
+
+Without --leave-running the processes exit once dumped; restore them with
+"cryo restore --dir DIR". If anything fails, CUDA is resumed and the processes
+keep running. CRIU's log is DIR/criu-dump.log.
+
+Stdio: /dev/null, files and sockets inside the tree are fine. A terminal needs
+--shell-job (at restore too). Pipes to a process outside the tree (the shell
+that started it) are restored as pipes nobody reads: redirect to a file
+instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".
+
+For containers use the container tool: "ctr task checkpoint" with the cryo
+runtime, "podman container checkpoint" with cryo-runc, or the kubelet's
+checkpoint API; a pid inside a container is refused here.
+
+--finish DIR completes a checkpoint whose run was interrupted after CRIU's
+dump had completed (cryo killed while it hashed, a full disk at the last
+write): it hashes the image files as they are now and writes the manifest.
+"cryo restore" does the same by itself; a checkpoint whose dump did not
+complete cannot be finished and must be taken again.`,
+		Example: `  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/train
+  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/serve --leave-running --tcp-established --print-stats`,
+		Args: noArgs,
+		RunE: checkpointRun,
+	}
+	fs := cmd.Flags()
+	fs.Int("pid", 0, "`PID` of the root of the process tree to checkpoint")
+	fs.String("dir", "", "image directory `DIR` (created if missing; must not hold a checkpoint)")
+	fs.String("finish", "", "complete the interrupted checkpoint in `DIR` instead (see above)")
+	fs.Bool("leave-running", false, "keep the processes running after the dump (CUDA resumed)")
+	fs.Bool("tcp-established", false, "checkpoint established TCP connections")
+	fs.Bool("shell-job", false, "the tree is attached to a terminal or is not a session leader")
+	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics")
+	addLockTimeout(fs)
+	addCopyTimeout(fs)
+	addAllowIPC(fs)
+	addFormatFlags(cmd)
+	return cmd
+}
+
+func checkpointRun(cmd *cobra.Command, _ []string) error {
+	lt, err := positive(cmd, "lock-timeout", "10s or 1m")
+	if err != nil {
+		return err
+	}
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	if dir := fString(cmd, "finish"); dir != "" {
+		return finishRun(cmd.Context(), dir)
+	}
+	pid, dir := fInt(cmd, "pid"), fString(cmd, "dir")
+	if pid <= 0 || dir == "" {
+		return usageErrorf(cmd, "give --pid PID and --dir DIR, or --finish DIR")
+	}
+	drv, err := driverOption(cmd)
+	if err != nil {
+		return err
+	}
+	o := orchestrator(cmd, drv, runtime.WithLockTimeout(lt), runtime.WithAllowCUDAIPC(fBool(cmd, "allow-cuda-ipc")))
+	m, err := o.CheckpointProcess(cmd.Context(), runtime.ProcessOptions{
+		PID:            pid,
+		Dir:            dir,
+		LeaveRunning:   fBool(cmd, "leave-running"),
+		TCPEstablished: fBool(cmd, "tcp-established"),
+		ShellJob:       fBool(cmd, "shell-job"),
+	})
+	if err != nil {
+		return err
+	}
+	res := newCheckpointResult(pid, dir, m)
+	if asJSON {
+		return printJSON(stdout, res)
+	}
+	fmt.Fprintf(os.Stderr, "checkpoint of pid %d written to %s (%d CUDA process(es))\n", pid, dir, len(m.Processes))
+	if pids := runtime.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
+		fmt.Fprintf(os.Stderr, "note: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pids, strings.Trim(fmt.Sprint(pids), "[]"))
+	}
+	if fBool(cmd, "print-stats") {
+		printStats(stdout, res.Steps, res.CRIU)
+	}
+	return nil
+}
+
+// finishRun completes a checkpoint interrupted after its dump.
+func finishRun(ctx context.Context, dir string) error {
+	m, err := runtime.New(runtime.WithConfig(cfg), runtime.WithLogger(warnLogger())).FinishCheckpoint(ctx, dir)
+	if errors.Is(err, runtime.ErrNothingToFinish) {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "checkpoint in %s completed after an interruption: its %d file(s) were hashed now, as they are, not as CRIU wrote them (%d CUDA process(es))\n", dir, len(m.Digests), len(m.Processes))
+	return nil
+}

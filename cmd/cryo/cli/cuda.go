@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+)
+
+// cudaCommand is cuda-checkpoint's job without that binary: query, suspend
+// and resume the CUDA state of running processes in place.
+func cudaCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cuda",
+		Short: "show, suspend or resume the CUDA state of running processes",
+		Long: `A suspended process keeps running on the CPU, but its GPU memory has been
+copied into its host memory and it holds no GPU: another job can use the GPU,
+or CRIU can checkpoint the process. "resume" copies the memory back.
+
+Every driver call runs in a short-lived helper process with a deadline, so a
+hung driver call becomes an error instead of a hung cryo.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageErrorf(cmd, "a subcommand is required: state, suspend or resume")
+		},
+	}
+	cmd.AddCommand(cudaStateCommand(), cudaSuspendCommand(), cudaResumeCommand())
+	return cmd
+}
+
+func cudaStateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state PID...",
+		Short: "print the CUDA checkpoint state of each PID",
+		Long: `Prints running, locked, checkpointed or failed for each PID, and says how to
+resume a process left suspended. Exits 1 if a PID could not be queried.`,
+		Example: "  cryo cuda state 4242 4243\n  cryo cuda state --json 4242",
+		Args:    minArgs(1),
+		RunE:    cudaState,
+	}
+	addDriverFlags(cmd.Flags())
+	addFormatFlags(cmd)
+	return cmd
+}
+
+func cudaSuspendCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "suspend PID...",
+		Short: "lock and checkpoint CUDA in each PID (rolls all back if one fails)",
+		Long: `Locks each CUDA process (in-flight GPU work drains, new work waits) and
+checkpoints it: its GPU memory moves into its host memory and it releases the
+GPU. If one process fails, the ones already suspended are returned to
+running. Non-CUDA processes are skipped with a message.`,
+		Example: "  cryo cuda suspend 4242\n  cryo cuda suspend --lock-timeout 1m $(pgrep -f train.py)",
+		Args:    minArgs(1),
+		RunE:    cudaSuspend,
+	}
+	fs := cmd.Flags()
+	addDriverFlags(fs)
+	addLockTimeout(fs)
+	addParallel(fs)
+	addAllowIPC(fs)
+	return cmd
+}
+
+func cudaResumeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "resume PID...",
+		Short: "restore and unlock CUDA in each PID (works from locked or checkpointed)",
+		Long: `Copies each process's GPU memory back onto a GPU and unlocks it. --gpu-map
+moves a process onto another GPU of the same model.`,
+		Example: "  cryo cuda resume 4242\n  cryo cuda resume --gpu-map GPU-aaaa…=GPU-bbbb… 4242",
+		Args:    minArgs(1),
+		RunE:    cudaResume,
+	}
+	fs := cmd.Flags()
+	addDriverFlags(fs)
+	addGPUMapFlag(fs)
+	addParallel(fs)
+	return cmd
+}
+
+// addParallel caps the processes whose driver calls run at once; the copies
+// are bound by the kernel faulting in host memory, one CPU per process.
+func addParallel(fs *pflag.FlagSet) {
+	fs.Int("parallel", 0, "`N` processes handled at once (1: one after another; default up to 16)")
+}
+
+func newDriver(cmd *cobra.Command) *cudacr.Driver {
+	opts := runtimeDriverOptions()
+	opts.LibPath = or(fString(cmd, "libcuda"), opts.LibPath)
+	opts.CallTimeout = fDuration(cmd, "call-timeout")
+	opts.CopyTimeout = fDuration(cmd, "copy-timeout")
+	return cudacr.New(opts)
+}
+
+// pidArgs parses the PID arguments.
+func pidArgs(cmd *cobra.Command, args []string) ([]int, error) {
+	pids := make([]int, 0, len(args))
+	for _, a := range args {
+		pid, err := strconv.Atoi(a)
+		if err != nil || pid <= 0 {
+			return nil, usageErrorf(cmd, "%q is not a process id", a)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// cudaStateLine is one PID of `cryo cuda state --json`.
+type cudaStateLine struct {
+	PID   int    `json:"pid"`
+	State string `json:"state,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+func cudaState(cmd *cobra.Command, args []string) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	pids, err := pidArgs(cmd, args)
+	if err != nil {
+		return err
+	}
+	d := newDriver(cmd)
+	lines, failed := make([]cudaStateLine, 0, len(pids)), 0
+	for _, pid := range pids {
+		st, err := d.State(cmd.Context(), pid)
+		if err != nil {
+			lines = append(lines, cudaStateLine{PID: pid, Error: err.Error()})
+			failed++
+			continue
+		}
+		lines = append(lines, cudaStateLine{PID: pid, State: st.String()})
+		if st == cudacr.StateCheckpointed || st == cudacr.StateLocked {
+			// Left so by `cryo cuda suspend`, or by a checkpoint killed
+			// between its suspend and its dump.
+			fmt.Fprintf(os.Stderr, "cryo: pid %d is suspended; unless a checkpoint of it is under way, `cryo cuda resume %d` resumes it\n", pid, pid)
+		}
+	}
+	if asJSON {
+		if err := printJSON(stdout, lines); err != nil {
+			return err
+		}
+	} else {
+		for _, l := range lines {
+			fmt.Fprintf(stdout, "%d\t%s\n", l.PID, or(l.State, "-\t"+l.Error))
+		}
+	}
+	if failed > 0 {
+		return &silentError{Code: ExitFailure}
+	}
+	return nil
+}
+
+// cudaTargets keeps the CUDA processes among pids and says which it skips.
+func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, error) {
+	procs, skipped, err := d.Find(ctx, pids)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(os.Stderr, "skipping pid %d: %s\n", s.PID, s.Reason)
+	}
+	out := make([]int, 0, len(procs))
+	for _, p := range procs {
+		out = append(out, p.PID)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("none of the given processes uses CUDA; nothing to do")
+	}
+	return out, nil
+}
+
+func cudaSuspend(cmd *cobra.Command, args []string) error {
+	lt, err := positive(cmd, "lock-timeout", "10s or 1m")
+	if err != nil {
+		return err
+	}
+	opts := cudacr.SetOptions{LockTimeout: lt, OnProgress: progressPrinter(), Parallel: fInt(cmd, "parallel")}
+	return cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
+		if err := cudacr.CheckIPCOf(pids); err != nil && !fBool(cmd, "allow-cuda-ipc") {
+			return err
+		}
+		return d.Suspend(ctx, pids, opts)
+	})
+}
+
+func cudaResume(cmd *cobra.Command, args []string) error {
+	pairs, err := gpuMap(cmd)
+	if err != nil {
+		return err
+	}
+	opts := cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter(), Parallel: fInt(cmd, "parallel")}
+	return cudaSet(cmd, args, "resume", "resumed", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
+		return d.Resume(ctx, pids, opts)
+	})
+}
+
+// cudaSet runs op on the CUDA processes among the PID arguments and reports
+// how long it took. Interrupting it cancels op, which still rolls back.
+func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(context.Context, *cudacr.Driver, []int) error) error {
+	pids, err := pidArgs(cmd, args)
+	if err != nil {
+		return err
+	}
+	if _, err := positive(cmd, "copy-timeout", "90s or 5m"); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	d := newDriver(cmd)
+	targets, err := cudaTargets(ctx, d, pids)
+	if err != nil {
+		return err
+	}
+	// A checkpoint in progress owns its processes: suspending or resuming
+	// them under it would corrupt its image.
+	l, err := orchestrator(cmd).LockPIDs("cuda "+verb, targets)
+	if err != nil {
+		return fmt.Errorf("%s: %w; nothing was done", verb, err)
+	}
+	defer l.Release()
+	start := time.Now()
+	if err := op(ctx, d, targets); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	fmt.Fprintf(os.Stderr, "%s %d process(es) in %s\n", done, len(targets), time.Since(start).Round(time.Millisecond))
+	return nil
+}

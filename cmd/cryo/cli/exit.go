@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// UsageError is bad input caught before anything was done: unknown flags or
+// commands, missing or extra arguments, flags that contradict each other.
+// It exits 2 and points at the command's help instead of printing it all.
+type UsageError struct {
+	Cmd string // the command path, for "See 'cryo image build --help'"
+	Err error
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usageErrorf(cmd *cobra.Command, format string, a ...any) error {
+	return &UsageError{Cmd: cmd.CommandPath(), Err: fmt.Errorf(format, a...)}
+}
+
+func asUsage(err error) (*UsageError, bool) {
+	var u *UsageError
+	if errors.As(err, &u) {
+		return u, true
+	}
+	// cobra's own argument errors ("unknown command", "unknown flag",
+	// "requires at least") come as plain errors.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "required flag"} {
+		if strings.HasPrefix(msg, p) {
+			return &UsageError{Cmd: "cryo", Err: err}, true
+		}
+	}
+	return nil, false
+}
+
+// silentError is a failure the command has already reported in full (doctor's
+// table, a per-pid state line): only the exit code remains.
+type silentError struct{ Code int }
+
+func (e *silentError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+func asSilent(err error) (*silentError, bool) {
+	var s *silentError
+	return s, errors.As(err, &s)
+}
+
+// interrupted is the cause of the root context's cancellation by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (i *interrupted) Error() string { return "interrupted by " + sigName(i.sig) }
+
+// signalContext is cancelled on SIGINT, SIGTERM and SIGHUP, with the signal as
+// its cause. Commands pass it down, so that an interrupted suspend or dump
+// still rolls back instead of leaving processes locked; later signals are
+// caught too, so that a second Ctrl-C cannot cut the rollback short.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(&interrupted{sig: s})
+			fmt.Fprintf(os.Stderr, "cryo: %s received: stopping and rolling back what is under way\n", sigName(s))
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		cancel(nil)
+	}
+}
+
+// interruptedBy is the signal that cancelled ctx, or nil.
+func interruptedBy(ctx context.Context) os.Signal {
+	var i *interrupted
+	if errors.As(context.Cause(ctx), &i) {
+		return i.sig
+	}
+	return nil
+}
+
+func isCanceled(err error) bool {
+	var i *interrupted
+	return errors.Is(err, context.Canceled) || errors.As(err, &i)
+}
+
+func sigNumber(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return int(syscall.SIGINT)
+}
+
+func sigName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}
+
+// noArgs refuses arguments; on the root it names the unknown command and the
+// nearest real ones.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if !cmd.HasParent() || cmd.HasSubCommands() {
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return usageErrorf(cmd, "%s", msg)
+	}
+	return usageErrorf(cmd, "takes no arguments, got %q", args)
+}
+
+// exactArgs wants n arguments, named in the command's Use line.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf(cmd, "wants %d argument(s), got %d: usage: %s", n, len(args), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// minArgs wants at least n arguments.
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageErrorf(cmd, "wants at least %d argument(s): usage: %s", n, cmd.UseLine())
+		}
+		return nil
+	}
+}

@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/ctrd"
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+)
+
+func imageRestoreCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restore REF",
+		Short: "restore a checkpoint image (pulled first with --pull)",
+		Long: `Unpacks REF (verified, see "cryo image unpack") into a work directory and
+restores it by its kind:
+  - a bare-process checkpoint ("cryo checkpoint --dir") as "cryo restore --dir"
+    does, onto the GPUs of --gpu-map if given, printing the restored root's
+    pid;
+  - a Podman checkpoint with "podman container restore --import", so the
+    container's runtime (cryo-runc for GPU containers) resumes CUDA;
+  - a containerd checkpoint ("cryo image build --containerd") into the
+    containerd at --address: the CRIU images and the rw layer go into its
+    content store, container --name is created from the base image (which
+    must already be in the namespace: cryo does not pull it), the rw layer
+    and the carried spec on the cryo runtime, and its task is restored and
+    started; its stdout and stderr go to --log. It prints the container and
+    the pid. --gpus gives it other GPUs than those it ran on, as a device
+    plugin gives a restored pod other GPUs: the spec's GPU device nodes and
+    their device-cgroup rules become those of the GPUs listed, and the shim
+    remaps the CUDA processes onto them. A GPU this host lacks is refused
+    before anything reaches containerd.
+A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.
+
+The work directory holds the process's memory (decrypted): it is removed
+after the restore, whether it succeeded, failed or was interrupted, unless
+--dir was given. One left by a killed cryo is removed by the next restore.`,
+		Example: `  cryo image restore --pull localhost:5000/ckpt/train:v1
+  cryo image restore --name train-2 --gpus 1 --log /tmp/train.log localhost:5000/ckpt/train:v1
+  cryo image restore --decryption-key priv.pem localhost:5000/ckpt/db:v1`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return restoreImage(cmd, args[0], fString(cmd, "dir")) },
+	}
+	fs := cmd.Flags()
+	addStoreFlag(fs)
+	addDecryptFlags(fs)
+	fs.Bool("pull", false, "pull REF from its registry first")
+	fs.String("dir", "", "work directory `DIR` for the unpacked checkpoint, kept afterwards (default: a new one under /var/lib/cryo/restore, removed)")
+	fs.Bool("shell-job", false, "bare process: restore into this terminal")
+	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
+	fs.Bool("print-stats", false, "bare process: print the time of each step and CRIU's statistics")
+	addGPUMapFlag(fs)
+	addCopyTimeout(fs)
+	addContainerdRestoreFlags(fs)
+	addRemoteFlags(fs)
+	addFormatFlags(cmd)
+	return cmd
+}
+
+// restoreImage pulls (with --pull), checks the kind against the flags,
+// unpacks into dir (default: a new work directory) and restores by kind.
+func restoreImage(cmd *cobra.Command, ref, dir string) error {
+	ctx := cmd.Context()
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	dec, err := decryptOptions(cmd)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if fBool(cmd, "pull") {
+		if _, err := st.Pull(ctx, ref, transferOptions(cmd)); err != nil {
+			return err
+		}
+	}
+	im, err := st.LoadImage(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if err := flagsFitKind(cmd, ref, im.Kind()); err != nil {
+		return err
+	}
+	dir, cleanup, err := workDir(dir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if _, err := st.Unpack(ctx, ref, dir, dec); err != nil {
+		return err
+	}
+	switch im.Kind() {
+	case ociimage.KindProcess:
+		return restoreDir(cmd, ociimage.CRIUDir(dir))
+	case ociimage.KindPodman:
+		return restorePodman(ctx, cmd, dir)
+	case ociimage.KindContainerd:
+		return restoreContainerd(ctx, cmd, asJSON, dir)
+	}
+	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
+}
+
+// flagsFitKind refuses, before anything is unpacked, flags that the image's
+// kind cannot honour: silently ignoring --gpus or --gpu-map would restore
+// onto GPUs the user did not ask for.
+func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
+	set := func(name string) bool { return cmd.Flags().Changed(name) }
+	switch {
+	case kind == ociimage.KindKubelet:
+		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md): %w", ref, ociimage.ErrNotRestorable)
+	case set("gpus") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
+	case set("gpu-map") && kind != ociimage.KindProcess:
+		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
+	case fBool(cmd, "containerd") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint, not a containerd one; remedy: build it with `cryo image build --containerd`, or restore it without --containerd: %w", ref, kind, ociimage.ErrNotCheckpointImage)
+	}
+	return nil
+}
+
+// otherGPUsRemedy says how each kind is given other GPUs.
+func otherGPUsRemedy(kind ociimage.Kind) string {
+	switch kind {
+	case ociimage.KindProcess:
+		return "use --gpu-map OLD-UUID=NEW-UUID"
+	case ociimage.KindContainerd:
+		return "use --gpus"
+	case ociimage.KindPodman:
+		return "Podman gives the restored container the GPUs of its --device options; restore without --gpus/--gpu-map"
+	}
+	return "restore without --gpus/--gpu-map"
+}
+
+func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir string) error {
+	res, err := ctrd.Restore(ctx, dir, ctrd.RestoreOptions{
+		Options: containerdOptions(cmd),
+		Name:    fString(cmd, "name"), Runtime: fString(cmd, "runtime"), Snapshotter: fString(cmd, "snapshotter"),
+		LogPath:   fString(cmd, "log"),
+		Log:       func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+		GPUs:      splitGPUs(fString(cmd, "gpus")),
+		Inventory: cudacr.New(runtimeDriverOptions()).Inventory,
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
+	}
+	fmt.Fprintf(os.Stderr, "restored container %s in namespace %s\n", res.ID, res.Namespace)
+	fmt.Fprintln(stdout, res.PID)
+	return nil
+}
+
+// splitGPUs splits --gpus at its commas.
+func splitGPUs(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// restorePodman hands the verified export to Podman as an uncompressed
+// export tar: Podman then restores with the container's own runtime.
+func restorePodman(ctx context.Context, cmd *cobra.Command, dir string) error {
+	tarPath := filepath.Join(dir, "export.tar")
+	if err := tarDir(dir, tarPath); err != nil {
+		return err
+	}
+	defer os.Remove(tarPath)
+	args := []string{"container", "restore", "--import", tarPath}
+	if n := fString(cmd, "name"); n != "" {
+		args = append(args, "--name", n)
+	}
+	if fBool(cmd, "tcp-established") {
+		args = append(args, "--tcp-established")
+	}
+	c := exec.CommandContext(ctx, "podman", args...)
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("podman container restore --import %s: %w; remedy: read Podman's message above", tarPath, err)
+	}
+	return nil
+}
+
+func tarDir(dir, tarPath string) error {
+	files, err := ociimage.Files(dir)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tarPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, archive.FileMode)
+	if err != nil {
+		return err
+	}
+	if err := archive.Write(f, files); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tarPath, err)
+	}
+	return f.Close()
+}
+
+func runtimeDriverOptions() cudacr.Options { return runtime.DriverOptions(cfg) }

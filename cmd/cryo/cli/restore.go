@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/runtime"
+)
+
+// restoreCommand restores a bare-process checkpoint, detached, or an image.
+func restoreCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restore --dir DIR [flags]\n  cryo restore --image REF [flags]",
+		Short: "restore a process tree checkpointed by `cryo checkpoint`, or a checkpoint image",
+		Long: `Verifies DIR before touching anything: the manifest, the sha256 of every
+image file, and that this host has the GPUs, free GPU memory and driver the
+checkpoint needs. Then restores the tree with CRIU, detached (it is
+re-parented to init when cryo exits), resumes CUDA with the GPUs remapped to
+this host's, and prints the restored root's pid on stdout.
+
+The processes get back their old pids, which must be free. A checkpoint taken
+with --tcp-established is restored with its connections without the flag.
+A checkpoint taken with --shell-job is restored with --shell-job into the
+terminal cryo runs in. CRIU's log is DIR/criu-restore.log.
+
+With --image, REF is a checkpoint image of the local store (pulled first
+with --pull), restored as "cryo image restore REF" does: a containerd
+checkpoint into the containerd at --address, as container --name, on the
+GPUs of --gpus if given; a bare-process checkpoint onto the GPUs of
+--gpu-map if given.`,
+		Example: `  cryo restore --dir /var/lib/ckpt/train
+  cryo restore --dir /var/lib/ckpt/train --gpu-map GPU-aaaa…=GPU-bbbb… --print-stats
+  cryo restore --image registry.example:5000/ckpt/train:v1 --pull`,
+		Args: noArgs,
+		RunE: restoreRun,
+	}
+	fs := cmd.Flags()
+	fs.String("dir", "", "the image directory `DIR` written by \"cryo checkpoint\"")
+	fs.String("image", "", "restore the checkpoint image `REF` instead (see \"cryo image restore\")")
+	fs.Bool("pull", false, "--image: pull REF from its registry first")
+	fs.Bool("shell-job", false, "restore into this terminal and session (as given at checkpoint)")
+	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
+	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics")
+	addGPUMapFlag(fs)
+	addCopyTimeout(fs)
+	addStoreFlag(fs)
+	addDecryptFlags(fs)
+	addContainerdRestoreFlags(fs)
+	addRemoteFlags(fs)
+	addFormatFlags(cmd)
+	return cmd
+}
+
+func restoreRun(cmd *cobra.Command, _ []string) error {
+	dir, ref := fString(cmd, "dir"), fString(cmd, "image")
+	if (dir == "") == (ref == "") {
+		return usageErrorf(cmd, "give one of --dir DIR and --image REF")
+	}
+	if ref != "" {
+		return restoreImage(cmd, ref, "")
+	}
+	return restoreDir(cmd, dir)
+}
+
+// restoreDir restores a bare-process checkpoint directory, detached.
+func restoreDir(cmd *cobra.Command, dir string) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	pairs, err := gpuMap(cmd)
+	if err != nil {
+		return err
+	}
+	drv, err := driverOption(cmd)
+	if err != nil {
+		return err
+	}
+	res, err := orchestrator(cmd, drv, runtime.WithGPUMap(pairs)).RestoreDetached(cmd.Context(), runtime.RestoreOptions{
+		Dir:            dir,
+		ShellJob:       fBool(cmd, "shell-job"),
+		TCPEstablished: fBool(cmd, "tcp-established"),
+	})
+	if res != nil {
+		printRestored(cmd, asJSON, newRestoreResult(dir, res))
+	}
+	return err
+}
+
+// printRestored prints the restored root's pid on stdout (or the JSON
+// result), and on stderr how many established TCP connections came back.
+func printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
+	if asJSON {
+		_ = printJSON(stdout, r)
+		return
+	}
+	if r.TCPConnections > 0 {
+		fmt.Fprintf(os.Stderr, "restored %d established TCP connection(s) (tcp-established)\n", r.TCPConnections)
+	}
+	fmt.Fprintln(stdout, r.PID)
+	if fBool(cmd, "print-stats") {
+		printRestoreStats(os.Stderr, r.Steps, r.CRIU)
+	}
+}
+
+// orchestrator reports progress on stderr and keeps the structured log for
+// warnings: the step lines already say what happened.
+func orchestrator(cmd *cobra.Command, opts ...runtime.Option) *runtime.Orchestrator {
+	base := []runtime.Option{runtime.WithConfig(cfg), runtime.WithLogger(warnLogger())}
+	if cmd.Flags().Lookup("quiet") == nil || !fBool(cmd, "quiet") {
+		base = append(base, runtime.WithEvents(stepPrinter()), runtime.WithCUDAProgress(progressPrinter()))
+	}
+	return runtime.New(append(base, opts...)...)
+}
+
+// warnLogger prints the orchestration's warnings (an unverified restore,
+// an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr.
+func warnLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // a terminal line needs no timestamp
+			}
+			return a
+		},
+	}))
+}

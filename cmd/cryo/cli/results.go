@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/checkpoint-restore/go-criu/v7/crit"
+	"github.com/checkpoint-restore/go-criu/v7/crit/images/stats"
+
+	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// checkpointResult is what `cryo checkpoint --json` prints: enough for a
+// script to find the checkpoint, its CUDA processes and where the time went.
+type checkpointResult struct {
+	PID           int                   `json:"pid"`
+	Dir           string                `json:"dir"`
+	Created       time.Time             `json:"created"`
+	CUDAProcesses []snapshot.Process    `json:"cuda_processes"`
+	GPUMemory     uint64                `json:"gpu_memory_bytes"`
+	ImageBytes    int64                 `json:"image_bytes"`
+	Steps         []snapshot.Step       `json:"steps"`
+	Seconds       float64               `json:"seconds"`
+	CRIU          *stats.DumpStatsEntry `json:"criu_statistics,omitempty"`
+}
+
+func newCheckpointResult(pid int, dir string, m *snapshot.Manifest) checkpointResult {
+	r := checkpointResult{PID: pid, Dir: dir, Created: m.Created, CUDAProcesses: m.Processes, Steps: m.Steps}
+	if r.CUDAProcesses == nil {
+		r.CUDAProcesses = []snapshot.Process{}
+	}
+	for _, p := range m.Processes {
+		r.GPUMemory += p.GPUMemory
+	}
+	r.ImageBytes = dirBytes(dir)
+	r.Seconds = totalSeconds(m.Steps)
+	// CRIU writes stats-dump next to its log: the image directory, or the
+	// work directory the manifest names.
+	r.CRIU, _ = crit.GetDumpStats(or(m.CRIUWorkDir, dir))
+	return r
+}
+
+// restoreResult is what `cryo restore --json` prints.
+type restoreResult struct {
+	PID            int                      `json:"pid"`
+	Dir            string                   `json:"dir,omitempty"`
+	Container      string                   `json:"container,omitempty"`
+	Namespace      string                   `json:"namespace,omitempty"`
+	TCPConnections int                      `json:"tcp_connections"`
+	Steps          []snapshot.Step          `json:"steps"`
+	Seconds        float64                  `json:"seconds"`
+	CRIU           *stats.RestoreStatsEntry `json:"criu_statistics,omitempty"`
+}
+
+func newRestoreResult(dir string, res *runtime.RestoreResult) restoreResult {
+	r := restoreResult{PID: res.PID, Dir: dir, TCPConnections: res.TCPConnections, Steps: []snapshot.Step{}}
+	if m := res.Manifest; m != nil && m.RestoreSteps != nil {
+		r.Steps = m.RestoreSteps
+	}
+	r.Seconds = totalSeconds(r.Steps)
+	r.CRIU, _ = crit.GetRestoreStats(dir)
+	return r
+}
+
+func totalSeconds(steps []snapshot.Step) float64 {
+	var s float64
+	for _, st := range steps {
+		s += st.Seconds
+	}
+	return s
+}
+
+// printStats is the --print-stats table: cryo's steps, then CRIU's own
+// statistics (times in CRIU's microseconds, shown as durations).
+func printStats(w io.Writer, steps []snapshot.Step, dump *stats.DumpStatsEntry) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "STEP\tTIME")
+	for _, s := range steps {
+		line := fmt.Sprintf("%s\t%s", s.Name, s.Duration().Round(time.Millisecond))
+		if s.Error != "" {
+			line += "\tfailed: " + s.Error
+		}
+		fmt.Fprintln(tw, line)
+	}
+	fmt.Fprintf(tw, "total\t%s\n", (time.Duration(totalSeconds(steps) * float64(time.Second))).Round(time.Millisecond))
+	if dump == nil {
+		return
+	}
+	us := func(v uint32) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Millisecond) }
+	fmt.Fprintln(tw, "\nCRIU\t")
+	fmt.Fprintf(tw, "freezing time\t%s\n", us(dump.GetFreezingTime()))
+	fmt.Fprintf(tw, "frozen time\t%s\n", us(dump.GetFrozenTime()))
+	fmt.Fprintf(tw, "memory dump time\t%s\n", us(dump.GetMemdumpTime()))
+	fmt.Fprintf(tw, "memory write time\t%s\n", us(dump.GetMemwriteTime()))
+	fmt.Fprintf(tw, "pages scanned\t%d\n", dump.GetPagesScanned())
+	fmt.Fprintf(tw, "pages written\t%d\n", dump.GetPagesWritten())
+}
+
+// printRestoreStats is --print-stats for a restore.
+func printRestoreStats(w io.Writer, steps []snapshot.Step, rs *stats.RestoreStatsEntry) {
+	printStats(w, steps, nil)
+	if rs == nil {
+		return
+	}
+	us := func(v uint32) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Millisecond) }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "\nCRIU\t")
+	fmt.Fprintf(tw, "forking time\t%s\n", us(rs.GetForkingTime()))
+	fmt.Fprintf(tw, "restore time\t%s\n", us(rs.GetRestoreTime()))
+	fmt.Fprintf(tw, "pages restored\t%d\n", rs.GetPagesRestored())
+}
+
+// dirBytes is the size of the files in dir (not below), 0 if unreadable.
+func dirBytes(dir string) int64 {
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	var n int64
+	for _, f := range files {
+		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// or is v, else def.
+func or(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
+}
