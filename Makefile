@@ -15,7 +15,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/version.Commit=$(COMMIT)"
 
-.PHONY: all build fake deps test test-unit test-integration demo dist gpu-test bench clean help
+.PHONY: all build fake deps test test-unit test-integration demo dist gpu-test bench docs clean help
 
 all: build
 
@@ -25,7 +25,7 @@ help:
 	@echo "make build       build bin/cryo and its names ($(LINKS))"
 	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
 	@echo "make deps        install CRIU 4.1.1, runc, containerd 1.7 and 2.x, Podman, a registry"
-	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.zst"
+	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.xz (with man pages and shell completion)"
 	@echo "make gpu-test    run the GPU acceptance tests (on a GPU host, from the bundle)"
 	@echo "make clean       remove bin/ and dist/"
 
@@ -65,6 +65,11 @@ gpu-test:
 
 bench:
 	@bash integration/gpu/bench.sh
+
+# docs/cli.md is generated from the command tree; a unit test fails when it
+# is stale.
+docs: build
+	$(BIN)/cryo gen-docs --markdown docs/cli.md
 
 clean:
 	rm -rf $(BIN) $(DIST)

@@ -32,6 +32,9 @@ const (
 	EnvStampDir     = "CRYO_STAMP_DIR"      // verification records; default /var/lib/cryo/verified
 	EnvImageStore   = "CRYO_IMAGE_STORE"    // the local image store; default /var/lib/cryo/images
 	EnvRestoreDir   = "CRYO_RESTORE_DIR"    // work directories of restores; default /var/lib/cryo/restore
+	// containerd's own variables, read by the CLI as ctr reads them.
+	EnvContainerdAddress   = "CONTAINERD_ADDRESS"   // containerd's socket; default /run/containerd/containerd.sock
+	EnvContainerdNamespace = "CONTAINERD_NAMESPACE" // containerd's namespace; default "default"
 )
 
 // Variables cryo sets for its own children; nobody else should.
@@ -80,6 +83,9 @@ type Config struct {
 	ImageStore    string
 	RestoreDir    string
 	TestHold      string
+	// ContainerdAddress and ContainerdNamespace are ctr's variables, ""
+	// when unset (the CLI's flags then default to containerd's own).
+	ContainerdAddress, ContainerdNamespace string
 	// AuthFiles are the registry auth files to search, in order.
 	AuthFiles []string
 	// EnvFile is the environment file merged beneath the environment ("" if
@@ -108,18 +114,20 @@ func parse(environ []string) Config {
 	c := Config{
 		LibCUDA: env[EnvLibCUDA], LibNVML: env[EnvLibNVML],
 		CRIU: env[EnvCRIU], Runc: env[EnvRunc], CRIUAction: env[EnvCRIUAction],
-		CRIUHooks:     env[EnvCRIUHooks] == "1",
-		GPUMap:        env[EnvGPUMap],
-		AllowCUDAIPC:  env[EnvAllowCUDAIPC] == "1",
-		LockDir:       or(env[EnvLockDir], DefaultLockDir),
-		HashAfterDump: env[EnvDigestWatch] == "0",
-		VerifyFull:    env[EnvVerify] == "full",
-		StampDir:      or(env[EnvStampDir], DefaultStampDir),
-		ImageStore:    imageStore(env),
-		RestoreDir:    or(env[EnvRestoreDir], DefaultRestoreDir),
-		TestHold:      env[EnvTestHold],
-		AuthFiles:     authFiles(env),
-		Environ:       environ,
+		CRIUHooks:           env[EnvCRIUHooks] == "1",
+		GPUMap:              env[EnvGPUMap],
+		AllowCUDAIPC:        env[EnvAllowCUDAIPC] == "1",
+		LockDir:             or(env[EnvLockDir], DefaultLockDir),
+		HashAfterDump:       env[EnvDigestWatch] == "0",
+		VerifyFull:          env[EnvVerify] == "full",
+		StampDir:            or(env[EnvStampDir], DefaultStampDir),
+		ImageStore:          imageStore(env),
+		RestoreDir:          or(env[EnvRestoreDir], DefaultRestoreDir),
+		TestHold:            env[EnvTestHold],
+		ContainerdAddress:   env[EnvContainerdAddress],
+		ContainerdNamespace: env[EnvContainerdNamespace],
+		AuthFiles:           authFiles(env),
+		Environ:             environ,
 	}
 	c.CopyTimeout, c.Problems = copyTimeout(env[EnvCopyTimeout])
 	return c

@@ -39,6 +39,13 @@ say "cryo and its names"
 cp -a "$here"/bin/cryo "$b/bin/"
 for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/bin/$l"; done
 
+say "man pages and shell completion"
+mkdir -p "$b/share/man/man1" "$b/share/bash-completion/completions" "$b/share/zsh/site-functions" "$b/share/fish/vendor_completions.d"
+"$b/bin/cryo" gen-docs --man "$b/share/man/man1"
+"$b/bin/cryo" completion bash >"$b/share/bash-completion/completions/cryo"
+"$b/bin/cryo" completion zsh >"$b/share/zsh/site-functions/_cryo"
+"$b/bin/cryo" completion fish >"$b/share/fish/vendor_completions.d/cryo.fish"
+
 say "GPU acceptance tests (integration.test)"
 (cd "$here" && CGO_ENABLED=1 go test -c -trimpath -o "$b/bin/integration.test" ./integration)
 

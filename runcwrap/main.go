@@ -16,11 +16,15 @@ package runcwrap
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 
 	"github.com/cryo-gpu/cryo/config"
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/version"
 )
 
 // wrapper is one cryo-runc invocation.
@@ -49,6 +53,9 @@ func Main(args []string) int {
 	w := &wrapper{cmd: c, cfg: cfg, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if c.command == "" && wantsVersion(args) {
+		return w.version()
+	}
 	switch c.command {
 	case "checkpoint":
 		return w.checkpoint(ctx)
@@ -77,4 +84,27 @@ func (w *wrapper) orchestrator() *cryoruntime.Orchestrator {
 		cryoruntime.WithLogger(w.log.slog()),
 		cryoruntime.WithTCPHint("checkpoint with `podman container checkpoint --tcp-established` or `runc checkpoint --tcp-established`"),
 	)
+}
+
+// wantsVersion is runc's `--version`/`-v` (no command).
+func wantsVersion(args []string) bool {
+	for _, a := range args {
+		if a == "--version" || a == "-v" {
+			return true
+		}
+	}
+	return false
+}
+
+// version prints runc's version lines, as Podman expects them first, and
+// then the cryo that wraps it: `podman info` shows both.
+func (w *wrapper) version() int {
+	out, err := exec.Command(w.runc, "--version").Output()
+	os.Stdout.Write(out)
+	fmt.Printf("cryo-runc: cryo %s\n", version.String())
+	if err != nil {
+		w.log.error("%s --version: %v", w.runc, err)
+		return 1
+	}
+	return 0
 }

@@ -12,8 +12,12 @@ package shim
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/containerd/containerd/v2/pkg/shim"
+	ctrdversion "github.com/containerd/containerd/v2/version"
+
+	"github.com/cryo-gpu/cryo/version"
 )
 
 const (
@@ -26,8 +30,15 @@ const (
 
 // Main runs the shim; it is called by the multi-call cryo binary.
 func Main() {
-	if inv, ok := parseInvocation(); ok && inv.action == "start" {
+	inv, ok := parseInvocation()
+	if ok && inv.action == "start" {
 		startMain(inv)
+		return
+	}
+	if ok && inv.version {
+		// containerd's shim library would print only its own version:
+		// a user asking which cryo the node runs wants cryo's.
+		fmt.Printf("%s:\n  Version:  %s\n  Commit:   %s\n  containerd shim library: %s\n", BinaryName, version.String(), version.Commit, ctrdversion.Version)
 		return
 	}
 	registerTaskPlugin()

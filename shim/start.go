@@ -18,6 +18,7 @@ type invocation struct {
 	id        string
 	address   string
 	debug     bool
+	version   bool // -v: print cryo's version, not only the shim library's
 	action    string
 }
 
@@ -35,9 +36,8 @@ func parseInvocation() (invocation, bool) {
 	for _, name := range []string{"publish-binary", "socket", "debug-socket", "bundle"} {
 		fs.String(name, "", "")
 	}
-	for _, name := range []string{"v", "info"} {
-		fs.Bool(name, false, "")
-	}
+	fs.BoolVar(&inv.version, "v", false, "")
+	fs.Bool("info", false, "")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return inv, false
 	}

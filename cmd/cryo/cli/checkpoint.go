@@ -21,6 +21,10 @@ func checkpointCommand() *cobra.Command {
 		Long: `Suspends CUDA in the tree's CUDA processes (their GPU memory moves into host
 memory), dumps the tree with CRIU into DIR, and writes cryo-manifest.json with
 the GPUs, driver, versions, step times and the sha256 of every image file.
+DIR must be new or empty (it becomes 0700, its files 0600): a directory
+holding anything is refused before any process is touched. The manifest
+records, for each CUDA process, the GPUs it can see and the memory it holds
+on each, so that a restore needs only those.
 
 Without --leave-running the processes exit once dumped; restore them with
 "cryo restore --dir DIR". If anything fails, CUDA is resumed and the processes
@@ -39,7 +43,9 @@ checkpoint API; a pid inside a container is refused here.
 dump had completed (cryo killed while it hashed, a full disk at the last
 write): it hashes the image files as they are now and writes the manifest.
 "cryo restore" does the same by itself; a checkpoint whose dump did not
-complete cannot be finished and must be taken again.`,
+complete cannot be finished and must be taken again (see "cryo help
+interrupted"). Two runs on one process collide at once, see "cryo help
+locking".`,
 		Example: `  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/train
   cryo checkpoint --pid 4242 --dir /var/lib/ckpt/serve --leave-running --tcp-established --print-stats`,
 		Args: noArgs,

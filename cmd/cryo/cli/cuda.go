@@ -24,7 +24,18 @@ copied into its host memory and it holds no GPU: another job can use the GPU,
 or CRIU can checkpoint the process. "resume" copies the memory back.
 
 Every driver call runs in a short-lived helper process with a deadline, so a
-hung driver call becomes an error instead of a hung cryo.`,
+hung driver call becomes an error instead of a hung cryo: --call-timeout
+(default 30s) bounds the calls that copy nothing, --copy-timeout (default 10m,
+$CRYO_COPY_TIMEOUT) the copies. --libcuda (or $CRYO_LIBCUDA) names the driver
+library if it is not on the loader's path.
+
+The processes of one call go through the driver in phases (lock all, then
+checkpoint all; restore all, then unlock all), and within a phase in
+parallel, each in its own helper process: the copies are bound by the kernel
+faulting in each process's host memory, one CPU per process. Four processes
+of 4 GiB suspend in 2.5 s instead of 8.9 s one after another, and resume in
+1.3 s instead of 3.5 s (H200). --parallel N caps the processes handled at
+once; --parallel 1 is one after another.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usageErrorf(cmd, "a subcommand is required: state, suspend or resume")
@@ -56,7 +67,12 @@ func cudaSuspendCommand() *cobra.Command {
 		Long: `Locks each CUDA process (in-flight GPU work drains, new work waits) and
 checkpoints it: its GPU memory moves into its host memory and it releases the
 GPU. If one process fails, the ones already suspended are returned to
-running. Non-CUDA processes are skipped with a message.`,
+running, one at a time. Non-CUDA processes are skipped with a message.
+
+--lock-timeout bounds the wait for in-flight work. NCCL ranks whose
+transports share GPU memory are refused before anything is suspended (the
+driver could not resume them; docs/multi-gpu.md); --allow-cuda-ipc overrides
+that for a job that keeps NCCL on sockets by means cryo cannot see.`,
 		Example: "  cryo cuda suspend 4242\n  cryo cuda suspend --lock-timeout 1m $(pgrep -f train.py)",
 		Args:    minArgs(1),
 		RunE:    cudaSuspend,
@@ -73,8 +89,12 @@ func cudaResumeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume PID...",
 		Short: "restore and unlock CUDA in each PID (works from locked or checkpointed)",
-		Long: `Copies each process's GPU memory back onto a GPU and unlocks it. --gpu-map
-moves a process onto another GPU of the same model.`,
+		Long: `Copies each process's GPU memory back onto a GPU and unlocks it, from
+checkpointed or from locked. --gpu-map OLD-UUID=NEW-UUID (repeatable) passes a
+GPU map to the driver as given (driver 580 or later): it must be a one-to-one
+map over exactly the GPUs the process sees, or the driver answers
+CUDA_ERROR_INVALID_VALUE and the process stays suspended. "cryo restore
+--gpu-map" completes a partial map for you.`,
 		Example: "  cryo cuda resume 4242\n  cryo cuda resume --gpu-map GPU-aaaa…=GPU-bbbb… 4242",
 		Args:    minArgs(1),
 		RunE:    cudaResume,

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"strings"
 	"time"
 
@@ -73,8 +72,8 @@ func addRemoteFlags(fs *pflag.FlagSet) {
 
 // addContainerdFlags are ctr's names and environment variables.
 func addContainerdFlags(fs *pflag.FlagSet) {
-	fs.String("address", envOr("CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd's socket `PATH` ($CONTAINERD_ADDRESS)")
-	fs.StringP("namespace", "n", envOr("CONTAINERD_NAMESPACE", "default"), "containerd `NAMESPACE` ($CONTAINERD_NAMESPACE)")
+	fs.String("address", or(cfg.ContainerdAddress, "/run/containerd/containerd.sock"), "containerd's socket `PATH` ($CONTAINERD_ADDRESS)")
+	fs.StringP("namespace", "n", or(cfg.ContainerdNamespace, "default"), "containerd `NAMESPACE` ($CONTAINERD_NAMESPACE)")
 }
 
 // addDecryptFlags: Podman's --decryption-key; --key was cryo's earlier name.
@@ -147,11 +146,4 @@ func gpuMap(cmd *cobra.Command) ([]cudacr.GPUPair, error) {
 		return nil, usageErrorf(cmd, "--gpu-map: %v", err)
 	}
 	return pairs, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 	"github.com/spf13/pflag"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // genDocsCommand writes docs/cli.md and the man pages from the command tree,
@@ -26,7 +28,10 @@ func genDocsCommand() *cobra.Command {
 			if md == "" && man == "" {
 				return usageErrorf(cmd, "give --markdown FILE and/or --man DIR")
 			}
-			root := cmd.Root()
+			// A fresh tree with the built-in defaults: the reference must not
+			// depend on the environment of whoever generated it.
+			cfg = config.Config{}
+			root := NewRoot()
 			if md != "" {
 				var b bytes.Buffer
 				WriteMarkdown(&b, root)
@@ -78,15 +83,26 @@ func WriteMarkdown(w io.Writer, root *cobra.Command) {
 	fmt.Fprintf(w, "## Exit status\n\n%s\n\n", exitStatusDoc)
 	fmt.Fprintf(w, "## Commands\n\n")
 	walk(root, func(c *cobra.Command) {
-		if c != root {
+		if c != root && !c.IsAdditionalHelpTopicCommand() {
 			fmt.Fprintf(w, "- [`%s`](#%s) — %s\n", c.CommandPath(), anchor(c.CommandPath()), c.Short)
 		}
 	})
+	fmt.Fprintf(w, "\nHelp topics (`cryo help TOPIC`):\n\n")
+	for _, c := range root.Commands() {
+		if c.IsAdditionalHelpTopicCommand() {
+			fmt.Fprintf(w, "- [`%s`](#%s) — %s\n", c.Name(), c.Name(), c.Short)
+		}
+	}
 	walk(root, func(c *cobra.Command) {
-		if c != root {
+		if c != root && !c.IsAdditionalHelpTopicCommand() {
 			writeCommand(w, c)
 		}
 	})
+	for _, c := range root.Commands() {
+		if c.IsAdditionalHelpTopicCommand() {
+			fmt.Fprintf(w, "\n## %s\n\n%s.\n\n%s\n", c.Name(), strings.TrimSuffix(c.Short, "."), mdText(c.Long))
+		}
+	}
 }
 
 const exitStatusDoc = `| code | meaning |
@@ -112,7 +128,7 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 }
 
 func writeCommand(w io.Writer, c *cobra.Command) {
-	level := strings.Repeat("#", min(2+strings.Count(c.CommandPath(), " "), 4))
+	level := strings.Repeat("#", min(1+strings.Count(c.CommandPath(), " "), 4))
 	fmt.Fprintf(w, "\n%s `%s`\n\n%s.\n\n", level, c.CommandPath(), strings.TrimSuffix(c.Short, "."))
 	fmt.Fprintf(w, "```\n%s\n```\n\n", usageLines(c))
 	if c.Long != "" {
@@ -135,9 +151,37 @@ func usageLines(c *cobra.Command) string {
 	return strings.Join(lines, "\n")
 }
 
-// mdText keeps the help text's lines; indented lines become a list's
-// continuation and survive Markdown as they are.
-func mdText(s string) string { return strings.TrimSpace(s) }
+// mdText turns help text into Markdown: prose stays as it is, list items
+// ("  - ") become Markdown's, and other indented runs (tables, examples)
+// become code blocks, as they are aligned for a terminal.
+func mdText(s string) string {
+	var out []string
+	inCode, inItem := false, false
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		indented := line != trimmed
+		item := indented && strings.HasPrefix(trimmed, "- ")
+		cont := indented && !item && inItem
+		code := indented && !item && !cont
+		inItem = item || cont
+		if code != inCode {
+			out = append(out, "```")
+			inCode = code
+		}
+		switch {
+		case item:
+			out = append(out, trimmed)
+		case cont:
+			out = append(out, "  "+trimmed)
+		default:
+			out = append(out, line)
+		}
+	}
+	if inCode {
+		out = append(out, "```")
+	}
+	return strings.Join(out, "\n")
+}
 
 func flagUsages(fs *pflag.FlagSet) string {
 	fs.SortFlags = true

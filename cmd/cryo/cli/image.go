@@ -99,7 +99,7 @@ printed on stdout.`,
 	alias(fs, "recipient", "encryption-key")
 	fs.Bool("encrypt", false, "")
 	_ = fs.MarkDeprecated("encrypt", "--encryption-key alone encrypts")
-	fs.String("tmp", os.TempDir(), "`DIR` where an export tar is extracted while building")
+	fs.String("tmp", "", "`DIR` where an export tar is extracted while building (default $TMPDIR, else /tmp)")
 	fs.BoolP("quiet", "q", false, "no progress on stderr; only the digest on stdout")
 	return cmd
 }
@@ -116,9 +116,9 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 	}
 	var src *ociimage.Source
 	if fBool(cmd, "containerd") {
-		src, err = ctrd.Open(ctx, containerdOptions(cmd), args[0], fString(cmd, "tmp"))
+		src, err = ctrd.Open(ctx, containerdOptions(cmd), args[0], or(fString(cmd, "tmp"), os.TempDir()))
 	} else {
-		src, err = ociimage.OpenSource(args[0], fString(cmd, "tmp"))
+		src, err = ociimage.OpenSource(args[0], or(fString(cmd, "tmp"), os.TempDir()))
 	}
 	if err != nil {
 		return err

@@ -39,6 +39,7 @@ restores it by its kind:
     their device-cgroup rules become those of the GPUs listed, and the shim
     remaps the CUDA processes onto them. A GPU this host lacks is refused
     before anything reaches containerd.
+
 A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.
 
 The work directory holds the process's memory (decrypted): it is removed

@@ -21,7 +21,12 @@ checkpoint needs. Then restores the tree with CRIU, detached (it is
 re-parented to init when cryo exits), resumes CUDA with the GPUs remapped to
 this host's, and prints the restored root's pid on stdout.
 
-The processes get back their old pids, which must be free. A checkpoint taken
+The processes get back their old pids, which must be free. Each process is
+restored onto as many GPUs as it saw: by default the same UUIDs where
+present, else free GPUs of the same model with room for what it held.
+--gpu-map OLD=NEW (repeatable, or $CRYO_GPU_MAP) picks targets; a partial map
+is completed (on a 2-GPU process, GPU0=GPU1 becomes a swap) or refused with
+the reason (docs/multi-gpu.md). A checkpoint taken
 with --tcp-established is restored with its connections without the flag.
 A checkpoint taken with --shell-job is restored with --shell-job into the
 terminal cryo runs in. CRIU's log is DIR/criu-restore.log.

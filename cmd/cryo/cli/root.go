@@ -95,6 +95,7 @@ Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
 	add("image", imageCommand(), inspectCommand())
 	add("host", doctorCommand(), versionCommand())
 	root.AddCommand(genDocsCommand())
+	root.AddCommand(topicCommands()...)
 	root.SetHelpCommandGroupID("host")
 	root.SetCompletionCommandGroupID("host")
 	return root

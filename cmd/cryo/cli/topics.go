@@ -1,0 +1,146 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+// Help topics: `cryo help environment` and the like. They are commands
+// without a Run, which cobra lists as "Additional help topics"; the Markdown
+// reference carries them too.
+func topicCommands() []*cobra.Command {
+	topic := func(name, short, long string) *cobra.Command {
+		return &cobra.Command{Use: name, Short: short, Long: long}
+	}
+	return []*cobra.Command{
+		topic("environment", "the variables every front end reads", environmentTopic),
+		topic("interrupted", "what a killed or interrupted checkpoint leaves, and how to finish it", interruptedTopic),
+		topic("locking", "one checkpoint or restore of a target at a time", lockingTopic),
+		topic("digests", "how checkpoint files are hashed and verified", digestsTopic),
+	}
+}
+
+const environmentTopic = `Every front end reads these once, when it starts: the cryo CLI and the shim
+from their environment (the shim's is containerd's), cryo-runc and its CRIU
+action script from their environment with the environment file merged
+beneath it (docs/podman.md). A flag of the CLI wins over its variable.
+
+  CRYO_LIBCUDA         the CUDA driver library (default libcuda.so.1)
+  CRYO_LIBNVML         the NVML library (default libnvidia-ml.so.1)
+  CRYO_CRIU            the CRIU binary (default /usr/local/sbin/criu, then PATH)
+  CRYO_RUNC            the runc that cryo-runc wraps (default runc on PATH)
+  CRYO_GPU_MAP         OLD-UUID=NEW-UUID[,...]: the target GPUs of a restore,
+                       for every front end (--gpu-map)
+  CRYO_VERIFY          full: hash every image file at every restore (default:
+                       trust cryo's own record of an unchanged image; see
+                       "cryo help digests")
+  CRYO_STAMP_DIR       where those records live (default /var/lib/cryo/verified;
+                       must be root's alone)
+  CRYO_LOCK_DIR        the per-target lock files (default /run/cryo/locks)
+  CRYO_COPY_TIMEOUT    deadline of a driver call that copies GPU memory (default
+                       10m), for every front end (--copy-timeout)
+  CRYO_RESTORE_DIR     where image restores unpack (default /var/lib/cryo/restore);
+                       the work directory is removed after the restore
+  CRYO_DIGEST_WATCH    0: hash the image after the dump instead of while CRIU
+                       writes it
+  CRYO_ALLOW_CUDA_IPC  1: checkpoint NCCL ranks that cryo would refuse
+                       (--allow-cuda-ipc; docs/multi-gpu.md)
+  CRYO_IMAGE_STORE     the local image store (default /var/lib/cryo/images for
+                       root, ~/.local/share/cryo/images otherwise; --store); the
+                       shim pulls the checkpoint images that pods name into it
+  CRYO_CRIU_HOOKS      1: cryo-runc prepares every container it creates so that a
+                       direct "runc checkpoint" is CUDA-safe too
+  CRYO_CRIU_ACTION     the action script those containers get (default
+                       cryo-criu-action next to cryo-runc)
+  CRYO_RUNC_ENV        cryo-runc's environment file (default /etc/cryo/cryo-runc.env)
+  CONTAINERD_ADDRESS   containerd's socket, as for ctr (--address)
+  CONTAINERD_NAMESPACE containerd's namespace, as for ctr (--namespace)
+
+Registry credentials come from the files Podman and Docker use, in their
+order: --authfile, $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
+/run/containers/UID/auth.json, $XDG_CONFIG_HOME/containers/auth.json (else
+~/.config/containers/auth.json), then $DOCKER_CONFIG/config.json (else
+~/.docker/config.json). The shim searches the same files from containerd's
+environment (containerd runs as root: /root/.docker/config.json, or
+REGISTRY_AUTH_FILE in its unit).`
+
+const interruptedTopic = `Without --leave-running, CRIU leaves the dumped tree stopped, not killed: cryo
+kills it only after the digests and the manifest are written and the file
+system is synced. A failure after the dump (a full disk at the last write,
+say) continues the tree (SIGCONT, then CUDA resumed), so the workload runs
+on; its dump is then stale and is marked so (stats-dump removed), and a
+restore refuses it. With --tcp-established the tree is killed by CRIU as
+before: CRIU keeps the network locked for a stopped tree.
+
+If cryo itself is killed after the dump (or, under Podman, cryo-runc), the
+images are whole but the manifest has no digests. Such a checkpoint is not
+lost:
+  - "cryo restore" (and the shim and cryo-runc restores) completes it first,
+    printing "completing a checkpoint interrupted after its dump: hashing its
+    files as they are now". The manifest then records
+    completed_after_interruption: its digests vouch for the files as they
+    were when hashed, not as CRIU wrote them.
+  - "cryo checkpoint --finish DIR" does the same without restoring.
+
+A bare tree whose cryo was killed is still there, stopped with CUDA
+suspended: either "kill -CONT" it and "cryo cuda resume PID" to let it run on
+(its dump is then stale: take a new checkpoint), or kill it and restore the
+checkpoint. cryo completes a checkpoint only when CRIU's dump completed
+(stats-dump and inventory.img present, and "Dumping finished successfully"
+in the dump log); anything else is refused with "did not finish ... re-take
+the checkpoint". "cryo inspect DIR" says which of the two a checkpoint is.
+
+Killed before the dump, cryo leaves nothing to finish: killed before the
+suspend, the processes were never touched; killed between the suspend and
+the dump, they run with CUDA suspended, "cryo cuda state PID" says
+checkpointed and "cryo cuda resume PID" brings them back as they were.
+
+Ctrl-C (SIGINT), SIGTERM and SIGHUP are caught: the step under way is
+stopped and rolled back (CUDA resumed, the processes running), and cryo
+exits 128+signal (130 for Ctrl-C). Further signals during the rollback are
+ignored, so that it cannot be cut short.`
+
+const lockingTopic = `Every front end (cryo checkpoint and restore, cryo cuda suspend and resume,
+cryo-runc, the containerd shim, the CRIU action script) locks its target for
+the whole run: the container id, and each pid of its processes, so that
+"cryo checkpoint --pid" on a container's process and "cryo-runc checkpoint"
+of that container collide too. A second request for a target that is busy
+does not wait and touches nothing (no thaw, no suspend, no resume); it fails
+at once with:
+
+  cryo: checkpoint of pid 7000 failed at step lock: a checkpoint of pid 7000
+  is in progress (pid 6812 of cryo); nothing was done, the processes were not
+  touched; remedy: wait for that run to finish, then retry
+
+The first run completes normally. Through containerd, the shim also refuses
+the Pause that containerd sends before a second checkpoint of a task whose
+checkpoint is in progress, so that the first run's driver calls never meet a
+frozen cgroup. The locks are flocks on files in /run/cryo/locks
+(CRYO_LOCK_DIR); the kernel drops them when their holder exits, so a killed
+cryo leaves nothing to clean up.
+
+cryo suspends only CUDA processes it finds running, and a failed run resumes
+only those it suspended itself. A process already locked stops a checkpoint
+before anything is touched ("cryo cuda state PID" says why). A process you
+suspended yourself with "cryo cuda suspend" is dumped as it is and left
+suspended: "cryo checkpoint --leave-running" and cryo-runc then say so, with
+the "cryo cuda resume" to run.`
+
+const digestsTopic = `Every image file is recorded in the manifest as sha256-chunked-16MiB:SIZE:HEX:
+the sha256 of the sha256s of its 16 MiB chunks, so that hashing uses every
+core. Manifests of format 1 (plain sha256) are still verified.
+
+A checkpoint hashes the page images while CRIU writes them (CRIU only appends
+to them; each chunk is hashed once it lies below the file's end), so the
+digests are ready a few hundredths of a second after the dump: 0.11 s for a
+17.8 GB image, where a second pass took 1.1 s. CRYO_DIGEST_WATCH=0 hashes
+after the dump instead.
+
+A restore verifies every file against the manifest before anything is
+restored. An image that cryo itself hashed on this host (it wrote the
+checkpoint, or verified it before) is not read again if none of its files has
+changed since: cryo keeps, in the root-only directory /var/lib/cryo/verified
+(CRYO_STAMP_DIR), each file's device, inode, size, mtime and ctime as they
+were when it hashed them. The kernel moves a file's ctime on every change and
+nothing can set it back, so an unchanged record means unchanged bytes.
+Copies, extractions and edits all change it and are hashed in full.
+CRYO_VERIFY=full hashes every restore, for storage that might corrupt data
+underneath the file system. Records older than 14 days are pruned.
+"cryo inspect --verify" checks a checkpoint's files without restoring it.`
