@@ -131,7 +131,8 @@ check_cni() {
 main() {
 	add_suites
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
-		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux
+		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux \
+		bash-completion tmux
 	check_cni
 	install_criu
 	mkdir -p "$CRYO_DEPS"

@@ -118,6 +118,13 @@ func (c *checkpoint) run(ctx context.Context, steps []stepRun) error {
 			continue
 		}
 		c.o.holdForTest(s.name)
+		// An interrupt (the CLI's Ctrl-C cancels ctx) stops the run between
+		// steps: the dump itself does not watch ctx, so without this a
+		// cancelled checkpoint would carry on to the end.
+		if err := context.Cause(ctx); err != nil {
+			c.m.AddStep(string(s.name), 0, err)
+			return c.fail(ctx, s.name, fmt.Errorf("stopped before this step: %w", err))
+		}
 		d, err := c.o.step(ctx, c.t.ID, s.name, s.run)
 		c.m.AddStep(string(s.name), d, err)
 		if err != nil {

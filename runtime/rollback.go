@@ -65,6 +65,9 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 // checkpointRemedy says what a user can do about a failed step.
 func checkpointRemedy(step Step, err error, dir string) string {
 	switch {
+	case errors.Is(err, context.Canceled):
+		// Interrupted on purpose (Ctrl-C, SIGTERM): nothing is broken.
+		return "none needed; take the checkpoint again when you are ready"
 	case errors.Is(err, ErrNoProcess) || errors.Is(err, cudacr.ErrNoProcess):
 		return "check that the process or container is running"
 	case errors.Is(err, cudacr.ErrTimeout):

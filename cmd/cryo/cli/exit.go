@@ -59,6 +59,10 @@ type interrupted struct{ sig os.Signal }
 
 func (i *interrupted) Error() string { return "interrupted by " + sigName(i.sig) }
 
+// Is makes an interrupt a cancellation for errors.Is, so that the layers
+// below, which know nothing of signals, tell it from a failure.
+func (i *interrupted) Is(target error) bool { return target == context.Canceled }
+
 // signalContext is cancelled on SIGINT, SIGTERM and SIGHUP, with the signal as
 // its cause. Commands pass it down, so that an interrupted suspend or dump
 // still rolls back instead of leaving processes locked; later signals are
@@ -89,11 +93,6 @@ func interruptedBy(ctx context.Context) os.Signal {
 		return i.sig
 	}
 	return nil
-}
-
-func isCanceled(err error) bool {
-	var i *interrupted
-	return errors.Is(err, context.Canceled) || errors.As(err, &i)
 }
 
 func sigNumber(s os.Signal) int {

@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -111,11 +112,15 @@ func helpWidth() int {
 
 // report prints err once, prefixed "cryo:", and returns the exit code.
 func report(ctx context.Context, w io.Writer, err error) int {
-	if sig := interruptedBy(ctx); sig != nil {
-		if err != nil && !isCanceled(err) {
-			fmt.Fprintf(w, "cryo: interrupted by %s: %v\n", sigName(sig), err)
-		} else {
+	// A signal that came when the work was done anyway changes nothing.
+	if sig := interruptedBy(ctx); sig != nil && err != nil {
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "interrupted by"):
+			fmt.Fprintf(w, "cryo: %s\n", msg) // the step and its rollback say it
+		case errors.Is(err, context.Canceled):
 			fmt.Fprintf(w, "cryo: interrupted by %s\n", sigName(sig))
+		default:
+			fmt.Fprintf(w, "cryo: interrupted by %s: %s\n", sigName(sig), msg)
 		}
 		return 128 + sigNumber(sig)
 	}
