@@ -160,3 +160,44 @@ func exportSizes(t *testing.T, export string) (ckpt, rootfs int64) {
 	}
 	return ckpt, rootfs
 }
+
+// TestPodmanCreateImage: an image made by `podman container checkpoint
+// --create-image` of a CUDA container under cryo-runc, pushed to a
+// registry, inspects as a podman checkpoint whose GPUs are unknown until
+// it is pulled, and then read from cryo's manifest inside its layer.
+func TestPodmanCreateImage(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "ckimg-app")
+	p.podman(t, "container", "checkpoint", "--create-image", "localhost/ckimg:1", "ckimg-app")
+	reg := startRegistry(t)
+	ref := reg.addr + "/ckpt/podman-image:1"
+	p.podman(t, "push", "--tls-verify=false", "--format", "oci", "localhost/ckimg:1", "docker://"+ref)
+
+	ctx := context.Background()
+	sum, err := ociimage.InspectRemote(ctx, ref, ociimage.RemoteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Kind != ociimage.KindPodman || sum.GPUsUnknown != ociimage.GPUsPullToRead || sum.Name != "ckimg-app" {
+		t.Fatalf("remote: kind %q, GPUs unknown %q, name %q; want podman, %q, ckimg-app", sum.Kind, sum.GPUsUnknown, sum.Name, ociimage.GPUsPullToRead)
+	}
+	st, err := ociimage.OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pull(ctx, ref, ociimage.TransferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = st.InspectLocal(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.GPUsUnknown != "" || len(sum.GPUs) == 0 || sum.Created.IsZero() {
+		t.Fatalf("local: GPUs %+v (unknown: %q), created %v; want the fake GPU from cryo's manifest", sum.GPUs, sum.GPUsUnknown, sum.Created)
+	}
+	list, err := st.ListImages(ctx)
+	if err != nil || len(list) != 1 || list[0].Kind != ociimage.KindPodman || list[0].GPUs() != "unknown" {
+		t.Fatalf("image list %+v %v", list, err)
+	}
+	t.Logf("remote: GPUs unknown (%s); pulled: %d× %s; ls: %+v", ociimage.GPUsPullToRead, len(sum.GPUs), sum.GPUs[0].Name, list[0])
+}
