@@ -11,6 +11,10 @@
 #                  Podman's networks and the CRI tests' pod network
 #   containerd 1.7 (trixie) and 2.x (sid)         unpacked side by side under
 #                  $CRYO_DEPS (they share one package name, so apt cannot hold both)
+#   checkpointctl v1.4.0   `go install`ed into $CRYO_DEPS/bin, for the tests
+#                  that read cryo's checkpoint archives with it (the Go found
+#                  on PATH, else /usr/local/go/bin/go; a binary of another
+#                  version is replaced)
 #
 # Environment: CRYO_DEPS (default /opt/cryo-deps) is where the unpacked parts go.
 set -euo pipefail
@@ -18,6 +22,7 @@ set -euo pipefail
 CRYO_DEPS=${CRYO_DEPS:-/opt/cryo-deps}
 CRIU_VERSION=4.2.1
 CRIU_SUITE=sid
+CHECKPOINTCTL_VERSION=v1.4.0
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -128,6 +133,31 @@ check_cni() {
 	say "CNI plugins present in /usr/lib/cni"
 }
 
+# install_checkpointctl builds checkpointctl with Go into $CRYO_DEPS/bin. It
+# has no Debian package; v1.4.0 is the release that shares go-criu v7 with
+# cryo. `go version -m` tells the version of a binary already there.
+install_checkpointctl() {
+	local bin=$CRYO_DEPS/bin/checkpointctl go
+	if [ -x "$bin" ] && go_of "$bin" | grep -q "checkpointctl[[:space:]]*$CHECKPOINTCTL_VERSION"; then
+		say "checkpointctl $CHECKPOINTCTL_VERSION present in $CRYO_DEPS/bin"
+		return 0
+	fi
+	go=$(command -v go || true)
+	[ -n "$go" ] || go=/usr/local/go/bin/go
+	[ -x "$go" ] || die "Go is needed to build checkpointctl and cryo; install it (https://go.dev/doc/install) into /usr/local/go or put it on PATH"
+	say "building checkpointctl $CHECKPOINTCTL_VERSION into $CRYO_DEPS/bin with $go"
+	mkdir -p "$CRYO_DEPS/bin"
+	GOBIN=$CRYO_DEPS/bin "$go" install "github.com/checkpoint-restore/checkpointctl@$CHECKPOINTCTL_VERSION" ||
+		die "go install checkpointctl@$CHECKPOINTCTL_VERSION failed; check the network and GOPROXY"
+}
+
+# go_of prints the module lines of a Go binary (empty if Go is missing).
+go_of() {
+	local go
+	go=$(command -v go || echo /usr/local/go/bin/go)
+	[ -x "$go" ] && "$go" version -m "$1" 2>/dev/null | awk '$1 == "mod" {print $2, $3}'
+}
+
 main() {
 	add_suites
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
@@ -138,6 +168,7 @@ main() {
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
 	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
+	install_checkpointctl
 	# The registry package starts a system service on port 5000; the tests run
 	# their own on loopback, so keep the system one out of their way.
 	if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl disable --now docker-registry || true; fi

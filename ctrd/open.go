@@ -32,8 +32,8 @@ func Open(ctx context.Context, o Options, ref, tmp string) (*ociimage.Source, er
 	}
 	meta := ociimage.ContainerdMeta{Namespace: o.Namespace}
 	if rec, err := c.ContainerService().Get(ctx, ociimage.CheckpointContainerID(ref)); err == nil {
-		meta.ID, meta.Runtime, meta.Snapshotter = rec.ID, rec.Runtime.Name, rec.Snapshotter
-		meta.RootfsImage = rec.Image
+		meta.ID, meta.OCIRuntime, meta.Snapshotter = rec.ID, rec.Runtime.Name, rec.Snapshotter
+		meta.RootfsImageName, meta.CreatedTime = rec.Image, rec.CreatedAt.UTC()
 	}
 	cs := c.ContentStore()
 	open := func(ctx context.Context, d ocispec.Descriptor) (io.ReadCloser, error) {

@@ -65,7 +65,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 		return nil, fmt.Errorf("spec of the checkpoint: %w", err)
 	}
 	o.Name = cmp.Or(o.Name, meta.Name, meta.ID)
-	o.Runtime = cmp.Or(o.Runtime, meta.Runtime, CryoRuntime)
+	o.Runtime = cmp.Or(o.Runtime, meta.OCIRuntime, CryoRuntime)
 	o.Snapshotter = cmp.Or(o.Snapshotter, meta.Snapshotter)
 	var gpus string // the GPU nodes that replace the recorded ones, for the log
 	if len(o.GPUs) > 0 {
@@ -76,7 +76,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 		ReplaceGPUs(&spec, nodes)
 		gpus = strings.Join(nodePaths(nodes), ", ")
 	}
-	if meta.RootfsImage == "" {
+	if meta.RootfsImageName == "" {
 		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
 	}
 	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
@@ -151,7 +151,7 @@ func (r *ctrdRestore) run(ctx context.Context, spec *specs.Spec) (res *Restored,
 // the snapshotter. cryo does not pull it: registries, credentials and
 // platforms of base images are the node's business.
 func (r *ctrdRestore) baseImage(ctx context.Context) (client.Image, error) {
-	ref := r.meta.RootfsImage
+	ref := r.meta.RootfsImageName
 	img, err := r.c.GetImage(ctx, ref)
 	if errdefs.IsNotFound(err) {
 		return nil, fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s; remedy: pull or import it there first (ctr -n %s image pull %s): %w",
@@ -160,8 +160,8 @@ func (r *ctrdRestore) baseImage(ctx context.Context) (client.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("base image %s: %w", ref, err)
 	}
-	if r.meta.RootfsImageID != "" && img.Target().Digest.String() != r.meta.RootfsImageID {
-		r.logf("warning: base image %s is %s here, %s at checkpoint; the rootfs diff may not fit", ref, img.Target().Digest, r.meta.RootfsImageID)
+	if r.meta.RootfsImage != "" && img.Target().Digest.String() != r.meta.RootfsImage {
+		r.logf("warning: base image %s is %s here, %s at checkpoint; the rootfs diff may not fit", ref, img.Target().Digest, r.meta.RootfsImage)
 	}
 	ok, err := img.IsUnpacked(ctx, r.o.Snapshotter)
 	if err == nil && !ok {

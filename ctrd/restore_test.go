@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	metadata "github.com/checkpoint-restore/checkpointctl/lib"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
@@ -19,7 +20,7 @@ func TestRenameCgroup(t *testing.T) {
 		{"/custom/deep/path", "/custom/deep/path"},
 	} {
 		s := &rspec.Spec{Linux: &rspec.Linux{CgroupsPath: c.path}}
-		renameCgroup(s, ociimage.ContainerdMeta{ID: "app", Namespace: "ns"}, "other", "new")
+		renameCgroup(s, ociimage.ContainerdMeta{ContainerConfig: metadata.ContainerConfig{ID: "app"}, Namespace: "ns"}, "other", "new")
 		if s.Linux.CgroupsPath != c.want {
 			t.Errorf("%s → %s, want %s", c.path, s.Linux.CgroupsPath, c.want)
 		}

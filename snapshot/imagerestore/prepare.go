@@ -96,7 +96,7 @@ func Prepare(ctx context.Context, ref, id string, o Options) (*Prepared, error) 
 // specDumpName is the container's spec that every container checkpoint
 // carries (Podman, CRI, cryo's containerd kind); a bare process tree's has
 // none.
-const specDumpName = "spec.dump"
+const specDumpName = ociimage.SpecDumpName
 
 // fetch makes ref present in the store, as a node treats a container image
 // with the default pull policy: a digest-pinned reference or a tag other

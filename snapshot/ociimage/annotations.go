@@ -11,12 +11,14 @@
 // the GPU model, count, memory and driver.
 package ociimage
 
-// Annotations read by checkpointctl and CRI-O.
+import metadata "github.com/checkpoint-restore/checkpointctl/lib"
+
+// Annotations read by checkpointctl and CRI-O, named by checkpointctl's lib.
 const (
-	AnnCRIUContainerName = "org.criu.checkpoint.container.name"
-	AnnCRIURootfsImage   = "org.criu.checkpoint.rootfsImageName"
-	AnnCRIUEngine        = "org.criu.checkpoint.engine.name"
-	AnnCRIUEngineVersion = "org.criu.checkpoint.engine.version"
+	AnnCRIUContainerName = metadata.CheckpointAnnotationName
+	AnnCRIURootfsImage   = metadata.CheckpointAnnotationRootfsImageName
+	AnnCRIUEngine        = metadata.CheckpointAnnotationEngine
+	AnnCRIUEngineVersion = metadata.CheckpointAnnotationEngineVersion
 )
 
 // Annotations read by Podman (`podman container restore IMAGE`).
@@ -49,17 +51,18 @@ const (
 	AnnOCICreated   = "org.opencontainers.image.created"
 	AnnOCIRefName   = "org.opencontainers.image.ref.name"
 	engineName      = "cryo"
-	checkpointDir   = "checkpoint"
-	configDumpName  = "config.dump"
-	statusDumpName  = "status.dump" // CRI's container status, in a kubelet archive
+	checkpointDir   = metadata.CheckpointDirectory
+	configDumpName  = metadata.ConfigDumpFile
+	statusDumpName  = metadata.StatusDumpFile // CRI's container status, in a kubelet archive
+	statsDumpName   = "stats-dump"            // CRIU's dump statistics (checkpointctl inspect --stats)
 	cryoImageConfig = "cryo-image.json"
 )
 
 // Files of an unpacked container checkpoint besides checkpoint/ (see
 // CRIUDir), named as in Podman's export.
 const (
-	RootfsDiffName = "rootfs-diff.tar" // the rw layer, an uncompressed layer tar
-	SpecDumpName   = "spec.dump"       // the container's OCI runtime spec
+	RootfsDiffName = metadata.RootFsDiffTar // the rw layer, an uncompressed layer tar
+	SpecDumpName   = metadata.SpecDumpFile  // the container's OCI runtime spec
 )
 
 // Layer parts.
@@ -73,3 +76,20 @@ const (
 func isCheckpointImage(ann map[string]string) bool {
 	return ann[AnnCRIUContainerName] != "" || ann[AnnPodmanName] != "" || ann[AnnKind] != ""
 }
+
+// imageKind is a checkpoint image's kind: cryo's annotation, or, on an
+// image cryo did not build (`podman container checkpoint --create-image`,
+// `checkpointctl build`), the Podman/CRI-O export that its one layer holds.
+func imageKind(ann map[string]string) Kind {
+	if k := Kind(ann[AnnKind]); k != "" {
+		return k
+	}
+	if isCheckpointImage(ann) {
+		return KindPodman
+	}
+	return ""
+}
+
+// builtByCryo reports whether cryo built the image, so that its annotations
+// say everything a summary shows, GPUs included.
+func builtByCryo(ann map[string]string) bool { return ann[AnnKind] != "" }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	metadata "github.com/checkpoint-restore/checkpointctl/lib"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/containerd/v2/pkg/protobuf/proto"
@@ -19,6 +20,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 )
 
@@ -34,14 +36,16 @@ const (
 const AnnContainerdRuntime = annPrefix + "containerd.runtime"
 
 // ContainerdMeta is config.dump for a checkpoint that came from containerd:
-// what a restore needs besides the CRIU images, the spec and the rw diff.
-// The field names follow Podman's config.dump where they mean the same.
+// checkpointctl's ContainerConfig (id, name, rootfsImageName, rootfsImage,
+// runtime, createdTime, checkpointedTime), which checkpointctl and
+// containerd's CRI plugin read, plus what a restore needs besides the CRIU
+// images, the spec and the rw diff. Its ContainerConfig's fields hold: ID
+// and Name the container's; RootfsImageName the base image reference and
+// RootfsImage its manifest or index digest at checkpoint; OCIRuntime the
+// containerd runtime type; CreatedTime when the container was created and
+// CheckpointedAt when it was checkpointed.
 type ContainerdMeta struct {
-	ID              string `json:"id"`
-	Name            string `json:"name"`
-	RootfsImage     string `json:"rootfsImageName"` // the base image reference
-	RootfsImageID   string `json:"rootfsImage"`     // its manifest or index digest at checkpoint
-	Runtime         string `json:"runtime"`
+	metadata.ContainerConfig
 	CryoKind        Kind   `json:"cryoKind"`
 	Namespace       string `json:"namespace,omitempty"`
 	Snapshotter     string `json:"snapshotter,omitempty"`
@@ -75,7 +79,7 @@ func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) erro
 		case images.IsLayerType(mt) || mt == images.MediaTypeContainerd1RW:
 			rw = d
 		case images.IsManifestType(mt) || images.IsIndexType(mt):
-			ck.meta.RootfsImageID = d.Digest.String()
+			ck.meta.RootfsImage = d.Digest.String()
 		}
 	}
 	if criu == nil {
@@ -96,21 +100,30 @@ func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) erro
 			return err
 		}
 	}
-	ck.fillMeta()
+	ck.fillMeta(readManifest(filepath.Join(root, checkpointDir)))
 	return writeJSONFile(filepath.Join(root, configDumpName), ck.meta)
 }
 
-// fillMeta takes the names that the index annotations carry.
-func (ck *ctrdCheckpoint) fillMeta() {
+// fillMeta takes the names that the index annotations carry, and the
+// times: checkpointctl prints a zero time as 0001-01-01.
+func (ck *ctrdCheckpoint) fillMeta(man *snapshot.Manifest) {
 	m, a := &ck.meta, ck.index.Annotations
 	m.CryoKind, m.CheckpointImage = KindContainerd, ck.ref
-	m.RootfsImage = firstNonEmpty(m.RootfsImage, a[ctrdAnnImageName], a[ocispec.AnnotationRefName])
-	m.Runtime = firstNonEmpty(m.Runtime, a[ctrdAnnRuntime])
+	m.RootfsImageName = firstNonEmpty(m.RootfsImageName, a[ctrdAnnImageName], a[ocispec.AnnotationRefName])
+	m.OCIRuntime = firstNonEmpty(m.OCIRuntime, a[ctrdAnnRuntime])
 	m.Snapshotter = firstNonEmpty(m.Snapshotter, a[ctrdAnnSnapshotter])
 	if m.ID == "" {
 		m.ID = CheckpointContainerID(ck.ref)
 	}
 	m.Name = firstNonEmpty(m.Name, m.ID)
+	if m.CheckpointedAt.IsZero() && man != nil {
+		m.CheckpointedAt = man.Created.UTC()
+	}
+	// Without the container record (a checkpoint exported to another
+	// host) its creation is unknown; the checkpoint time bounds it.
+	if m.CreatedTime.IsZero() {
+		m.CreatedTime = m.CheckpointedAt
+	}
 }
 
 // CheckpointContainerID reads the container id out of ctr's default

@@ -29,7 +29,10 @@ func InspectPath(path string) (*Summary, error) {
 	return sum, nil
 }
 
-// InspectLocal summarizes an image of the store from its manifest alone.
+// InspectLocal summarizes an image of the store from its manifest, and, for
+// an image that cryo did not build (`podman container checkpoint
+// --create-image`), from cryo's manifest inside its layer, read up to that
+// file only.
 func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error) {
 	im, err := st.LoadImage(ctx, ref)
 	if err != nil {
@@ -37,11 +40,18 @@ func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error)
 	}
 	sum := FromManifest(im.Manifest)
 	sum.Source, sum.Digest = ref+" (local store)", im.Desc.Digest.String()
+	if sum.Created.IsZero() && im.Config.Created != nil {
+		sum.Created = im.Config.Created.UTC()
+	}
+	if !builtByCryo(im.Manifest.Annotations) {
+		st.readForeignManifest(im, sum)
+	}
 	return sum, nil
 }
 
 // InspectRemote summarizes an image in a registry from its manifest alone:
-// no layer is pulled.
+// no layer is pulled, so an image that cryo did not build has its GPU
+// needs unknown (GPUsPullToRead).
 func InspectRemote(ctx context.Context, ref string, o RemoteOptions) (*Summary, error) {
 	m, err := RemoteManifest(ctx, ref, o)
 	if err != nil {
@@ -55,13 +65,16 @@ func InspectRemote(ctx context.Context, ref string, o RemoteOptions) (*Summary, 
 // FromManifest reads back the summary that Build put in the annotations.
 func FromManifest(m ocispec.Manifest) *Summary {
 	a := m.Annotations
-	sum := &Summary{Kind: Kind(a[AnnKind]), Name: firstNonEmpty(a[AnnName], a[AnnCRIUContainerName], a[AnnPodmanName]),
+	sum := &Summary{Kind: imageKind(a), Name: firstNonEmpty(a[AnnName], a[AnnCRIUContainerName], a[AnnPodmanName]),
 		BaseImage: firstNonEmpty(a[AnnCRIURootfsImage], a[AnnPodmanRootfsImage]), Host: a[AnnHost],
 		Driver: a[AnnGPUDriver], Annotation: a}
 	sum.Created, _ = time.Parse(time.RFC3339, a[AnnOCICreated])
 	sum.CUDA, _ = strconv.Atoi(a[AnnCUDAVersion])
 	sum.Processes = parseProcesses(a[AnnProcesses])
 	sum.GPUs = parseGPUs(a)
+	if !builtByCryo(a) {
+		sum.GPUsUnknown = GPUsPullToRead
+	}
 	sum.Sizes = Sizes{GPUMemory: atoi(a[AnnSizeGPU]), HostMemory: atoi(a[AnnSizeHost]),
 		RootfsDiff: atoi(a[AnnSizeRootfs]), Total: atoi(a[AnnSizeTotal])}
 	for _, l := range m.Layers {

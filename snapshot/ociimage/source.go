@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	metadata "github.com/checkpoint-restore/checkpointctl/lib"
+
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 )
@@ -119,16 +121,13 @@ func readManifest(dir string) *snapshot.Manifest {
 	return m
 }
 
-// exportConfig is the part of config.dump (Podman's container config, or
-// checkpointctl's ContainerConfig) that the image annotations need.
+// exportConfig is the part of config.dump (Podman's container config,
+// checkpointctl's ContainerConfig, or cryo's ContainerdMeta) that the image
+// annotations need.
 type exportConfig struct {
-	ID            string `json:"id"`
-	Name          string `json:"name"`
-	RawImageName  string `json:"rawImageName"`
-	RootfsImage   string `json:"rootfsImageName"`
-	RootfsImageID string `json:"rootfsImage"`
-	OCIRuntime    string `json:"runtime"`
-	CryoKind      Kind   `json:"cryoKind"`
+	metadata.ContainerConfig
+	RawImageName string `json:"rawImageName"` // Podman's
+	CryoKind     Kind   `json:"cryoKind"`     // cryo's
 }
 
 func readExportMeta(s *Source) {
@@ -141,7 +140,7 @@ func readExportMeta(s *Source) {
 		return
 	}
 	s.Name = firstNonEmpty(c.Name, c.ID)
-	s.BaseImage = firstNonEmpty(c.RootfsImage, c.RawImageName)
+	s.BaseImage = firstNonEmpty(c.RootfsImageName, c.RawImageName)
 	s.Runtime = c.OCIRuntime
 	switch {
 	case c.CryoKind != "":

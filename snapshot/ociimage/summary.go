@@ -25,10 +25,15 @@ type Summary struct {
 	Host      string             `json:"host,omitempty"`
 	Processes []ProcessInfo      `json:"processes"`
 	GPUs      []snapshot.GPUNeed `json:"gpus,omitempty"`
-	Driver    string             `json:"driver,omitempty"`
-	CUDA      int                `json:"cuda_version,omitempty"`
-	Sizes     Sizes              `json:"sizes"`
-	Encrypted bool               `json:"encrypted,omitempty"`
+	// GPUsUnknown, when set, says why GPUs is not the answer: a checkpoint
+	// that cryo's manifest does not describe, or an image that cryo did not
+	// build, whose manifest sits inside its layer ("pull to read"). Show
+	// "unknown (GPUsUnknown)" then, never "none needed".
+	GPUsUnknown string `json:"gpus_unknown,omitempty"`
+	Driver      string `json:"driver,omitempty"`
+	CUDA        int    `json:"cuda_version,omitempty"`
+	Sizes       Sizes  `json:"sizes"`
+	Encrypted   bool   `json:"encrypted,omitempty"`
 	// Unfinished: the cryo run that took the checkpoint stopped after
 	// CRIU's dump (Finishable: the dump completed, so `cryo checkpoint
 	// --finish` or a restore completes it; otherwise it must be re-taken).
@@ -38,6 +43,13 @@ type Summary struct {
 	Layers     []LayerInfo       `json:"layers,omitempty"`
 	Annotation map[string]string `json:"annotations,omitempty"`
 }
+
+// Reasons of Summary.GPUsUnknown.
+const (
+	GPUsNoManifest = "no cryo manifest in the checkpoint: it was taken without cryo"
+	GPUsPullToRead = "pull to read"
+	GPUsEncrypted  = "the layer holding cryo's manifest is encrypted"
+)
 
 // ProcessInfo is one checkpointed process.
 type ProcessInfo struct {
@@ -81,8 +93,11 @@ func Summarize(s *Source) (*Summary, error) {
 		if sum.Unfinished = m.Unfinished(); sum.Unfinished {
 			sum.Finishable, _ = snapshot.DumpCompleted(s.CRIU, m)
 		}
-	} else if st, err := os.Stat(s.CRIU + "/inventory.img"); err == nil {
-		sum.Created = st.ModTime().UTC()
+	} else {
+		sum.GPUsUnknown = GPUsNoManifest
+		if st, err := os.Stat(s.CRIU + "/inventory.img"); err == nil {
+			sum.Created = st.ModTime().UTC()
+		}
 	}
 	sum.Sizes.HostMemory -= sum.Sizes.GPUMemory
 	if sum.Sizes.HostMemory < 0 {

@@ -30,8 +30,8 @@ type Image struct {
 	Config   ocispec.Image
 }
 
-// Kind is the checkpoint's kind from its annotations.
-func (im *Image) Kind() Kind { return Kind(im.Manifest.Annotations[AnnKind]) }
+// Kind is the checkpoint's kind from its annotations (see imageKind).
+func (im *Image) Kind() Kind { return imageKind(im.Manifest.Annotations) }
 
 // LoadImage reads ref's manifest and config from the store, verifying both
 // against their digests, and refuses an image that is not a checkpoint.
@@ -158,19 +158,7 @@ func verifyCheckpoint(dir string, recs filedigest.Records) error {
 // decompression and safe extraction, then checks the size, digest and
 // diff_id; a mismatch fails the unpack (and dir is removed).
 func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions, budget *archive.Budget) error {
-	f, err := os.Open(st.blobPath(l))
-	if err != nil {
-		return fmt.Errorf("layer %s is missing from the store (%v): %w", l.Digest, err, ErrIntegrity)
-	}
-	defer f.Close()
-	vr := content.NewVerifyReader(f, l)
-	var r io.Reader = vr
-	if strings.HasSuffix(l.MediaType, encryptedSuffix) {
-		if r, err = decryptLayer(r, l, dec); err != nil {
-			return err
-		}
-	}
-	tarStream, closeFn, err := decompress(r, strings.TrimSuffix(l.MediaType, encryptedSuffix))
+	tarStream, verify, closeFn, err := st.openLayer(l, dec)
 	if err != nil {
 		return err
 	}
@@ -179,17 +167,49 @@ func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID d
 	if err := archive.ExtractWithin(io.TeeReader(tarStream, plain), dir, budget); err != nil {
 		return layerErr(l, err)
 	}
-	// Drain the padding after the tar's end so that the digest covers it all.
+	if err := finishLayer(l, diffID, tarStream, plain, verify); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// openLayer opens layer l of the store as its tar stream: decrypted with
+// dec, decompressed, and checked against l's size and digest by verify
+// once the stream has been read to its end.
+func (st *Store) openLayer(l ocispec.Descriptor, dec *DecryptOptions) (tarStream io.Reader, verify func() error, closeFn func(), err error) {
+	f, err := os.Open(st.blobPath(l))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("layer %s is missing from the store (%v): %w", l.Digest, err, ErrIntegrity)
+	}
+	vr := content.NewVerifyReader(f, l)
+	var r io.Reader = vr
+	if strings.HasSuffix(l.MediaType, encryptedSuffix) {
+		if r, err = decryptLayer(r, l, dec); err != nil {
+			f.Close()
+			return nil, nil, nil, err
+		}
+	}
+	tarStream, closeTar, err := decompress(r, strings.TrimSuffix(l.MediaType, encryptedSuffix))
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return tarStream, vr.Verify, func() { closeTar(); f.Close() }, nil
+}
+
+// finishLayer drains the padding after the tar's end, so that the diff_id
+// covers it all, and checks the blob's digest and the diff_id.
+func finishLayer(l ocispec.Descriptor, diffID digest.Digest, tarStream io.Reader, plain *digestCounter, verify func() error) error {
 	if _, err := io.Copy(plain, tarStream); err != nil {
 		return layerErr(l, err)
 	}
-	if err := vr.Verify(); err != nil {
+	if err := verify(); err != nil {
 		return layerErr(l, err)
 	}
 	if plain.Digest() != diffID {
 		return fmt.Errorf("layer %s: uncompressed content %s does not match diff_id %s: %w", l.Digest, plain.Digest(), diffID, ErrIntegrity)
 	}
-	return ctx.Err()
+	return nil
 }
 
 func layerErr(l ocispec.Descriptor, err error) error {

@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"archive/tar"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metadata "github.com/checkpoint-restore/checkpointctl/lib"
+
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+)
+
+// checkpointctlBin is checkpointctl v1.4.0 as contrib/install-deps.sh
+// installs it, or one on PATH.
+func checkpointctlBin(t *testing.T) string {
+	t.Helper()
+	if p := filepath.Join(depsDir(), "bin", "checkpointctl"); fileExists(p) {
+		return p
+	}
+	if p, err := exec.LookPath("checkpointctl"); err == nil {
+		return p
+	}
+	t.Skipf("checkpointctl is not installed (neither %s/bin/checkpointctl nor on PATH): run contrib/install-deps.sh", depsDir())
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// TestCheckpointctl: every kind of cryo checkpoint image, exported
+// (ociimage.Store.Export, which `cryo image export REF FILE` runs), reads in
+// checkpointctl with its name, today's date as its creation, its engine,
+// and the sizes of its checkpoint/ and rootfs diff.
+func TestCheckpointctl(t *testing.T) {
+	requireRoot(t)
+	bin := checkpointctlBin(t)
+	t.Run("Process", func(t *testing.T) {
+		n := newNode(t, nil)
+		_, dir, _ := checkpointApp(t, fakeDriverEnv(t, ""))
+		ref := "localhost/cryo/ckctl-process:1"
+		wantIn(t, n.cryo(t, "image", "build", dir, ref), "built "+ref)
+		// The name of a bare process is its manifest's id: "pid N".
+		checkCheckpointctl(t, bin, exportImage(t, n, ref), "pid ", "containerd")
+	})
+	t.Run("Podman", func(t *testing.T) {
+		p := newPodman(t)
+		p.runApp(t, "ckctl-app")
+		export := filepath.Join(p.dir, "app.tar.zst")
+		p.podman(t, "container", "checkpoint", "--export", export, "ckctl-app")
+		n := newNode(t, nil)
+		ref := "localhost/cryo/ckctl-podman:1"
+		wantIn(t, n.cryo(t, "image", "build", export, ref), "built "+ref)
+		checkCheckpointctl(t, bin, exportImage(t, n, ref), "ckctl-app", "Podman")
+	})
+	t.Run("Containerd", func(t *testing.T) {
+		a := newCtrdNode(t, ctrdVersions[len(ctrdVersions)-1])
+		a.importTestImage()
+		app := uniqueID("ckctl")
+		a.runApp(app)
+		ckpt, _ := a.taskCheckpoint(app, "--exit")
+		a.waitStopped(app)
+		ref := "localhost/cryo/ckctl-containerd:1"
+		wantIn(t, a.cryo(t, "image", "build", "--containerd", ckpt, ref), "built "+ref)
+		checkCheckpointctl(t, bin, exportImage(t, a.imgNode, ref), app, "containerd")
+	})
+	t.Run("Kubelet", func(t *testing.T) {
+		n := startCRINode(t).with(t)
+		p := n.runPod("ckctl", criHandler)
+		archive := filepath.Join(n.dir, "checkpoint-ckctl.tar")
+		p.checkpoint(archive)
+		p.remove()
+		node := newNode(t, nil)
+		ref := "localhost/cryo/ckctl-kubelet:1"
+		wantIn(t, node.cryo(t, "image", "build", archive, ref), "built "+ref)
+		checkCheckpointctl(t, bin, exportImage(t, node, ref), "app", "containerd")
+	})
+}
+
+// exportImage exports ref from the node's store as `cryo image export`
+// does, into a file next to it.
+func exportImage(t *testing.T, n *imgNode, ref string) string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := ociimage.OpenStore(ctx, n.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "export.tar")
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := st.Export(ctx, ref, f, nil); err != nil {
+		t.Fatalf("export %s: %v", ref, err)
+	}
+	return out
+}
+
+// checkCheckpointctl runs `checkpointctl show` and `inspect` on an export
+// and wants the name, today's date, the engine and the archive's sizes, as
+// checkpointctl renders them.
+func checkCheckpointctl(t *testing.T, bin, export, name, engine string) {
+	t.Helper()
+	ckpt, rootfs := exportSizes(t, export)
+	show := run(t, time.Minute, nil, bin, "show", export)
+	inspect := run(t, time.Minute, nil, bin, "inspect", "--ps-tree", "--stats", export)
+	t.Logf("checkpointctl show:\n%s\ncheckpointctl inspect:\n%s", show, inspect)
+	today, todayUTC := time.Now().Format("2006-01-02"), time.Now().UTC().Format("2006-01-02")
+	for _, out := range []string{show, inspect} {
+		wantIn(t, out, name, engine, metadata.ByteToString(ckpt))
+		if !strings.Contains(out, today) && !strings.Contains(out, todayUTC) {
+			t.Errorf("checkpointctl shows no creation date of today (%s):\n%s", today, out)
+		}
+		if strings.Contains(out, "0001-01-01") {
+			t.Errorf("checkpointctl shows a zero time:\n%s", out)
+		}
+		if rootfs > 0 {
+			wantIn(t, out, metadata.ByteToString(rootfs))
+		}
+	}
+	wantIn(t, inspect, "Image:", "Checkpoint size:", "CRIU dump statistics", "Process tree")
+}
+
+// exportSizes adds up the export's checkpoint/ files, and its rootfs diff.
+func exportSizes(t *testing.T, export string) (ckpt, rootfs int64) {
+	t.Helper()
+	f, err := os.Open(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case hdr.Typeflag != tar.TypeReg:
+		case strings.HasPrefix(hdr.Name, "checkpoint/"):
+			ckpt += hdr.Size
+		case hdr.Name == "rootfs-diff.tar":
+			rootfs = hdr.Size
+		}
+	}
+	if ckpt == 0 {
+		t.Fatalf("%s has no checkpoint/ files", export)
+	}
+	return ckpt, rootfs
+}
+
+// TestPodmanCreateImage: an image made by `podman container checkpoint
+// --create-image` of a CUDA container under cryo-runc, pushed to a
+// registry, inspects as a podman checkpoint whose GPUs are unknown until
+// it is pulled, and then read from cryo's manifest inside its layer.
+func TestPodmanCreateImage(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "ckimg-app")
+	p.podman(t, "container", "checkpoint", "--create-image", "localhost/ckimg:1", "ckimg-app")
+	reg := startRegistry(t)
+	ref := reg.addr + "/ckpt/podman-image:1"
+	p.podman(t, "push", "--tls-verify=false", "--format", "oci", "localhost/ckimg:1", "docker://"+ref)
+
+	ctx := context.Background()
+	sum, err := ociimage.InspectRemote(ctx, ref, ociimage.RemoteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Kind != ociimage.KindPodman || sum.GPUsUnknown != ociimage.GPUsPullToRead || sum.Name != "ckimg-app" {
+		t.Fatalf("remote: kind %q, GPUs unknown %q, name %q; want podman, %q, ckimg-app", sum.Kind, sum.GPUsUnknown, sum.Name, ociimage.GPUsPullToRead)
+	}
+	st, err := ociimage.OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pull(ctx, ref, ociimage.TransferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = st.InspectLocal(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.GPUsUnknown != "" || len(sum.GPUs) == 0 || sum.Created.IsZero() {
+		t.Fatalf("local: GPUs %+v (unknown: %q), created %v; want the fake GPU from cryo's manifest", sum.GPUs, sum.GPUsUnknown, sum.Created)
+	}
+	list, err := st.ListImages(ctx)
+	if err != nil || len(list) != 1 || list[0].Kind != ociimage.KindPodman || list[0].GPUs() != "unknown" {
+		t.Fatalf("image list %+v %v", list, err)
+	}
+	t.Logf("remote: GPUs unknown (%s); pulled: %d× %s; ls: %+v", ociimage.GPUsPullToRead, len(sum.GPUs), sum.GPUs[0].Name, list[0])
+}
