@@ -80,7 +80,7 @@ func Run(ctx context.Context, opts Options) Report {
 	var checks []Check
 	checks = append(checks, e.checkKernel(), e.checkPrivileges(), e.checkCgroups(), e.checkTHP(), e.checkCopyTimeout())
 	checks = append(checks, e.checkCRIU(ctx)...)
-	front := e.findFrontEnds(ctx)
+	front := e.findFrontEnds()
 	checks = append(checks, e.checkRunc(ctx, front))
 	checks = append(checks, e.checkDriver(ctx)...)
 	checks = append(checks, e.checkContainerd(ctx, front.containerd)...)

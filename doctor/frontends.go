@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,7 +34,7 @@ type daemon struct {
 	pathKnown bool
 }
 
-func (e *env) findFrontEnds(_ context.Context) frontEnds {
+func (e *env) findFrontEnds() frontEnds {
 	f := frontEnds{podman: e.look("podman")}
 	f.containerd.daemons = findDaemons(e.host.Proc, e.host.ContainerdConfig)
 	if len(f.containerd.daemons) > 0 {
