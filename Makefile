@@ -24,9 +24,11 @@ help:
 	@echo "make test        install what is missing, then run all tests (unit and integration, as root)"
 	@echo "make build       build bin/cryo and its names ($(LINKS))"
 	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
-	@echo "make deps        install CRIU 4.1.1, runc, containerd 1.7 and 2.x, Podman, a registry"
+	@echo "make deps        install CRIU 4.2.1, runc, containerd 1.7 and 2.x, Podman, a registry"
 	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.xz (with man pages and shell completion)"
 	@echo "make gpu-test    run the GPU acceptance tests (on a GPU host, from the bundle)"
+	@echo "make bench       run the GPU benchmarks (integration/gpu/bench.sh, on a GPU host)"
+	@echo "make docs        regenerate docs/cli.md from the command tree"
 	@echo "make clean       remove bin/ and dist/"
 
 build:

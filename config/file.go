@@ -85,3 +85,28 @@ func merge(environ, file []string) []string {
 	}
 	return out
 }
+
+// EnvFilePath is the environment file Load(flag) reads: flag, else
+// $CRYO_RUNC_ENV, else the default (which need not exist).
+func EnvFilePath(flag string) string {
+	path, _ := envFile(flag)
+	return path
+}
+
+// LoadFile parses an environment file alone, without the process's
+// environment: what the file itself sets, so that `cryo doctor` can check
+// the settings cryo-runc gets from it.
+func LoadFile(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read the environment file: %w", err)
+	}
+	defer f.Close()
+	env, err := readEnvFile(path, f)
+	if err != nil {
+		return Config{}, err
+	}
+	c := parse(env)
+	c.EnvFile = path
+	return c, nil
+}

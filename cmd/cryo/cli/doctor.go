@@ -2,194 +2,103 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
-	"github.com/cryo-gpu/cryo/config"
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/doctor"
 )
-
-// check is one line of the doctor's report.
-type check struct {
-	name, status, detail, fix string // status: ok, warn, FAIL, info
-}
 
 func doctorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "check that this host can checkpoint and restore GPU containers",
-		Long: `Checks CRIU (version and "criu check"), runc, the kernel and cgroups, the
-NVIDIA driver and its checkpoint API, and lists the GPUs. Every problem comes
-with its fix. Exits 1 if something required is missing.`,
-		Args: noArgs,
-		RunE: doctor,
+		Long: `Checks whether this host can checkpoint and restore, and prints one line per
+check: its status, its name and what it found, with the one fix under each
+warning or failure, then a summary ("9 ok, 5 skipped, 2 warnings, 0 failed").
+--json prints the same report as JSON (version, checks with name, status,
+detail and fix, and summary). --libcuda and --call-timeout choose the driver
+as for "cryo cuda".
+
+The statuses:
+  - ok: checked and fine;
+  - skip: absent, and cryo works without it: no NVIDIA driver ("no NVIDIA
+    driver: GPU checkpoints unavailable, CPU containers work"), no
+    containerd, no Podman;
+  - warn: works, but not as well as it could, or a front end that is
+    installed is not set up for cryo yet;
+  - fail: cryo cannot checkpoint anything (CRIU missing or too old for the
+    kernel, "criu check" failing, runc missing where containerd or Podman is
+    installed), a front end is configured for cryo and that configuration
+    is broken (its binary missing, an environment file cryo-runc refuses),
+    or an NVIDIA driver is installed that cannot checkpoint (no checkpoint
+    API, below 570).
+
+The exit status is 1 if a check failed, 0 otherwise: a CPU-only host with
+CRIU and runc passes.
+
+The checks:
+  kernel, cgroups        the kernel release and the cgroup version
+  privileges             root with CAP_SYS_ADMIN and CAP_SYS_PTRACE, which CRIU
+                         needs; otherwise "run as root (sudo)"
+  huge pages             the transparent huge page mode (with "always" the
+                         driver's suspend and CRIU's restore of 4 GiB were each
+                         about a third faster on an H200 host; host-wide, so
+                         cryo only points it out)
+  copy limit             $CRYO_COPY_TIMEOUT
+  criu, criu check       CRIU's version against the kernel (4.1 or later on
+                         Linux 6.13+, 4.2 or later on 6.16+) and "criu check"
+  runc                   $CRYO_RUNC, else the first runc on PATH that is not cryo
+  driver, driver version, gpu N
+                         the NVIDIA driver and its checkpoint API (570 or later;
+                         580 to restore onto other GPUs), and each GPU with its
+                         UUID, compute capability and free memory
+  containerd shim        for each running containerd (or the installed one), the
+                         containerd-shim-cryo-v2 it would start (first on its own
+                         PATH, else next to its binary): it must be this cryo
+  containerd cri         the CRI runtime handler of type io.containerd.cryo.v2 in
+                         containerd's effective configuration ("containerd
+                         config dump"), its runtime_path, and pod_annotations
+                         passing cryo.io/*
+  cryo-runc              cryo-runc on PATH, and that it is this cryo
+  podman runtime         an [engine.runtimes] entry for cryo-runc in Podman's
+                         containers.conf files whose first existing path is
+                         this cryo
+  cryo-runc env          cryo-runc's environment file ($CRYO_RUNC_ENV, else
+                         /etc/cryo/cryo-runc.env): it parses, and the paths it
+                         names exist
+  kubernetes             always skipped: the RuntimeClass lives in the API server
+                         ("kubectl get runtimeclass cryo"); the node's side is
+                         "containerd cri"`,
+		Example: "  cryo doctor\n  cryo doctor --json | jq '.checks[] | select(.status != \"ok\")'",
+		Args:    noArgs,
+		RunE:    doctorRun,
 	}
 	addDriverFlags(cmd.Flags())
 	addFormatFlags(cmd)
 	return cmd
 }
 
-func doctor(cmd *cobra.Command, _ []string) error {
+func doctorRun(cmd *cobra.Command, _ []string) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	// criu check and containerd's config dump are bounded: a doctor that
+	// hangs is no help.
 	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 	defer cancel()
-	checks := []check{checkKernel(), checkCgroups(), checkTHP(), checkCopyTimeout()}
-	checks = append(checks, checkCRIU(ctx)...)
-	checks = append(checks, checkRunc(ctx))
-	checks = append(checks, checkDriver(ctx, newDriver(cmd))...)
-	failed := 0
-	for _, ch := range checks {
-		fmt.Printf("%-5s %-12s %s\n", ch.status, ch.name, ch.detail)
-		if ch.fix != "" {
-			fmt.Printf("      %-12s fix: %s\n", "", ch.fix)
-		}
-		if ch.status == "FAIL" {
-			failed++
-		}
+	r := doctor.Run(ctx, doctor.Options{Config: cfg, Driver: newDriver(cmd)})
+	if asJSON {
+		err = printJSON(stdout, r)
+	} else {
+		err = r.WriteText(stdout)
 	}
-	if failed > 0 {
-		fmt.Printf("%d problem(s) found\n", failed)
+	if err != nil {
+		return err
+	}
+	if r.Failed() {
 		return &silentError{Code: ExitFailure}
 	}
 	return nil
-}
-
-// checkCopyTimeout reports a $CRYO_COPY_TIMEOUT that the front ends ignore.
-func checkCopyTimeout() check {
-	switch {
-	case len(cfg.Problems) > 0:
-		return check{"copy limit", "FAIL", cfg.Problems[0].Error(), "unset " + config.EnvCopyTimeout + " or give a positive duration"}
-	case cfg.CopyTimeout > 0:
-		return check{"copy limit", "ok", fmt.Sprintf("%s (%s): a hung GPU copy is cut off then", cfg.CopyTimeout, config.EnvCopyTimeout), ""}
-	}
-	return check{"copy limit", "ok", config.DefaultCopyTime.String() + " (default; set " + config.EnvCopyTimeout + " to change)", ""}
-}
-
-func checkKernel() check {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return check{"kernel", "warn", err.Error(), ""}
-	}
-	return check{"kernel", "ok", unix.ByteSliceToString(u.Release[:]), ""}
-}
-
-// checkTHP reports the transparent huge page mode. The driver's suspend
-// writes the GPU memory into fresh host memory, and CRIU's restore fills
-// fresh memory again: with 4 KiB pages both are bound by page faults. On an
-// H200 host, "always" made a 4 GiB suspend and restore about a third faster
-// (docs/benchmarks.md). It is a host-wide setting, so cryo only points it
-// out.
-func checkTHP() check {
-	data, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil {
-		return check{"huge pages", "info", "transparent huge pages not available", ""}
-	}
-	mode := string(data)
-	if i, j := strings.Index(mode, "["), strings.Index(mode, "]"); i >= 0 && j > i {
-		mode = mode[i+1 : j]
-	}
-	if mode == "always" {
-		return check{"huge pages", "ok", "transparent huge pages: always", ""}
-	}
-	return check{"huge pages", "info", "transparent huge pages: " + mode + " (GPU checkpoints and restores copy host memory faster with \"always\")",
-		"echo always > /sys/kernel/mm/transparent_hugepage/enabled, if the host's other work allows it"}
-}
-
-func checkCgroups() check {
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		return check{"cgroups", "ok", "v2 (unified)", ""}
-	}
-	return check{"cgroups", "ok", "v1 or hybrid", ""}
-}
-
-func checkCRIU(ctx context.Context) []check {
-	info, err := runtime.ProbeCRIU(cfg.CRIU)
-	if err != nil {
-		return []check{{"criu", "FAIL", err.Error(), "install CRIU 4.2.1: `make deps` (contrib/install-deps.sh) builds it, or set CRYO_CRIU"}}
-	}
-	path := info.Path
-	res := []check{{"criu", "ok", info.VersionString() + " (" + path + ")", ""}}
-	if err := info.Check(); err != nil {
-		res[0] = check{"criu", "FAIL", err.Error(), "`make deps` builds CRIU 4.2.1 from Debian's source"}
-	}
-	out, err := exec.CommandContext(ctx, path, "check").CombinedOutput()
-	if err != nil {
-		res = append(res, check{"criu check", "FAIL", lastLine(string(out)), "run `criu check` as root and fix what it reports"})
-	} else {
-		res = append(res, check{"criu check", "ok", lastLine(string(out)), ""})
-	}
-	return res
-}
-
-func checkRunc(ctx context.Context) check {
-	path, err := exec.LookPath("runc")
-	if err != nil {
-		return check{"runc", "FAIL", "not found on PATH", "install runc (Debian: apt-get install runc)"}
-	}
-	out, _ := exec.CommandContext(ctx, path, "--version").Output()
-	first, _, _ := strings.Cut(string(out), "\n")
-	return check{"runc", "ok", strings.TrimSpace(first) + " (" + path + ")", ""}
-}
-
-// minDriverMajor is the first driver branch with the checkpoint API that cryo
-// needs; r580 adds GPU remapping on restore.
-const minDriverMajor = 570
-
-func checkDriver(ctx context.Context, d *cudacr.Driver) []check {
-	info, err := d.Probe(ctx)
-	switch {
-	case errors.Is(err, cudacr.ErrLibraryNotFound):
-		return []check{{"driver", "FAIL", "libcuda.so.1 not found: " + err.Error(),
-			"install the NVIDIA driver ≥ 570, or point --libcuda / CRYO_LIBCUDA at libcuda.so.1; CPU-only containers still work"}}
-	case errors.Is(err, cudacr.ErrNoCheckpointAPI):
-		return []check{{"driver", "FAIL", err.Error(), "upgrade the NVIDIA driver to ≥ 570 (580 recommended)"}}
-	case err != nil:
-		return []check{{"driver", "FAIL", err.Error(), "check the NVIDIA driver installation (nvidia-smi)"}}
-	}
-	res := []check{{"driver", "ok", fmt.Sprintf("%s, CUDA %d.%d, checkpoint API present", info.LibPath, info.DriverVersion/1000, info.DriverVersion%1000/10), ""}}
-	return append(res, checkGPUs(ctx, d)...)
-}
-
-func checkGPUs(ctx context.Context, d *cudacr.Driver) []check {
-	inv, err := d.Inventory(ctx)
-	if err != nil {
-		return []check{{"gpus", "warn", "NVML: " + err.Error(), "install libnvidia-ml.so.1 (part of the driver) or set CRYO_LIBNVML; restores cannot check GPU fit without it"}}
-	}
-	res := []check{driverBranch(inv.DriverVersion)}
-	if len(inv.GPUs) == 0 {
-		return append(res, check{"gpus", "warn", "no GPU visible", "check nvidia-smi and the device nodes /dev/nvidia*"})
-	}
-	for _, g := range inv.GPUs {
-		res = append(res, check{fmt.Sprintf("gpu %d", g.Index), "info",
-			fmt.Sprintf("%s (sm_%s) %s, %.1f/%.1f GiB free", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", ""), g.UUID, gib(g.MemoryFree), gib(g.MemoryTotal)), ""})
-	}
-	return res
-}
-
-func driverBranch(version string) check {
-	major, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
-	switch {
-	case major == 0:
-		return check{"driver ver", "warn", "unknown driver version " + strconv.Quote(version), ""}
-	case major < minDriverMajor:
-		return check{"driver ver", "FAIL", version, "upgrade the NVIDIA driver to ≥ 570 (580 recommended)"}
-	case major < 580:
-		return check{"driver ver", "warn", version + ": restore onto a different GPU (UUID remap) needs ≥ 580", "upgrade to the r580 driver branch to restore onto other GPUs of the same model"}
-	}
-	return check{"driver ver", "ok", version + " (r580 features: GPU remap on restore)", ""}
-}
-
-func gib(b uint64) float64 { return float64(b) / (1 << 30) }
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -1,0 +1,144 @@
+package doctor
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cryo-gpu/cryo/runtime"
+)
+
+const criuFix = "install CRIU 4.2.1: `make deps` (contrib/install-deps.sh) builds it, or set CRYO_CRIU"
+
+// checkCRIU: without a working CRIU nothing can be checkpointed, so its
+// problems fail.
+func (e *env) checkCRIU(ctx context.Context) []Check {
+	info, err := runtime.ProbeCRIU(e.cfg.CRIU)
+	if err != nil {
+		return []Check{
+			{"criu", Fail, err.Error(), criuFix},
+			{Name: "criu check", Status: Skip, Detail: "no CRIU to run"},
+		}
+	}
+	if info.Kernel == "" || e.host.Uname != "" {
+		info.Kernel = e.kernel()
+	}
+	res := []Check{{Name: "criu", Status: OK, Detail: info.VersionString() + " (" + info.Path + ")"}}
+	if err := info.Check(); err != nil {
+		res[0] = Check{"criu", Fail, err.Error(), criuFix}
+	}
+	return append(res, e.criuCheck(ctx, info.Path))
+}
+
+// criuCheck runs `criu check`, which needs root: as anyone else it would
+// fail for that reason alone, which the privileges check already says.
+func (e *env) criuCheck(ctx context.Context, path string) Check {
+	if uid, _, err := readStatus(filepath.Join(e.host.Proc, "self", "status")); err != nil || uid != 0 {
+		return Check{Name: "criu check", Status: Skip, Detail: "needs root (see privileges)"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "check").CombinedOutput()
+	if err != nil {
+		return Check{"criu check", Fail, lastLine(string(out)) + " (" + err.Error() + ")", "run `" + path + " check` as root and fix what it reports"}
+	}
+	return Check{Name: "criu check", Status: OK, Detail: lastLine(string(out))}
+}
+
+// checkRunc: the container front ends run runc; `cryo checkpoint --pid`
+// does not. So a missing runc fails only where containerd or Podman is
+// installed.
+func (e *env) checkRunc(ctx context.Context, front frontEnds) Check {
+	path, err := e.runcPath()
+	if err != nil {
+		fix := "install runc (Debian: apt-get install runc), or set CRYO_RUNC"
+		if front.containerd.found() || front.podman != "" {
+			return Check{"runc", Fail, err.Error() + ": containerd and Podman cannot run cryo's containers", fix}
+		}
+		return Check{"runc", Warn, err.Error() + ": only process trees (cryo checkpoint --pid) can be checkpointed", fix}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, path, "--version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	return Check{Name: "runc", Status: OK, Detail: strings.TrimSpace(first) + " (" + path + ")"}
+}
+
+// runcPath is $CRYO_RUNC, else the first runc on PATH that is not cryo
+// (cryo-runc may be installed as runc).
+func (e *env) runcPath() (string, error) {
+	if e.cfg.Runc != "" {
+		if !isExecutable(e.cfg.Runc) {
+			return "", &lookupError{"CRYO_RUNC=" + e.cfg.Runc + " is not an executable file"}
+		}
+		return e.cfg.Runc, nil
+	}
+	for _, p := range e.lookAll("runc") {
+		if !sameFile(p, e.self) {
+			return p, nil
+		}
+	}
+	return "", &lookupError{"runc not found on PATH (" + e.host.PATH + ")"}
+}
+
+type lookupError struct{ msg string }
+
+func (l *lookupError) Error() string { return l.msg }
+
+// look finds name in the search path, "" if absent.
+func (e *env) look(name string) string {
+	if all := e.lookAll(name); len(all) > 0 {
+		return all[0]
+	}
+	return ""
+}
+
+// lookAll lists every executable called name on the search path, in order.
+func (e *env) lookAll(name string) []string {
+	return lookIn(filepath.SplitList(e.host.PATH), name)
+}
+
+func lookIn(dirs []string, name string) []string {
+	var found []string
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if p := filepath.Join(d, name); isExecutable(p) {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// lookupEnv is the value of key in environ, "" if unset.
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

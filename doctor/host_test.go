@@ -1,0 +1,129 @@
+package doctor
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+)
+
+// Root with the capabilities passes; another user, or root without
+// CAP_SYS_ADMIN, is told to use sudo, and `criu check` is not run for a
+// user whom it would refuse anyway.
+func TestPrivileges(t *testing.T) {
+	f := newFixture(t)
+	want(t, f.env().checkPrivileges(), OK, "root")
+
+	f.write("proc/self/status", "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t0000000000000000\n")
+	want(t, f.env().checkPrivileges(), Warn, "uid 1000", "run as root (sudo)")
+	want(t, f.env().criuCheck(context.Background(), "/usr/local/sbin/criu"), Skip, "needs root")
+
+	f.write("proc/self/status", "Uid:\t0\t0\t0\t0\nCapEff:\t00000000a80425fb\n")
+	want(t, f.env().checkPrivileges(), Warn, "without CAP_SYS_ADMIN", "run as root (sudo)")
+}
+
+// The huge page mode is read from sysfs; any mode is ok, and a kernel
+// without THP skips.
+func TestHostFiles(t *testing.T) {
+	f := newFixture(t)
+	want(t, f.env().checkTHP(), OK, "madvise", `"always"`)
+	f.write("sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n")
+	want(t, f.env().checkTHP(), OK, "always")
+	f.opts.Host.Sys = f.path("empty-sys")
+	want(t, f.env().checkTHP(), Skip, "not available")
+	want(t, f.env().checkCgroups(), OK, "v1")
+	f.write("empty-sys/fs/cgroup/cgroup.controllers", "cpu memory\n")
+	want(t, f.env().checkCgroups(), OK, "v2")
+
+	f.opts.Config = config.Config{Problems: []error{errBadTimeout}}
+	want(t, f.env().checkCopyTimeout(), Warn, "not a positive duration", "unset CRYO_COPY_TIMEOUT")
+}
+
+var errBadTimeout = &lookupError{"CRYO_COPY_TIMEOUT=\"soon\" is not a positive duration"}
+
+// Without CRIU nothing can be checkpointed: that fails, and `criu check`
+// is skipped. The installed CRIU passes both.
+func TestCRIU(t *testing.T) {
+	f := newFixture(t)
+	f.opts.Config.CRIU = f.path("bin/criu")
+	cs := f.env().checkCRIU(context.Background())
+	want(t, cs[0], Fail, "make deps")
+	want(t, cs[1], Skip, "no CRIU")
+
+	f.opts.Config.CRIU = "/usr/local/sbin/criu"
+	cs = f.env().checkCRIU(context.Background())
+	want(t, cs[0], OK, "4.")
+	want(t, cs[1], OK)
+}
+
+// runc is needed by the container front ends only: missing, it warns on a
+// host without them and fails where Podman or containerd is installed.
+// CRYO_RUNC names it explicitly, and a runc on PATH that is cryo itself
+// (cryo-runc installed as runc) does not count.
+func TestRunc(t *testing.T) {
+	f := newFixture(t)
+	e := f.env()
+	want(t, e.checkRunc(context.Background(), frontEnds{}), Warn, "only process trees")
+	want(t, e.checkRunc(context.Background(), frontEnds{podman: "/usr/bin/podman"}), Fail, "containerd and Podman", "apt-get install runc")
+
+	f.link(f.opts.Self, "bin/runc")
+	want(t, f.env().checkRunc(context.Background(), frontEnds{}), Warn, "not found on PATH")
+
+	f.opts.Config.Runc = "/usr/sbin/runc"
+	want(t, f.env().checkRunc(context.Background(), frontEnds{}), OK, "runc version", "/usr/sbin/runc")
+	f.opts.Config.Runc = f.path("nowhere/runc")
+	want(t, f.env().checkRunc(context.Background(), frontEnds{}), Warn, "CRYO_RUNC=")
+}
+
+// A CPU-only host skips the driver and GPU checks, with the sentence that
+// says CPU containers work; the fake driver passes them and lists its GPU.
+func TestDriver(t *testing.T) {
+	f := newFixture(t)
+	cs := f.env().checkDriver(context.Background())
+	if len(cs) != 2 {
+		t.Fatalf("%+v", cs)
+	}
+	want(t, cs[0], Skip, noDriver)
+	want(t, cs[1], Skip)
+
+	fake, err := fakecuda.Build(filepath.Join(t.TempDir(), "fake"))
+	if err != nil {
+		t.Fatalf("build the fake driver: %v", err)
+	}
+	f.opts.Driver = cudacr.New(cudacr.Options{LibPath: fake.LibCUDA, NVMLPath: fake.LibNVML})
+	cs = f.env().checkDriver(context.Background())
+	want(t, cs[0], OK, "checkpoint API present")
+	want(t, cs[1], OK, "580.")
+	if len(cs) < 3 || !strings.HasPrefix(cs[2].Name, "gpu ") {
+		t.Fatalf("no GPU listed: %+v", cs)
+	}
+	want(t, cs[2], OK, "GPU-")
+}
+
+func TestDriverBranch(t *testing.T) {
+	want(t, driverBranch("560.35.03"), Fail, "≥ 570")
+	want(t, driverBranch("575.51.02"), Warn, "≥ 580")
+	want(t, driverBranch("580.159.04"), OK)
+	want(t, driverBranch("n/a"), Warn, "unknown")
+}
+
+// A host with CRIU and runc and nothing else passes: the driver and the
+// front ends are skipped, nothing fails, and the summary counts them.
+func TestCPUHostPasses(t *testing.T) {
+	f := newFixture(t)
+	f.real("/usr/sbin/runc")
+	r := f.run()
+	if r.Failed() {
+		t.Fatalf("a CPU-only host failed: %+v", r.Checks)
+	}
+	for _, name := range []string{"driver", "gpus", "containerd shim", "containerd cri", "cryo-runc", "podman runtime", "cryo-runc env", "kubernetes"} {
+		want(t, only(t, r, name), Skip)
+	}
+	if !strings.HasSuffix(r.Summary, "0 failed") || !strings.Contains(r.Summary, "8 skipped") {
+		t.Errorf("summary %q", r.Summary)
+	}
+}
