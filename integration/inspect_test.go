@@ -6,6 +6,7 @@ package integration
 // and through `cryo inspect --json`; and `ociimage.VerifyPath`.
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -120,4 +121,54 @@ func checkInspectDetails(t *testing.T, sum *ociimage.Summary, pid int, port, hel
 	if d.Memory.PagesBytes == 0 || d.Memory.PagesFileBytes == 0 {
 		t.Errorf("memory = %+v", d.Memory)
 	}
+}
+
+// TestInspectImage: a checkpoint image in a registry is inspected from its
+// manifest (its digest, the versions from its annotations, and a note that
+// the details need a pull); once pulled, the local store's image shows the
+// details read from its small layers, and verifies.
+func TestInspectImage(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	a, b := newNode(t, env), newNode(t, env)
+	_, dir, _ := checkpointApp(t, env)
+	ref := reg.addr + "/ckpt/inspect:v1"
+	a.cryo(t, "image", "build", dir, ref)
+	a.cryo(t, "image", "push", ref)
+
+	remote := inspectJSON(t, b, ref)
+	if !strings.HasPrefix(remote.Digest, "sha256:") || remote.Details != nil || !strings.Contains(remote.DetailsNote, "cryo image pull") {
+		t.Errorf("registry image: digest %q, details %v, note %q", remote.Digest, remote.Details != nil, remote.DetailsNote)
+	}
+	if v := remote.Versions; v.Cryo == "" || v.CRIU == "" || v.Kernel == "" || v.Driver == "" {
+		t.Errorf("registry image versions = %+v, want all four from the annotations", v)
+	}
+
+	b.cryo(t, "image", "pull", ref)
+	local := inspectJSON(t, b, ref)
+	if local.Digest != remote.Digest || local.Versions != remote.Versions {
+		t.Errorf("local image: digest %q versions %+v, want the registry's %q %+v", local.Digest, local.Versions, remote.Digest, remote.Versions)
+	}
+	if d := local.Details; d == nil || len(d.Processes) != 1 || d.Processes[0].Comm != "fakecuda-app" || d.DumpStats == nil {
+		t.Errorf("local image details = %+v (note %q)", local.Details, local.DetailsNote)
+	}
+	ctx := context.Background()
+	st, err := ociimage.OpenStore(ctx, b.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.VerifyLocal(ctx, ref, t.TempDir(), nil); err != nil {
+		t.Errorf("verify the pulled image: %v", err)
+	}
+}
+
+func inspectJSON(t *testing.T, n *imgNode, ref string) *ociimage.Summary {
+	t.Helper()
+	out := n.cryo(t, "inspect", "--json", ref)
+	var sum ociimage.Summary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil {
+		t.Fatalf("cryo inspect --json %s: %v\n%s", ref, err, out)
+	}
+	return &sum
 }
