@@ -92,7 +92,9 @@ func (o *Orchestrator) newCheckpoint(t Target, imageDir string) *checkpoint {
 // private: what comes before any step. It returns the context that carries
 // the lock, and the lock's release.
 func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error) {
-	if err := c.o.checkCRIU(); err != nil {
+	criuVersion, err := c.o.checkCRIU()
+	c.m.CRIUVersion = criuVersion
+	if err != nil {
 		return nil, nil, &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
 	ctx, release, err := c.takeLock(ctx)

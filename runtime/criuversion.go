@@ -66,14 +66,14 @@ func kernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-// checkCRIU refuses a checkpoint with a CRIU known to fail on this kernel.
-// A CRIU that cannot tell its version is left to fail on its own, with its
-// log.
-func (o *Orchestrator) checkCRIU() error {
+// checkCRIU refuses a checkpoint with a CRIU known to fail on this kernel,
+// and returns its version for the manifest. A CRIU that cannot tell its
+// version is left to fail on its own, with its log; its version is "".
+func (o *Orchestrator) checkCRIU() (string, error) {
 	info, err := ProbeCRIU(o.Config.CRIU)
 	if err != nil {
 		o.log().Debug("CRIU version unknown; not checked", "error", err)
-		return nil
+		return "", nil
 	}
-	return info.Check()
+	return info.VersionString(), info.Check()
 }

@@ -13,8 +13,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot/digest"
+	"github.com/cryo-gpu/cryo/version"
 )
 
 // ManifestName is the GPU manifest's file name inside a CRIU image directory.
@@ -38,6 +41,12 @@ type Manifest struct {
 	ContainerID string    `json:"container_id"`
 	Created     time.Time `json:"created"`
 	Hostname    string    `json:"hostname"`
+	// CryoVersion, CRIUVersion ("4.2.1") and Kernel (the release) say what
+	// took the checkpoint. Absent from manifests of cryo before they were
+	// recorded, which read as unknown: not a format change.
+	CryoVersion string `json:"cryo_version,omitempty"`
+	CRIUVersion string `json:"criu_version,omitempty"`
+	Kernel      string `json:"kernel,omitempty"`
 	// Processes are the CUDA processes that were suspended (or found already
 	// suspended) at checkpoint; empty for a checkpoint without CUDA.
 	Processes []Process `json:"processes"`
@@ -128,10 +137,20 @@ type Step struct {
 // Duration returns the step's duration.
 func (s Step) Duration() time.Duration { return time.Duration(s.Seconds * float64(time.Second)) }
 
-// New returns a manifest for container id, stamped with now and this host.
+// New returns a manifest for container id, stamped with now, this host,
+// its kernel and this cryo. The caller, which runs CRIU, adds its version.
 func New(id string) *Manifest {
 	host, _ := os.Hostname()
-	return &Manifest{Version: FormatVersion, ContainerID: id, Created: time.Now().UTC(), Hostname: host}
+	return &Manifest{Version: FormatVersion, ContainerID: id, Created: time.Now().UTC(), Hostname: host,
+		CryoVersion: version.String(), Kernel: kernelRelease()}
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }
 
 // HasCUDA reports whether the checkpoint holds CUDA processes.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/version"
 )
 
 func TestWriteRead(t *testing.T) {
@@ -79,3 +80,29 @@ func TestImageDir(t *testing.T) {
 }
 
 var _ = cudacr.GPU{}
+
+// New records what takes the checkpoint; a manifest written before those
+// fields existed reads with them empty.
+func TestManifestVersions(t *testing.T) {
+	dir := t.TempDir()
+	m := New("ctr1")
+	m.CRIUVersion = "4.2.1"
+	if m.CryoVersion != version.String() || m.Kernel == "" {
+		t.Fatalf("New: cryo %q kernel %q", m.CryoVersion, m.Kernel)
+	}
+	if err := Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(dir)
+	if err != nil || got.CryoVersion != m.CryoVersion || got.CRIUVersion != "4.2.1" || got.Kernel != m.Kernel {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	old := `{"version": 3, "container_id": "c", "created": "2026-01-02T03:04:05Z", "hostname": "h", "processes": [], "steps": []}`
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err = Read(dir)
+	if err != nil || got.CryoVersion != "" || got.CRIUVersion != "" || got.Kernel != "" {
+		t.Fatalf("older manifest: %+v, %v", got, err)
+	}
+}

@@ -43,6 +43,9 @@ const (
 	AnnGPUMemory    = annPrefix + "gpu.memory"
 	AnnGPUDriver    = annPrefix + "gpu.driver"
 	AnnCUDAVersion  = annPrefix + "gpu.cuda"
+	AnnCryoVersion  = annPrefix + "cryo.version" // the cryo that took the checkpoint
+	AnnCRIUVersion  = annPrefix + "criu.version"
+	AnnKernel       = annPrefix + "kernel" // the release the checkpoint was taken on
 	AnnSizeGPU      = annPrefix + "size.gpu-memory"
 	AnnSizeHost     = annPrefix + "size.host-memory"
 	AnnSizeRootfs   = annPrefix + "size.rootfs-diff"

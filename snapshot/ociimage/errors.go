@@ -32,3 +32,16 @@ var (
 // "push", "pull", "resolve", "unpack"; ID: the reference): cryo's one
 // error report.
 type StepError = snapshot.StepError
+
+// LayerError is a failure on one layer of an image: it says which, for a
+// caller that reports the first bad part (`cryo inspect --verify`); its
+// message is its cause's, which names the layer already.
+type LayerError struct {
+	Digest string
+	Err    error
+}
+
+func (e *LayerError) Error() string { return e.Err.Error() }
+
+// Unwrap gives errors.Is and errors.As the cause.
+func (e *LayerError) Unwrap() error { return e.Err }

@@ -2,6 +2,7 @@ package ociimage
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -12,10 +13,15 @@ import (
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
-// InspectPath summarizes a checkpoint directory or export tar. A Podman or
-// CRI-O export is read for its metadata only: its memory pages and rootfs
-// diff are counted, not extracted.
+// InspectPath summarizes a checkpoint directory or export tar, with the
+// details of its CRIU images (Summary.Details). A Podman or CRI-O export
+// is read for its metadata only: its memory pages and rootfs diff are
+// counted, not extracted, so its command lines are not read (comm shows).
 func InspectPath(path string) (*Summary, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("inspect checkpoint %s: %w", path, err)
+	}
 	src, err := openSource(path, os.TempDir(), true)
 	if err != nil {
 		return nil, err
@@ -26,13 +32,15 @@ func InspectPath(path string) (*Summary, error) {
 		return nil, err
 	}
 	sum.Source = path
+	addDetails(sum, src.CRIU, detailsOptions(src, !st.IsDir()))
 	return sum, nil
 }
 
-// InspectLocal summarizes an image of the store from its manifest, and, for
-// an image that cryo did not build (`podman container checkpoint
-// --create-image`), from cryo's manifest inside its layer, read up to that
-// file only.
+// InspectLocal summarizes an image of the store from its manifest, and its
+// CRIU images from the layers that hold them (the rootfs diff and the pages
+// layers are not read); for an image that cryo did not build (`podman
+// container checkpoint --create-image`), cryo's manifest inside its layer is
+// read up to that file only.
 func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error) {
 	im, err := st.LoadImage(ctx, ref)
 	if err != nil {
@@ -46,19 +54,21 @@ func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error)
 	if !builtByCryo(im.Manifest.Annotations) {
 		st.readForeignManifest(im, sum)
 	}
+	st.addImageDetails(sum, im)
 	return sum, nil
 }
 
 // InspectRemote summarizes an image in a registry from its manifest alone:
-// no layer is pulled, so an image that cryo did not build has its GPU
-// needs unknown (GPUsPullToRead).
+// no layer is pulled, so the summary has no Details, and an image that cryo
+// did not build has its GPU needs unknown (GPUsPullToRead).
 func InspectRemote(ctx context.Context, ref string, o RemoteOptions) (*Summary, error) {
-	m, err := RemoteManifest(ctx, ref, o)
+	m, d, err := remoteManifest(ctx, ref, o)
 	if err != nil {
 		return nil, err
 	}
 	sum := FromManifest(*m)
-	sum.Source = ref + " (registry)"
+	sum.Source, sum.Digest = ref+" (registry)", d.Digest.String()
+	sum.DetailsNote = fmt.Sprintf("read from the registry's manifest alone; the process tree, files, sockets, mounts and CRIU statistics are in its layers: `cryo image pull %s`, then inspect it again", ref)
 	return sum, nil
 }
 
@@ -69,6 +79,7 @@ func FromManifest(m ocispec.Manifest) *Summary {
 		BaseImage: firstNonEmpty(a[AnnCRIURootfsImage], a[AnnPodmanRootfsImage]), Host: a[AnnHost],
 		Driver: a[AnnGPUDriver], Annotation: a}
 	sum.Created, _ = time.Parse(time.RFC3339, a[AnnOCICreated])
+	sum.Versions = Versions{Cryo: a[AnnCryoVersion], CRIU: a[AnnCRIUVersion], Kernel: a[AnnKernel], Driver: a[AnnGPUDriver]}
 	sum.CUDA, _ = strconv.Atoi(a[AnnCUDAVersion])
 	sum.Processes = parseProcesses(a[AnnProcesses])
 	sum.GPUs = parseGPUs(a)

@@ -12,6 +12,7 @@ import (
 	"github.com/checkpoint-restore/go-criu/v7/crit"
 
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
 )
 
 // Summary is what `cryo inspect` shows, and what build stores in the
@@ -42,6 +43,23 @@ type Summary struct {
 	Digest     string            `json:"digest,omitempty"`
 	Layers     []LayerInfo       `json:"layers,omitempty"`
 	Annotation map[string]string `json:"annotations,omitempty"`
+	// Versions are what took the checkpoint, from cryo's manifest or the
+	// image's annotations.
+	Versions Versions `json:"versions"`
+	// Details are what the CRIU images say: the process tree with command
+	// lines, open files, sockets, mounts, CRIU's statistics. Nil when they
+	// were not read (an image in a registry), and DetailsNote says why.
+	Details     *criuinfo.Details `json:"details,omitempty"`
+	DetailsNote string            `json:"details_note,omitempty"`
+}
+
+// Versions are the software that took a checkpoint; "" is unknown (a
+// checkpoint of a cryo before they were recorded, or not taken by cryo).
+type Versions struct {
+	Cryo   string `json:"cryo,omitempty"`
+	CRIU   string `json:"criu,omitempty"`
+	Kernel string `json:"kernel,omitempty"`
+	Driver string `json:"gpu_driver,omitempty"`
 }
 
 // Reasons of Summary.GPUsUnknown.
@@ -132,6 +150,7 @@ func isPages(base string) bool {
 func addManifest(sum *Summary, m *snapshot.Manifest) {
 	sum.Created, sum.Host = m.Created, m.Hostname
 	sum.Driver, sum.CUDA = m.Inventory.DriverVersion, m.Inventory.CUDAVersion
+	sum.Versions = Versions{Cryo: m.CryoVersion, CRIU: m.CRIUVersion, Kernel: m.Kernel, Driver: m.Inventory.DriverVersion}
 	sum.GPUs = m.Needs
 	// CRIU's pstree names a container's processes by their pids in the
 	// container's pid namespace; the manifest has both, host and NSPID.
@@ -207,6 +226,9 @@ func (sum *Summary) annotations() map[string]string {
 		a[AnnGPUMemory] = strconv.FormatUint(mem, 10)
 	}
 	setIf(a, AnnGPUDriver, sum.Driver)
+	setIf(a, AnnCryoVersion, sum.Versions.Cryo)
+	setIf(a, AnnCRIUVersion, sum.Versions.CRIU)
+	setIf(a, AnnKernel, sum.Versions.Kernel)
 	if sum.CUDA != 0 {
 		a[AnnCUDAVersion] = strconv.Itoa(sum.CUDA)
 	}

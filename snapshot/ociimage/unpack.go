@@ -96,7 +96,7 @@ func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOption
 	budget := recordedBudget(im.Manifest.Annotations)
 	for i, l := range im.Manifest.Layers {
 		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, dec, budget); err != nil {
-			return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
+			return nil, &StepError{Op: "unpack", ID: ref, Err: &LayerError{Digest: l.Digest.String(), Err: err}, Remedy: remedyFor(err)}
 		}
 	}
 	if err := verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records); err != nil {

@@ -1,0 +1,174 @@
+package integration
+
+// `cryo inspect` of a real CRIU dump: the process tree with its command
+// line, the file, TCP and UNIX sockets it held, CRIU's statistics and the
+// versions that took it, read through the library (ociimage.InspectPath)
+// and through `cryo inspect --json`; and `ociimage.VerifyPath`.
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
+	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+)
+
+// TestInspectDetails checkpoints netserver holding a file (fd 3), a
+// listening UNIX socket (fd 4), its TCP and UDP sockets and one
+// established connection, with `cryo checkpoint --tcp-established`.
+func TestInspectDetails(t *testing.T) {
+	requireRoot(t)
+	tmp := t.TempDir()
+	held, err := os.Create(filepath.Join(tmp, "held.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockPath := filepath.Join(tmp, "app.sock")
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: sockPath, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.SetUnlinkOnClose(false)
+	usock, err := ul.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(netPort(t))
+	p := startBare(t, nil, []*os.File{held, usock}, netServerBin(t)+" "+port+" </dev/null")
+	// The server holds them alone: CRIU dumps what no process outside the
+	// tree shares.
+	held.Close()
+	usock.Close()
+	ul.Close()
+	c := dialServer(t, "127.0.0.1:"+port)
+	if n := c.mustPing(); n != 1 {
+		t.Fatalf("first answer %d", n)
+	}
+
+	img := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, nil, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img, "--tcp-established")
+	waitFor(t, 10*time.Second, "the dumped server to go", func() bool { return !p.alive() })
+
+	sum, err := ociimage.InspectPath(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInspectDetails(t, sum, p.pid, port, held.Name(), sockPath)
+	var text strings.Builder
+	if err := sum.WriteDetails(&text); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("inspect details:\n%s", text.String())
+	if err := ociimage.VerifyPath(img, t.TempDir()); err != nil {
+		t.Fatalf("verify the fresh checkpoint: %v", err)
+	}
+
+	// The CLI prints the same summary as JSON.
+	var fromCLI ociimage.Summary
+	out := bareCryo(t, nil, "inspect", "--json", img)
+	if err := json.Unmarshal([]byte(out), &fromCLI); err != nil {
+		t.Fatalf("cryo inspect --json: %v\n%s", err, out)
+	}
+	checkInspectDetails(t, &fromCLI, p.pid, port, held.Name(), sockPath)
+}
+
+func checkInspectDetails(t *testing.T, sum *ociimage.Summary, pid int, port, heldPath, sockPath string) {
+	t.Helper()
+	if v := sum.Versions; v.Cryo == "" || !strings.HasPrefix(v.CRIU, "4.") || v.Kernel == "" {
+		t.Errorf("versions = %+v, want cryo's, CRIU's and the kernel's", v)
+	}
+	d := sum.Details
+	if d == nil {
+		t.Fatalf("no details: %s", sum.DetailsNote)
+	}
+	if len(d.Processes) != 1 {
+		t.Fatalf("processes = %+v, want the server alone", d.Processes)
+	}
+	sp := d.Processes[0]
+	if sp.PID != pid || sp.Comm != "netserver" || len(sp.Cmdline) != 2 || sp.Cmdline[0] != netServerBin(t) || sp.Cmdline[1] != port {
+		t.Errorf("process = pid %d comm %q cmdline %q, want pid %d, netserver %s", sp.PID, sp.Comm, sp.Cmdline, pid, port)
+	}
+	if !slices.ContainsFunc(sp.Files, func(f criuinfo.File) bool { return f.FD == 3 && f.Type == "REG" && f.Path == heldPath }) {
+		t.Errorf("files = %+v, want fd 3 on %s", sp.Files, heldPath)
+	}
+	n, _ := strconv.Atoi(port)
+	want := map[string]func(criuinfo.Socket) bool{
+		"TCP listener": func(s criuinfo.Socket) bool { return s.Protocol == "TCP" && s.State == "LISTEN" && s.SrcPort == n },
+		"TCP connection": func(s criuinfo.Socket) bool {
+			return s.State == "ESTABLISHED" && s.SrcPort == n && s.Dst == "127.0.0.1" && s.DstPort != 0
+		},
+		"UDP socket": func(s criuinfo.Socket) bool { return s.Protocol == "UDP" && s.SrcPort == n },
+		"UNIX listener": func(s criuinfo.Socket) bool {
+			return s.FD == 4 && s.Family == "UNIX" && s.State == "LISTEN" && s.Src == sockPath
+		},
+	}
+	for what, match := range want {
+		if !slices.ContainsFunc(sp.Sockets, match) {
+			t.Errorf("no %s among the sockets %+v", what, sp.Sockets)
+		}
+	}
+	if s := d.DumpStats; s == nil || s.PagesWritten == 0 || s.FrozenUS == 0 {
+		t.Errorf("dump stats = %+v", s)
+	}
+	if d.Memory.PagesBytes == 0 || d.Memory.PagesFileBytes == 0 {
+		t.Errorf("memory = %+v", d.Memory)
+	}
+}
+
+// TestInspectImage: a checkpoint image in a registry is inspected from its
+// manifest (its digest, the versions from its annotations, and a note that
+// the details need a pull); once pulled, the local store's image shows the
+// details read from its small layers, and verifies.
+func TestInspectImage(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	a, b := newNode(t, env), newNode(t, env)
+	_, dir, _ := checkpointApp(t, env)
+	ref := reg.addr + "/ckpt/inspect:v1"
+	a.cryo(t, "image", "build", dir, ref)
+	a.cryo(t, "image", "push", ref)
+
+	remote := inspectJSON(t, b, ref)
+	if !strings.HasPrefix(remote.Digest, "sha256:") || remote.Details != nil || !strings.Contains(remote.DetailsNote, "cryo image pull") {
+		t.Errorf("registry image: digest %q, details %v, note %q", remote.Digest, remote.Details != nil, remote.DetailsNote)
+	}
+	if v := remote.Versions; v.Cryo == "" || v.CRIU == "" || v.Kernel == "" || v.Driver == "" {
+		t.Errorf("registry image versions = %+v, want all four from the annotations", v)
+	}
+
+	b.cryo(t, "image", "pull", ref)
+	local := inspectJSON(t, b, ref)
+	if local.Digest != remote.Digest || local.Versions != remote.Versions {
+		t.Errorf("local image: digest %q versions %+v, want the registry's %q %+v", local.Digest, local.Versions, remote.Digest, remote.Versions)
+	}
+	if d := local.Details; d == nil || len(d.Processes) != 1 || d.Processes[0].Comm != "fakecuda-app" || d.DumpStats == nil {
+		t.Errorf("local image details = %+v (note %q)", local.Details, local.DetailsNote)
+	}
+	ctx := context.Background()
+	st, err := ociimage.OpenStore(ctx, b.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.VerifyLocal(ctx, ref, t.TempDir(), nil); err != nil {
+		t.Errorf("verify the pulled image: %v", err)
+	}
+}
+
+func inspectJSON(t *testing.T, n *imgNode, ref string) *ociimage.Summary {
+	t.Helper()
+	out := n.cryo(t, "inspect", "--json", ref)
+	var sum ociimage.Summary
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sum); err != nil {
+		t.Fatalf("cryo inspect --json %s: %v\n%s", ref, err, out)
+	}
+	return &sum
+}

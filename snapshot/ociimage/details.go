@@ -1,0 +1,125 @@
+package ociimage
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/archive"
+	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
+)
+
+// detailsOptions says where a source's CRIU statistics may be (an export
+// keeps them at its root, runc under Podman in its work path) and whether
+// its pages are placeholders.
+func detailsOptions(src *Source, noPages bool) criuinfo.Options {
+	o := criuinfo.Options{StatsDirs: []string{src.Root}, NoPages: noPages}
+	if src.Manifest != nil && src.Manifest.CRIUWorkDir != "" {
+		o.StatsDirs = append(o.StatsDirs, src.Manifest.CRIUWorkDir)
+	}
+	return o
+}
+
+// addDetails reads the CRIU images of dir into sum. Images that cannot be
+// read leave the rest of the summary standing: the note says why.
+func addDetails(sum *Summary, dir string, o criuinfo.Options) {
+	d, err := criuinfo.Read(dir, o)
+	if err != nil {
+		sum.DetailsNote = "the CRIU images could not be read: " + err.Error()
+		return
+	}
+	sum.Details = d
+}
+
+// addImageDetails extracts the small files of an image (its CRIU metadata
+// and cryo's manifest) into a private temporary directory and reads them.
+// The rootfs and pages layers are skipped; a single-layer image (Podman's)
+// is streamed with its pages and rootfs diff left as placeholders.
+func (st *Store) addImageDetails(sum *Summary, im *Image) {
+	tmp, err := os.MkdirTemp("", "cryo-inspect-")
+	if err != nil {
+		sum.DetailsNote = "no room to read the CRIU images: " + err.Error()
+		return
+	}
+	defer os.RemoveAll(tmp)
+	for _, l := range im.Manifest.Layers {
+		if part := l.Annotations[AnnLayerPart]; part == PartRootfs || part == PartPages {
+			continue
+		}
+		if strings.HasSuffix(l.MediaType, encryptedSuffix) {
+			sum.DetailsNote = "the image is encrypted: its CRIU images are read when it is unpacked with its key (`cryo image restore`)"
+			return
+		}
+		if err := st.extractSmall(l, tmp); err != nil {
+			sum.DetailsNote = fmt.Sprintf("layer %s could not be read (%v); remedy: `cryo inspect --verify %s`", l.Digest, err, im.Ref)
+			return
+		}
+	}
+	criu := CRIUDir(tmp)
+	if m, err := snapshot.Read(criu); err == nil {
+		fillVersions(&sum.Versions, m)
+	}
+	addDetails(sum, criu, criuinfo.Options{StatsDirs: []string{tmp}, NoPages: true})
+}
+
+// extractSmall extracts one layer blob, writing pages and the rootfs diff
+// as placeholders of their size.
+func (st *Store) extractSmall(l ocispec.Descriptor, dir string) error {
+	f, err := os.Open(st.blobPath(l))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, closeFn, err := decompress(f, l.MediaType)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	// The free space of the temporary directory bounds what is written.
+	return archive.ExtractSkeleton(r, dir, isBulk)
+}
+
+// fillVersions completes versions the annotations lacked (an image built
+// before they were annotated) from cryo's manifest inside the image.
+func fillVersions(v *Versions, m *snapshot.Manifest) {
+	fill := func(dst *string, src string) {
+		if *dst == "" {
+			*dst = src
+		}
+	}
+	fill(&v.Cryo, m.CryoVersion)
+	fill(&v.CRIU, m.CRIUVersion)
+	fill(&v.Kernel, m.Kernel)
+	fill(&v.Driver, m.Inventory.DriverVersion)
+}
+
+// WriteDetails writes, for `cryo inspect`, the versions that took the
+// checkpoint and the details of its CRIU images (or why there are none),
+// after the summary's own lines. Every value is escaped
+// (criuinfo.EscapeControl).
+func (sum *Summary) WriteDetails(w io.Writer) error {
+	v := sum.Versions
+	line := fmt.Sprintf("Versions:  cryo %s, CRIU %s, kernel %s, GPU driver %s\n", dash(v.Cryo), dash(v.CRIU), dash(v.Kernel), dash(firstNonEmpty(v.Driver, sum.Driver)))
+	if _, err := io.WriteString(w, criuinfo.EscapeControl(strings.TrimSuffix(line, "\n"))+"\n"); err != nil {
+		return err
+	}
+	if sum.Details == nil {
+		if sum.DetailsNote == "" {
+			return nil
+		}
+		_, err := fmt.Fprintf(w, "Details:   %s\n", criuinfo.EscapeControl(sum.DetailsNote))
+		return err
+	}
+	return criuinfo.Render(w, sum.Details)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
