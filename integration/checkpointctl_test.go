@@ -88,20 +88,8 @@ func TestCheckpointctl(t *testing.T) {
 // does, into a file next to it.
 func exportImage(t *testing.T, n *imgNode, ref string) string {
 	t.Helper()
-	ctx := context.Background()
-	st, err := ociimage.OpenStore(ctx, n.store)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), "export.tar")
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := st.Export(ctx, ref, f, nil); err != nil {
-		t.Fatalf("export %s: %v", ref, err)
-	}
+	n.cryo(t, "image", "export", ref, out)
 	return out
 }
 

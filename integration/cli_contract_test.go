@@ -192,12 +192,30 @@ func TestCLIFlagsAnywhereAndJSON(t *testing.T) {
 	}
 	var ls []struct {
 		Ref, Kind, Digest string
-		Size              int64 `json:"size_bytes"`
+		Size              int64 `json:"size"`
 	}
 	stdout, _, _ = cryoSplit(t, env, "image", "ls", "--store", store, "--format", "json")
 	wantJSON(t, "image ls --format json", stdout, &ls)
 	if len(ls) != 1 || ls[0].Ref != ref || ls[0].Kind != "process" || ls[0].Size == 0 || !strings.HasPrefix(ls[0].Digest, "sha256:") {
 		t.Fatalf("image ls: %+v", ls)
+	}
+	// --verify: the store image and the directory match their manifest; a
+	// flipped byte in the directory is named, exit 1.
+	for _, target := range []string{ref, img} {
+		if out, stderr, code := cryoSplit(t, env, "inspect", target, "--verify", "--store", store); code != 0 || !strings.Contains(out, "verified") {
+			t.Fatalf("inspect --verify %s: exit %d\n%s%s", target, code, out, stderr)
+		}
+	}
+	pages, _ := filepath.Glob(filepath.Join(img, "pages-*.img"))
+	f, err := os.OpenFile(pages[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xff, 0xee}, 100)
+	f.Close()
+	_, stderr, code = cryoSplit(t, env, "inspect", "--verify", img)
+	if code != 1 || !strings.Contains(stderr, filepath.Base(pages[0])) {
+		t.Fatalf("inspect --verify of a corrupted dir: exit %d, want 1 naming %s:\n%s", code, filepath.Base(pages[0]), stderr)
 	}
 	text, _, _ := cryoSplit(t, env, "image", "ls", "--store", store)
 	wantIn(t, text, "REF", "KIND", "GPUS", "SIZE", "CREATED", "DIGEST", ref, "process")

@@ -30,7 +30,7 @@ owner only. See docs/images.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return usageErrorf(cmd, "a subcommand is required") },
 	}
-	cmd.AddCommand(imageBuildCommand(), imagePushCommand(), imagePullCommand(), imageUnpackCommand(),
+	cmd.AddCommand(imageBuildCommand(), imagePushCommand(), imagePullCommand(), imageUnpackCommand(), imageExportCommand(),
 		imageRestoreCommand(), imageListCommand(), imageRemoveCommand())
 	return cmd
 }

@@ -3,24 +3,13 @@ package cli
 import (
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
-
-// imageRow is one image of `cryo image ls`; the JSON form is a list of them.
-type imageRow struct {
-	Ref       string `json:"ref"`
-	Kind      string `json:"kind"`
-	Name      string `json:"name,omitempty"`
-	GPUs      string `json:"gpus"`
-	Size      int64  `json:"size_bytes"`
-	RawSize   int64  `json:"raw_size_bytes"`
-	Created   string `json:"created"`
-	Digest    string `json:"digest"`
-	Encrypted bool   `json:"encrypted"`
-}
 
 func imageListCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -49,18 +38,9 @@ func imageList(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	refs, err := st.List(cmd.Context())
+	rows, err := st.ListImages(cmd.Context())
 	if err != nil {
 		return err
-	}
-	rows := make([]imageRow, 0, len(refs))
-	for _, ref := range refs {
-		s, err := st.InspectLocal(cmd.Context(), ref)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, imageRow{Ref: ref, Kind: string(s.Kind), Name: s.Name, GPUs: gpuShort(s), Size: s.Sizes.Compressed,
-			RawSize: s.Sizes.Total, Created: s.Created.UTC().Format("2006-01-02T15:04:05Z"), Digest: s.Digest, Encrypted: s.Encrypted})
 	}
 	switch {
 	case asJSON:
@@ -72,20 +52,32 @@ func imageList(cmd *cobra.Command, _ []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REF\tKIND\tGPUS\tSIZE\tRAW\tCREATED\tDIGEST")
+	fmt.Fprintln(tw, "REF\tKIND\tGPUS\tSIZE\tRAW\tCREATED\tDIGEST\tENCRYPTED")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escapeControl(r.Ref), r.Kind, escapeControl(r.GPUs), ociimage.Human(r.Size),
-			ociimage.Human(r.RawSize), r.Created, shortDigest(r.Digest))
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", criuinfo.EscapeControl(r.Ref), criuinfo.EscapeControl(r.Error))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", criuinfo.EscapeControl(r.Ref), orDash(string(r.Kind)), criuinfo.EscapeControl(r.GPUs()),
+			ociimage.Human(r.Size), rawSize(r.RawSize), created(r.Created), shortDigest(r.Digest), r.Encrypted)
 	}
 	return tw.Flush()
 }
 
-// gpuShort is "2× NVIDIA H200" or "-".
-func gpuShort(s *ociimage.Summary) string {
-	if len(s.GPUs) == 0 {
+// rawSize is "-" for an image that does not record its raw size.
+func rawSize(n int64) string {
+	if n == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d× %s", len(s.GPUs), s.GPUs[0].Name)
+	return ociimage.Human(n)
+}
+
+// created is the checkpoint's time in UTC, "-" when unknown.
+func created(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
 // shortDigest is the first 12 hex digits, as docker and podman print IDs.

@@ -5,31 +5,44 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
 func inspectCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "inspect DIR|TAR|REF",
+		Use:   "inspect TARGET",
 		Short: "summarize a checkpoint: directory, export tar, or image",
-		Long: `Shows the processes, the GPUs a restore needs, the sizes (GPU memory, host
-memory, rootfs diff), the compression ratio, and when and where the
-checkpoint was taken. A REF is looked up in the local store, then in its
-registry, where only the manifest is read: no layer is pulled.`,
-		Example: "  cryo inspect /var/lib/ckpt/train\n  cryo inspect --json localhost:5000/ckpt/train:v1",
+		Long: `Shows what a checkpoint holds and what restoring it needs: its kind and name,
+when and where it was taken, the versions of cryo, CRIU, the kernel and the
+GPU driver that took it, the CUDA processes and the GPUs a restore needs,
+the sizes (GPU memory, host memory, rootfs diff) and the compression ratio,
+and the digest; then, read from CRIU's own images, the process tree with
+command lines, each process's open files and sockets, the mounts, the
+memory dumped and CRIU's statistics (as "checkpointctl inspect" shows them).
+
+TARGET is a checkpoint directory ("cryo checkpoint --dir"), an export tar
+(Podman, CRI-O, kubelet, "cryo image export"), or a REF looked up in the
+local store, then in its registry, where only the manifest is read (no layer
+is pulled: the process details then need "cryo image pull").
+
+--verify hashes every file of a directory, tar or store image against the
+checkpoint's manifest (and every layer against its digest) and says which
+file differs; the exit status is 1 if one does.`,
+		Example: "  cryo inspect /var/lib/ckpt/train\n  cryo inspect --verify localhost:5000/ckpt/train:v1\n  cryo inspect --json /tmp/export.tar | jq .details.processes",
 		Args:    exactArgs(1),
 		RunE:    inspectRun,
 	}
-	addStoreFlag(cmd.Flags())
-	addRemoteFlags(cmd.Flags())
+	fs := cmd.Flags()
+	addStoreFlag(fs)
+	addRemoteFlags(fs)
+	addDecryptFlags(fs)
+	fs.Bool("verify", false, "hash every file against the checkpoint's manifest and report the first that differs")
 	addFormatFlags(cmd)
 	return cmd
 }
@@ -39,6 +52,9 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if fBool(cmd, "verify") {
+		return verifyTarget(cmd, args[0], asJSON)
+	}
 	sum, err := inspectTarget(cmd, args[0])
 	if err != nil {
 		return err
@@ -47,6 +63,50 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 		return printJSON(stdout, sum)
 	}
 	printSummary(stdout, sum)
+	return sum.WriteDetails(stdout)
+}
+
+// verifyTarget is --verify: a path, else an image of the local store; a
+// registry image must be pulled first, as its layers are what is checked.
+func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
+	var err error
+	if _, serr := os.Stat(target); serr == nil {
+		err = ociimage.VerifyPath(target, os.TempDir())
+	} else {
+		dec, derr := decryptOptions(cmd)
+		if derr != nil {
+			return derr
+		}
+		st, serr := openStore(cmd.Context(), cmd)
+		if serr != nil {
+			return serr
+		}
+		err = st.VerifyLocal(cmd.Context(), target, os.TempDir(), dec)
+		if errors.Is(err, ociimage.ErrNotFound) {
+			return fmt.Errorf("%s is neither a path nor an image of the local store; remedy: `cryo image pull %s`, then verify it: %w", target, target, err)
+		}
+	}
+	if asJSON {
+		res := struct {
+			Target   string `json:"target"`
+			Verified bool   `json:"verified"`
+			Error    string `json:"error,omitempty"`
+		}{Target: target, Verified: err == nil}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		if perr := printJSON(stdout, res); perr != nil {
+			return perr
+		}
+		if err != nil {
+			return &silentError{Code: ExitFailure}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: verified, every file matches the checkpoint's manifest\n", target)
 	return nil
 }
 
@@ -71,7 +131,9 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 	defer tw.Flush()
 	// The values come from annotations of any registry: escape what a
 	// terminal would act on.
-	row := func(k, f string, a ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, escapeControl(fmt.Sprintf(f, a...))) }
+	row := func(k, f string, a ...any) {
+		fmt.Fprintf(tw, "%s:\t%s\n", k, criuinfo.EscapeControl(fmt.Sprintf(f, a...)))
+	}
 	row("Source", "%s", s.Source)
 	row("Kind", "%s", s.Kind)
 	if s.Unfinished {
@@ -97,25 +159,6 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 	if s.Digest != "" {
 		row("Digest", "%s", s.Digest)
 	}
-}
-
-// escapeControl writes control characters (C0, DEL, C1: escape sequences,
-// carriage returns, the tab that would break the table) and invalid UTF-8
-// as Go escapes, so that a hostile annotation prints as text.
-func escapeControl(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case unicode.IsControl(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 func orDash(s string) string {
@@ -145,6 +188,9 @@ func processList(ps []ociimage.ProcessInfo) string {
 }
 
 func gpuList(s *ociimage.Summary) string {
+	if s.GPUsUnknown != "" {
+		return "unknown (" + s.GPUsUnknown + ")"
+	}
 	if len(s.GPUs) == 0 {
 		return "none needed"
 	}
