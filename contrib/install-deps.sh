@@ -144,7 +144,7 @@ install_checkpointctl() {
 	fi
 	go=$(command -v go || true)
 	[ -n "$go" ] || go=/usr/local/go/bin/go
-	[ -x "$go" ] || die "Go is needed to build checkpointctl and cryo; install it (https://go.dev/doc/install) into /usr/local/go or put it on PATH"
+	[ -x "$go" ] || die "Go is needed to build checkpointctl and cryo; install Go into /usr/local/go or put it on PATH"
 	say "building checkpointctl $CHECKPOINTCTL_VERSION into $CRYO_DEPS/bin with $go"
 	mkdir -p "$CRYO_DEPS/bin"
 	GOBIN=$CRYO_DEPS/bin "$go" install "github.com/checkpoint-restore/checkpointctl@$CHECKPOINTCTL_VERSION" ||
