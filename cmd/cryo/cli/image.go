@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/klauspost/compress/zstd"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -161,7 +162,7 @@ func buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error)
 }
 
 func imagePushCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	return transferCommand(&cobra.Command{
 		Use:   "push REF",
 		Short: "push an image of the local store to its registry",
 		Long: `Pushes REF's blobs (skipping those the registry already has) and its manifest,
@@ -169,40 +170,32 @@ and prints the manifest digest on stdout. A failed blob is retried
 (--retries); an interrupted push can be run again and moves only what is
 missing.`,
 		Example: "  cryo image push localhost:5000/ckpt/train:v1\n  cryo image push --authfile auth.json registry.example/ckpt/train:v1",
-		Args:    exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
-				d, err := st.Push(ctx, args[0], transferOptions(cmd))
-				if err == nil {
-					fmt.Fprintln(stdout, d.Digest)
-				}
-				return err
-			})
-		},
-	}
-	addStoreFlag(cmd.Flags())
-	addRemoteFlags(cmd.Flags())
-	return cmd
+	}, (*ociimage.Store).Push)
 }
 
 func imagePullCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	return transferCommand(&cobra.Command{
 		Use:   "pull REF",
 		Short: "pull a checkpoint image into the local store, verifying every blob",
 		Long: `Pulls REF's manifest and blobs into the local store, checking every blob
 against its digest, and prints the manifest digest on stdout. Blobs already
 in the store are not fetched again.`,
 		Example: "  cryo image pull localhost:5000/ckpt/train:v1",
-		Args:    exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
-				d, err := st.Pull(ctx, args[0], transferOptions(cmd))
-				if err == nil {
-					fmt.Fprintln(stdout, d.Digest)
-				}
-				return err
-			})
-		},
+	}, (*ociimage.Store).Pull)
+}
+
+// transferCommand completes push or pull: one REF, the registry flags, and
+// the manifest digest on stdout once the transfer has succeeded.
+func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Context, string, ociimage.TransferOptions) (ocispec.Descriptor, error)) *cobra.Command {
+	cmd.Args = exactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
+			d, err := move(st, ctx, args[0], transferOptions(cmd))
+			if err == nil {
+				fmt.Fprintln(stdout, d.Digest)
+			}
+			return err
+		})
 	}
 	addStoreFlag(cmd.Flags())
 	addRemoteFlags(cmd.Flags())
