@@ -71,9 +71,9 @@ var refusalRemedies = map[dumpRefusal]map[FrontEnd]string{
 		FrontEndRunc: "run the container without a terminal (no `podman run -t`): Podman then gives it pipes, which CRIU dumps",
 	},
 	refusedTCP: {
-		FrontEndCLI:  "checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
-		FrontEndShim: "add the line tcp-established to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again; the restore keeps the connections by itself",
-		FrontEndRunc: "checkpoint with `podman container checkpoint --tcp-established` (and restore with it too)",
+		FrontEndCLI:  "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
+		FrontEndShim: "for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself",
+		FrontEndRunc: "for the established TCP connection, checkpoint with `podman container checkpoint --tcp-established` (and restore with it too)",
 	},
 	refusedUnixSocket: {
 		FrontEndCLI:  "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
