@@ -17,7 +17,6 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	ctrdcontent "github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -260,13 +259,12 @@ func renameCgroup(spec *specs.Spec, meta ociimage.ContainerdMeta, ns, name strin
 // startTask creates the task from the checkpoint blob and starts it: the
 // shim runs `runc restore` and resumes CUDA on Start.
 func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, criu ocispec.Descriptor) (*Restored, error) {
-	creator := cio.NullIO
 	if r.o.LogPath != "" {
 		if err := os.MkdirAll(filepath.Dir(r.o.LogPath), 0o755); err != nil {
 			return nil, err
 		}
-		creator = cio.LogFile(r.o.LogPath)
 	}
+	creator := restoredIO(r.o.LogPath)
 	withCheckpoint := func(_ context.Context, _ *client.Client, ti *client.TaskInfo) error {
 		ti.Checkpoint = &types.Descriptor{MediaType: criu.MediaType, Digest: criu.Digest.String(), Size: criu.Size}
 		return nil
@@ -279,6 +277,10 @@ func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, criu 
 	if err := task.Start(ctx); err != nil {
 		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		return nil, fmt.Errorf("start restored task %s: %w; remedy: read the shim's lines in containerd's log (CRIU's restore log is quoted there)", ctr.ID(), err)
+	}
+	// The shim holds the stdin FIFO open: its name can go.
+	if tio := task.IO(); tio != nil {
+		_ = tio.Close()
 	}
 	return &Restored{ID: ctr.ID(), Namespace: r.o.Namespace, PID: task.Pid()}, nil
 }

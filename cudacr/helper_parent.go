@@ -99,9 +99,9 @@ type helperExit struct{ err error }
 func (h *helperExit) Error() string { return h.err.Error() }
 
 func timeoutError(req request, timeout time.Duration) error {
-	return fmt.Errorf("%s: no answer within %s, helper killed: %w; "+
-		"the process may be frozen or stopped: thaw its cgroup "+
-		"(cgroup.freeze=0, or freezer.state=THAWED), then check it with `cryo cuda state`",
+	// The remedy is the front end's (its lock timeout, its thaw): the
+	// cause says only what happened.
+	return fmt.Errorf("%s: no answer within %s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): %w",
 		describe(req.Op, req.PID), timeout, ErrTimeout)
 }
 

@@ -82,7 +82,7 @@ func (w *wrapper) orchestrator() *cryoruntime.Orchestrator {
 	return cryoruntime.New(
 		cryoruntime.WithConfig(w.cfg),
 		cryoruntime.WithLogger(w.log.slog()),
-		cryoruntime.WithTCPHint("checkpoint with `podman container checkpoint --tcp-established` or `runc checkpoint --tcp-established`"),
+		cryoruntime.WithFrontEnd(cryoruntime.FrontEndRunc),
 	)
 }
 

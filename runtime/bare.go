@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/runtime/precheck"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -55,6 +56,9 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	id := fmt.Sprintf("pid %d", po.PID)
 	if err := checkAlive(po.PID); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
+	}
+	if err := precheckProcess(po); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
 	if err := prepareDir(po.Dir); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "give --dir a new or empty directory"}
@@ -104,11 +108,17 @@ func prepareDir(dir string) error {
 // (the tree runs, with CUDA suspended) with the error.
 func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
 	id := "checkpoint " + ro.Dir
+	if err := precheck.Root("restore"); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
 	ctx, l, release, err := o.lockFor(ctx, "restore", id)
 	if err != nil {
 		return nil, o.lockError("restore", id, err)
 	}
 	defer release()
+	if err := precheckPIDs(ro.Dir); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
 	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
 	if err != nil {
 		return nil, err
@@ -143,8 +153,10 @@ func bareRestoreRemedy(err error) string {
 		return "another socket holds a port of the checkpoint: stop what listens or is connected there (the original processes, if they still run), then retry"
 	case strings.Contains(msg, "File exists") && strings.Contains(msg, "fork"):
 		return "a pid of the checkpoint is in use (the original processes still run, or have not been reaped yet): stop them, then retry"
+	case strings.Contains(msg, "inherit session from"):
+		return "run `cryo restore --shell-job` from the terminal the job is to run on (its stdin must be that terminal)"
 	}
-	return "read the CRIU log from its first Error line (pids in use by the original processes, missing files and --shell-job are the usual causes)"
+	return "read the CRIU log from its first error line, then retry; the checkpoint itself was not changed"
 }
 
 // manifestPIDs are the CUDA processes a checkpoint recorded; none for a

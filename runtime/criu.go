@@ -135,6 +135,19 @@ func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
 	}
 	defer f.Close()
 	opts.RstSibling = proto.Bool(true)
+	if o.ShellJob {
+		// A shell job goes onto the terminal and into the session of
+		// CRIU's stdin, which must be ours (see swrkRestore).
+		path, err := CRIUPath(o.Binary)
+		if err != nil {
+			return 0, err
+		}
+		pid, err := swrkRestore(path, opts)
+		if err != nil {
+			return 0, &CRIUError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}
+		}
+		return pid, nil
+	}
 	n := &pidNotify{}
 	if err := c.Restore(opts, n); err != nil {
 		return 0, &CRIUError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}

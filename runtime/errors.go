@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -99,7 +100,7 @@ func logCause(path string) string {
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, "Error (") || strings.Contains(line, "RLIMIT_NOFILE") || strings.HasSuffix(line, "FAILED.") {
+		if !strings.Contains(line, "Error (") || harmless(line) {
 			continue
 		}
 		if i := strings.Index(line, "): "); i > 0 {
@@ -108,6 +109,38 @@ func logCause(path string) string {
 		return strings.TrimSpace(line)
 	}
 	return ""
+}
+
+// harmlessErrors are CRIU "Error" lines that do not say why a run failed:
+// CRIU cannot raise its own RLIMIT_NOFILE where the hard limit is fixed
+// (it logs that on every run, as "Can't setup RLIMIT_NOFILE for self" or a
+// prlimit failure), and "… FAILED." is the summary of what went before.
+var harmlessErrors = []string{"RLIMIT_NOFILE", "rlimit", "prlimit"}
+
+func harmless(line string) bool {
+	if strings.HasSuffix(line, "FAILED.") {
+		return true
+	}
+	for _, h := range harmlessErrors {
+		if strings.Contains(line, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// logLines is CRIU's log at path (its first 16 MiB), or "".
+func logLines(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 16<<20))
+	return string(b)
 }
 
 // RuncCRIUError wraps an error of runc checkpoint or restore, which names

@@ -74,6 +74,9 @@ type Orchestrator struct {
 	// connections to be checkpointed, for the remedy of a dump that CRIU
 	// refused for one; empty: cryo checkpoint's --tcp-established.
 	TCPHint string
+	// FrontEnd is the tool the user came through, for the wording of the
+	// remedies (see WithFrontEnd); empty: the cryo CLI.
+	FrontEnd FrontEnd
 }
 
 // WithConfig configures the orchestration and its driver from c, as an

@@ -21,8 +21,11 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 	// A partial dump holds process memory as much as a whole one.
 	_ = snapshot.MakePrivate(c.dir)
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
-	if step == StepDump && tcpRefused(err) {
-		e.Remedy = c.o.tcpRemedy()
+	if errors.Is(err, cudacr.ErrTimeout) {
+		e.Remedy = lockTimeoutRemedies[c.o.frontEnd()]
+	}
+	if step == StepDump {
+		e.Remedy = c.o.dumpRemedy(err)
 	}
 	switch {
 	case c.stoppedAfterDump():
@@ -62,6 +65,14 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 	return "the processes were left running with CUDA resumed"
 }
 
+// lockTimeoutRemedies: a driver call that did not return in time, by
+// front end (only the CLI has a lock-timeout flag).
+var lockTimeoutRemedies = map[FrontEnd]string{
+	FrontEndCLI:  "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
+	FrontEndShim: "retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node",
+	FrontEndRunc: "retry the checkpoint (podman container checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the host",
+}
+
 // checkpointRemedy says what a user can do about a failed step.
 func checkpointRemedy(step Step, err error, dir string) string {
 	switch {
@@ -84,8 +95,6 @@ func checkpointRemedy(step Step, err error, dir string) string {
 		return "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry"
 	case StepManifest, StepDigests:
 		return "check that " + dir + " is writable and has free space, then retry"
-	case StepDump:
-		return "read the CRIU log from its first Error line (open sockets, pipes and terminals to outside processes are the usual cause: see --shell-job), then retry"
 	case StepResume:
 		return "run `cryo cuda resume PID` for the processes still suspended"
 	}

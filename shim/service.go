@@ -56,7 +56,7 @@ func (s *service) orch(ctx context.Context) *cryort.Orchestrator {
 		cryort.WithConfig(s.cfg),
 		cryort.WithLogger(newEntryLogger(ctx)),
 		cryort.WithEvents(func(e cryort.Event) { logStep(ctx, e) }),
-		cryort.WithTCPHint("set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp through containerd's Go client; `ctr` has no flag for it)"),
+		cryort.WithFrontEnd(cryort.FrontEndShim),
 	)
 }
 

@@ -1,0 +1,134 @@
+package integration
+
+// A shell job: a process tree on a terminal, checkpointed with
+// `cryo checkpoint --shell-job` and restored with `cryo restore --shell-job`
+// from another terminal, which it must then print into and read from.
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/console"
+)
+
+// ptyRun is a command on a new pseudo-terminal, as a terminal emulator
+// starts a shell: in its own session, with the terminal as its controlling
+// terminal and as its stdin, stdout and stderr. Everything it prints is
+// kept for the test.
+type ptyRun struct {
+	master console.Console
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+}
+
+func startOnPty(t *testing.T, name string, args ...string) *ptyRun {
+	t.Helper()
+	master, slavePath, err := console.NewPty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile(slavePath, os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	p := &ptyRun{master: master, cmd: exec.Command(name, args...)}
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = slave, slave, slave
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Reaped at once when it exits (a dumped tree must free its pid), and
+	// read all along so that a full terminal never blocks its writers.
+	go p.cmd.Wait()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			p.mu.Lock()
+			p.out.Write(buf[:n])
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		master.Close()
+	})
+	return p
+}
+
+func (p *ptyRun) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+var tickLine = regexp.MustCompile(`tick (\d+)`)
+
+// ticks are the tick numbers printed on the terminal, in order.
+func (p *ptyRun) ticks() []int {
+	var n []int
+	for _, m := range tickLine.FindAllStringSubmatch(p.output(), -1) {
+		i, _ := strconv.Atoi(m[1])
+		n = append(n, i)
+	}
+	return n
+}
+
+// TestShellJobRestoreOntoTerminal checkpoints a tree that prints ticks on
+// terminal 1 and answers what it reads there, restores it from a shell on
+// terminal 2, and checks that the ticks go on there, from where they
+// stopped, and that it reads terminal 2.
+func TestShellJobRestoreOntoTerminal(t *testing.T) {
+	requireRoot(t)
+	// One process, with builtins only: a child (sleep) would outlive the
+	// dump as a zombie in the job's process group and keep its pid taken.
+	job := `n=0; while :; do echo tick $n; n=$((n+1)); if read -t 0.2 l; then echo "got $l"; fi; done`
+	p1 := startOnPty(t, "bash", "-c", job)
+	waitFor(t, 10*time.Second, "ticks on terminal 1", func() bool { return len(p1.ticks()) >= 3 })
+	pid := p1.cmd.Process.Pid
+	img := filepath.Join(t.TempDir(), "img")
+
+	out := bareCryo(t, nil, "checkpoint", "--pid", strconv.Itoa(pid), "--dir", img, "--shell-job")
+	t.Logf("checkpoint:\n%s", out)
+	waitFor(t, 10*time.Second, "the dumped tree to be gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	before := p1.ticks()
+	last := before[len(before)-1]
+
+	// The shell stays on terminal 2 after cryo returns, as a user's shell
+	// does: the restored job lives in its session.
+	p2 := startOnPty(t, "sh", "-c", cryoBin(t, "cryo")+" restore --dir "+img+" --shell-job; echo restore-exit=$?; exec sleep 600")
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	waitFor(t, 30*time.Second, "restore to finish", func() bool { return bytes.Contains([]byte(p2.output()), []byte("restore-exit=")) })
+	if !bytes.Contains([]byte(p2.output()), []byte("restore-exit=0")) {
+		t.Fatalf("cryo restore --shell-job failed on terminal 2:\n%s", p2.output())
+	}
+	waitFor(t, 10*time.Second, "ticks on terminal 2", func() bool { return len(p2.ticks()) >= 3 })
+	after := p2.ticks()
+	if after[0] < last || after[0] > last+2 {
+		t.Errorf("ticks on terminal 2 start at %d, want them to go on from %d (terminal 1 stopped there)", after[0], last)
+	}
+	if _, err := p2.master.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the restored job to read terminal 2", func() bool {
+		return bytes.Contains([]byte(p2.output()), []byte("got hello"))
+	})
+	n1 := len(p1.ticks())
+	time.Sleep(time.Second)
+	if len(p1.ticks()) != n1 {
+		t.Errorf("terminal 1 still gets ticks after the restore onto terminal 2")
+	}
+}
