@@ -107,15 +107,14 @@ func TestShellJobRestoreOntoTerminal(t *testing.T) {
 	before := p1.ticks()
 	last := before[len(before)-1]
 
-	// The shell stays on terminal 2 after cryo returns, as a user's shell
-	// does: the restored job lives in its session.
+	// As "criu restore --shell-job" does, cryo stays in the foreground of
+	// terminal 2 while the job runs there, and exits with the job's status.
 	p2 := startOnPty(t, "sh", "-c", cryoBin(t, "cryo")+" restore --dir "+img+" --shell-job; echo restore-exit=$?; exec sleep 600")
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	waitFor(t, 30*time.Second, "restore to finish", func() bool { return bytes.Contains([]byte(p2.output()), []byte("restore-exit=")) })
-	if !bytes.Contains([]byte(p2.output()), []byte("restore-exit=0")) {
-		t.Fatalf("cryo restore --shell-job failed on terminal 2:\n%s", p2.output())
+	waitFor(t, 30*time.Second, "ticks on terminal 2", func() bool { return len(p2.ticks()) >= 3 })
+	if !bytes.Contains([]byte(p2.output()), []byte("runs on this terminal")) || bytes.Contains([]byte(p2.output()), []byte("restore-exit=")) {
+		t.Fatalf("cryo restore --shell-job does not wait for the job on terminal 2:\n%s", p2.output())
 	}
-	waitFor(t, 10*time.Second, "ticks on terminal 2", func() bool { return len(p2.ticks()) >= 3 })
 	after := p2.ticks()
 	if after[0] < last || after[0] > last+2 {
 		t.Errorf("ticks on terminal 2 start at %d, want them to go on from %d (terminal 1 stopped there)", after[0], last)
@@ -131,4 +130,8 @@ func TestShellJobRestoreOntoTerminal(t *testing.T) {
 	if len(p1.ticks()) != n1 {
 		t.Errorf("terminal 1 still gets ticks after the restore onto terminal 2")
 	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "cryo to return with the job's status", func() bool {
+		return bytes.Contains([]byte(p2.output()), []byte("restore-exit=137"))
+	})
 }

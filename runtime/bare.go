@@ -116,12 +116,14 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		return nil, o.lockError("restore", id, err)
 	}
 	defer release()
-	if err := precheckPIDs(ro.Dir); err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
-	}
+	// The checkpoint first: a stale or corrupt one must be named as such,
+	// not as a pid conflict that stopping the original would not cure.
 	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
 	if err != nil {
 		return nil, err
+	}
+	if err := precheckPIDs(ro.Dir); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
 	// CRIU gives the processes back their pids: hold them from before they
 	// exist until their CUDA runs again.

@@ -105,5 +105,5 @@ func (o *Orchestrator) dumpRemedy(err error) string {
 	if r, ok := refusalRemedies[k][o.frontEnd()]; ok {
 		return r
 	}
-	return "read the CRIU log from its first error line, then retry; the processes were not changed"
+	return "read the CRIU log from its first error line, then retry"
 }

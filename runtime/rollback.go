@@ -24,7 +24,7 @@ func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
 	if errors.Is(err, cudacr.ErrTimeout) {
 		e.Remedy = lockTimeoutRemedies[c.o.frontEnd()]
 	}
-	if step == StepDump {
+	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
 	}
 	switch {

@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/ctrd"
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/runtime/precheck"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
@@ -94,6 +95,13 @@ func restoreImage(cmd *cobra.Command, ref, dir string) error {
 	}
 	if err := flagsFitKind(cmd, ref, im.Kind()); err != nil {
 		return err
+	}
+	if im.Kind() == ociimage.KindPodman {
+		// Podman would refuse a name in use only after the import; say it
+		// before anything is unpacked.
+		if err := precheck.PodmanName(ctx, or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name)); err != nil {
+			return err
+		}
 	}
 	dir, cleanup, err := workDir(dir)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -92,7 +93,36 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 	if res != nil {
 		printRestored(cmd, asJSON, newRestoreResult(dir, res))
 	}
+	if err == nil && fBool(cmd, "shell-job") && !asJSON {
+		return waitShellJob(res.PID)
+	}
 	return err
+}
+
+// waitShellJob keeps cryo in the terminal's foreground while the restored
+// job runs, as "criu restore --shell-job" does: the job is cryo's child, in
+// cryo's process group, so it reads the terminal only while cryo waits. The
+// exit status is the job's.
+func waitShellJob(pid int) error {
+	fmt.Fprintf(os.Stderr, "pid %d runs on this terminal; cryo waits for it to exit\n", pid)
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil // not our child (restored by an older path): nothing to wait for
+		}
+		break
+	}
+	switch {
+	case ws.Exited() && ws.ExitStatus() != 0:
+		return &silentError{Code: ws.ExitStatus()}
+	case ws.Signaled():
+		return &silentError{Code: 128 + int(ws.Signal())}
+	}
+	return nil
 }
 
 // printRestored prints the restored root's pid on stdout (or the JSON

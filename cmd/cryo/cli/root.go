@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/runtime/precheck"
 	"github.com/cryo-gpu/cryo/version"
 )
 
@@ -129,6 +130,13 @@ func report(ctx context.Context, w io.Writer, err error) int {
 	}
 	if u, ok := asUsage(err); ok {
 		fmt.Fprintf(w, "cryo: %v\nSee '%s --help'.\n", u.Err, u.Cmd)
+		return ExitUsage
+	}
+	if precheck.IsUsage(err) {
+		// Refused before anything was touched, for how cryo was called (not
+		// root, a terminal without --shell-job, a pid in a container): the
+		// message carries its one remedy.
+		fmt.Fprintf(w, "cryo: %v\n", err)
 		return ExitUsage
 	}
 	if s, ok := asSilent(err); ok {
