@@ -129,8 +129,8 @@ func bareRestoresIntact(t *testing.T, env []string, p *bareProc, img string) {
 }
 
 // Two `cryo-runc checkpoint --leave-running` of one container at once, and
-// a bare `cryo checkpoint` of the container's process racing cryo-runc: the
-// two front ends share the lock on the pid.
+// `cryo cuda suspend` of the container's process racing cryo-runc: the two
+// front ends share the lock on the pid.
 func TestConcurrentRuncwrapCheckpoint(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
@@ -161,15 +161,26 @@ func TestConcurrentRuncwrapCheckpoint(t *testing.T) {
 		good = imgs[win]
 		rwTicksOn(t, out)
 	}
-	// Across front ends: the bare CLI on the container's process.
+	// Across front ends: `cryo cuda suspend` of the container's process
+	// races cryo-runc; they share the lock on the pid.
 	res := race(fakeDriverEnv(t, faults), ckpt(filepath.Join(dir, "x")),
-		[]string{cryoBin(t, "cryo"), "checkpoint", "--leave-running", "--pid", strconv.Itoa(pid), "--dir", filepath.Join(dir, "y")})
+		[]string{cryoBin(t, "cryo"), "cuda", "suspend", strconv.Itoa(pid)})
 	if res[0].err != nil {
-		// cryo-runc lost the race: the bare run holds the pid.
-		wantIn(t, res[0].out, "checkpoint of pid "+strconv.Itoa(pid)+" is in progress")
+		// cryo-runc lost the race: the suspend holds the pid. Give the
+		// process its GPU back.
+		wantIn(t, res[0].out, "in progress")
+		run(t, time.Minute, fakeDriverEnv(t, faults), cryoBin(t, "cryo"), "cuda", "resume", strconv.Itoa(pid))
 	} else {
-		wantIn(t, res[1].out, "is in progress (pid ")
+		wantIn(t, res[1].out, "in progress")
 	}
+	rwTicksOn(t, out)
+	// The bare checkpoint refuses a container's process outright, before
+	// any lock: it is the container runtime's to checkpoint.
+	refused, err := runErr(time.Minute, fakeDriverEnv(t, faults), cryoBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(pid), "--dir", filepath.Join(dir, "y"))
+	if exitCode(err) != 2 {
+		t.Fatalf("cryo checkpoint of a container's process: exit %d, want 2:\n%s", exitCode(err), refused)
+	}
+	wantIn(t, refused, "is in a container", "cryo-runc")
 	rwTicksOn(t, out)
 
 	// The last winner's image restores intact.

@@ -16,6 +16,7 @@ package runcwrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,9 +100,14 @@ func wantsVersion(args []string) bool {
 // version prints runc's version lines, as Podman expects them first, and
 // then the cryo that wraps it: `podman info` shows both.
 func (w *wrapper) version() int {
-	out, err := exec.Command(w.runc, "--version").Output()
-	os.Stdout.Write(out)
+	c := exec.Command(w.runc, "--version")
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	err := c.Run()
 	fmt.Printf("cryo-runc: cryo %s\n", version.String())
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode() // runc's status, as for every passed-through call
+	}
 	if err != nil {
 		w.log.error("%s --version: %v", w.runc, err)
 		return 1
