@@ -96,9 +96,9 @@ func (r *Renderer) Start(name string, total int64) *Task {
 	r.tasks = append(r.tasks, t)
 	if r.terminal {
 		r.redraw()
-	} else {
-		r.line(t.startLine())
 	}
+	// Off a terminal the start line waits for the first tick, when the
+	// caller has had time to give the total it learns after the start.
 	r.startTicker()
 	return t
 }
@@ -184,7 +184,11 @@ func (r *Renderer) refresh() {
 		return
 	}
 	for _, t := range r.tasks {
-		if t.plainDue(now) {
+		switch {
+		case !t.announced:
+			t.announced = true
+			r.line(t.startLine())
+		case t.plainDue(now):
 			r.line(t.status(now))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -321,5 +322,35 @@ func TestFormats(t *testing.T) {
 		if got := Duration(d); got != want {
 			t.Errorf("Duration(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+func TestPlainStartLineWaitsForTheTotal(t *testing.T) {
+	r, buf, c := newTest(false)
+	task := r.Start("app: dumping with CRIU", 0)
+	task.SetEstimate(4 << 30)
+	c.Advance(100 * time.Millisecond)
+	r.refresh()
+	if got := buf.String(); got != "app: dumping with CRIU: ~4.0 GiB…\n" {
+		t.Fatalf("%q", got)
+	}
+	task.Done()
+}
+
+func TestWriterPrintsAboveTheLine(t *testing.T) {
+	r, buf, _ := newTest(true)
+	task := r.Start("push a", 10*mib)
+	w := r.Writer(nil)
+	io.WriteString(w, "level=WARN msg=\"GPU inventory")
+	io.WriteString(w, " unavailable\"\nsecond\n")
+	want := "\r\x1b[Klevel=WARN msg=\"GPU inventory unavailable\"\n\r\x1b[Kpush a  0 B / 10.0 MiB  0%  0 B/s\r\x1b[Ksecond\n\r\x1b[Kpush a"
+	if !strings.HasSuffix(buf.String(), "\r\x1b[Ksecond\n\r\x1b[Kpush a  0 B / 10.0 MiB  0%  0 B/s") || !strings.Contains(buf.String(), want) {
+		t.Fatalf("%q", buf.String())
+	}
+	task.Done()
+	var fallback bytes.Buffer
+	var quiet *Renderer
+	if quiet.Writer(&fallback) != io.Writer(&fallback) {
+		t.Fatal("a quiet renderer's writer is the fallback")
 	}
 }

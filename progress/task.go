@@ -30,6 +30,7 @@ type Task struct {
 
 	// Guarded by r.mu.
 	ended      bool
+	announced  bool // plain output: the start line is written
 	sampled    time.Time
 	sampleDone int64
 	rate       float64 // smoothed bytes/s; 0: not measured yet
@@ -139,6 +140,10 @@ func (t *Task) finish(line string) {
 		return
 	}
 	t.ended = true
+	if !t.r.terminal && !t.announced {
+		t.announced = true
+		t.r.line(t.startLine())
+	}
 	t.r.remove(t, line)
 }
 
