@@ -123,7 +123,20 @@ func (r *Renderer) Println(s string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.terminal {
+		r.announce() // a task's lines follow its start line
+	}
 	r.line(s)
+}
+
+// announce writes the start lines still owed. r.mu is held.
+func (r *Renderer) announce() {
+	for _, t := range r.tasks {
+		if !t.announced {
+			t.announced = true
+			r.line(t.startLine())
+		}
+	}
 }
 
 // Close ends every task still running as interrupted and stops redrawing:

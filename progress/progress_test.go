@@ -354,3 +354,14 @@ func TestWriterPrintsAboveTheLine(t *testing.T) {
 		t.Fatal("a quiet renderer's writer is the fallback")
 	}
 }
+
+func TestPlainStartLineComesFirst(t *testing.T) {
+	r, buf, _ := newTest(false)
+	task := r.Start("build a", 3*mib)
+	r.Println("build a: layer base 0123456789ab  1.0 KiB")
+	task.Done()
+	want := "build a: 3.0 MiB…\nbuild a: layer base 0123456789ab  1.0 KiB\nbuild a: done in 0.0s\n"
+	if buf.String() != want {
+		t.Fatalf("%q, want %q", buf.String(), want)
+	}
+}

@@ -31,7 +31,7 @@ type BuildOptions struct {
 	SplitAt int64                // see DefaultSplitAt; <0: one layer for all
 	Level   zstd.EncoderLevel    // 0: zstd.SpeedDefault
 	Encrypt *EncryptOptions      // nil: plain layers
-	Log     func(string, ...any) // a line per layer built; nil: silent
+	Log     func(string, ...any) // a line per layer built; nil: on Progress
 	// Progress draws the verification of the checkpoint's files and the
 	// compression (bytes packed of the raw total, rate, ETA); nil: silent.
 	Progress *progress.Renderer
@@ -126,6 +126,8 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 		}
 		if o.Log != nil {
 			o.Log("layer %-6s %s  %s", p.Part, d.Digest.Encoded()[:12], human(d.Size))
+		} else {
+			o.Progress.Println(fmt.Sprintf("build %s: layer %-6s %s  %s", o.Ref, p.Part, d.Digest.Encoded()[:12], human(d.Size)))
 		}
 		descs, diffIDs = append(descs, d), append(diffIDs, diffID)
 	}

@@ -54,7 +54,8 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 3 MiB and 9 bytes of files, and the tar's headers.
-	if s := out.String(); !strings.Contains(s, "build example/ckpt:1: 3.0 MiB…\n") || !strings.Contains(s, "build example/ckpt:1: done, 3.0 MiB in ") {
+	if s := out.String(); !strings.Contains(s, "build example/ckpt:1: 3.0 MiB…\n") || !strings.Contains(s, "build example/ckpt:1: done, 3.0 MiB in ") ||
+		strings.Count(s, "build example/ckpt:1: layer ") != 2 {
 		t.Fatalf("build progress:\n%s", s)
 	}
 	out.b.Reset()
