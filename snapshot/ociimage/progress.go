@@ -18,14 +18,13 @@ import (
 // has is taken off the total (and named on a line of its own) rather than
 // counted as moved, so that the rate is the transfer's own.
 type transferTask struct {
-	r      *progress.Renderer
-	t      *progress.Task
-	what   string
-	total  int64
-	moved  atomic.Int64 // blobs copied in this attempt
-	skips  atomic.Int64 // bytes skipped in this attempt
-	quiet  atomic.Bool  // no skip lines: a retry skips what the last attempt moved
-	counts atomic.Int64 // bytes read in this attempt
+	r     *progress.Renderer
+	t     *progress.Task
+	what  string
+	total int64
+	moved atomic.Int64 // blobs copied in this attempt
+	skips atomic.Int64 // bytes skipped in this attempt
+	quiet atomic.Bool  // no skip lines: a retry skips what the last attempt moved
 }
 
 func newTransferTask(r *progress.Renderer, what string, total int64) *transferTask {
@@ -37,15 +36,12 @@ func (p *transferTask) retry(attempt int, err error) {
 	p.r.Println(fmt.Sprintf("%s: attempt %d failed (%v); retrying", p.what, attempt, err))
 	p.moved.Store(0)
 	p.skips.Store(0)
-	p.counts.Store(0)
 	p.quiet.Store(true)
 	p.t.Set(0)
 	p.t.SetTotal(p.total)
 }
 
-func (p *transferTask) read(n int) {
-	p.t.Set(p.counts.Add(int64(n)))
-}
+func (p *transferTask) read(n int) { p.t.Add(int64(n)) }
 
 func (p *transferTask) copied(ocispec.Descriptor) { p.moved.Add(1) }
 
