@@ -84,14 +84,14 @@ func TestTerminalOneUpdatingLine(t *testing.T) {
 		t.Fatalf("%d redraws, want the start and one per tick: %q", n, out)
 	}
 	line := lastDrawing(out)
-	for _, want := range []string{"push example/app:1", "40.0 MiB / 100.0 MiB", "40%", "10.0 MiB/s", "ETA 6.0s"} {
+	for _, want := range []string{"push example/app:1", "40.0 MiB / 100.0 MiB", "(40%)", "10.0 MiB/s", "ETA 6.0s"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line %q lacks %q", line, want)
 		}
 	}
 	task.Done()
 	out = buf.String()
-	if !strings.HasSuffix(out, "\r\x1b[Kpush example/app:1: done, 40.0 MiB in 4.0s (10.0 MiB/s)\n") {
+	if !strings.HasSuffix(out, "\r\x1b[Kpush example/app:1: done in 4.0s (40.0 MiB, 10.0 MiB/s)\n") {
 		t.Fatalf("final line: %q", lastDrawing(out))
 	}
 	if strings.Count(out, "\n") != 1 {
@@ -107,7 +107,7 @@ func TestNeverDoneAfterFailure(t *testing.T) {
 		{errors.New("connection refused"), "push a: failed after 2.0s (5.0 MiB of 10.0 MiB)\n"},
 		{fmt.Errorf("copy: %w", context.Canceled), "push a: interrupted after 2.0s (5.0 MiB of 10.0 MiB)\n"},
 		{context.DeadlineExceeded, "push a: failed after 2.0s (5.0 MiB of 10.0 MiB)\n"},
-		{nil, "push a: done, 5.0 MiB in 2.0s (2.5 MiB/s)\n"},
+		{nil, "push a: done in 2.0s (5.0 MiB, 2.5 MiB/s)\n"},
 	} {
 		for _, terminal := range []bool{true, false} {
 			r, buf, c := newTest(terminal)
@@ -145,9 +145,9 @@ func TestPlainLinesAreSparse(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	want := []string{
 		"build example/app:1: 100.0 MiB…",
-		"build example/app:1  10.0 MiB / 100.0 MiB  10%  1.0 MiB/s  ETA 1m30s",
-		"build example/app:1  20.0 MiB / 100.0 MiB  20%  1.0 MiB/s  ETA 1m20s",
-		"build example/app:1  30.0 MiB / 100.0 MiB  30%  1.0 MiB/s  ETA 1m10s",
+		"build example/app:1  10.0 MiB / 100.0 MiB (10%)  1.0 MiB/s  ETA 1m30s",
+		"build example/app:1  20.0 MiB / 100.0 MiB (20%)  1.0 MiB/s  ETA 1m20s",
+		"build example/app:1  30.0 MiB / 100.0 MiB (30%)  1.0 MiB/s  ETA 1m10s",
 		"build example/app:1: failed after 30s (30.0 MiB of 100.0 MiB)",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
@@ -166,7 +166,7 @@ func TestPlainLineEveryTenSecondsWithoutTotal(t *testing.T) {
 	task.Done()
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 4 || lines[0] != "dump…" || !strings.HasPrefix(lines[1], "dump  10.0 MiB") || !strings.HasPrefix(lines[2], "dump  20.0 MiB") ||
-		lines[3] != "dump: done, 25.0 MiB in 25s (1.0 MiB/s)" {
+		lines[3] != "dump: done in 25s (25.0 MiB, 1.0 MiB/s)" {
 		t.Fatalf("lines %q", lines)
 	}
 }
@@ -186,7 +186,7 @@ func TestConcurrentTasksShareTheLine(t *testing.T) {
 	a.Done()
 	out := buf.String()
 	// a's final line, then b alone on the line.
-	if !strings.Contains(out, "\r\x1b[Kpull a: done, 5.0 MiB in 1.0s (5.0 MiB/s)\n\r\x1b[Kpull b  2.0 MiB / 20.0 MiB") {
+	if !strings.Contains(out, "\r\x1b[Kpull a: done in 1.0s (5.0 MiB, 5.0 MiB/s)\n\r\x1b[Kpull b  2.0 MiB / 20.0 MiB") {
 		t.Fatalf("after a ended: %q", out)
 	}
 	b.Skip("already exists")
@@ -199,7 +199,7 @@ func TestPrintlnKeepsTheLine(t *testing.T) {
 	r, buf, _ := newTest(true)
 	task := r.Start("push a", 10*mib)
 	r.Println("  blob 0123456789ab: skipped: already exists")
-	if !strings.HasSuffix(buf.String(), "\r\x1b[K  blob 0123456789ab: skipped: already exists\n\r\x1b[Kpush a  0 B / 10.0 MiB  0%  0 B/s") {
+	if !strings.HasSuffix(buf.String(), "\r\x1b[K  blob 0123456789ab: skipped: already exists\n\r\x1b[Kpush a  0 B / 10.0 MiB (0%)  0 B/s") {
 		t.Fatalf("%q", buf.String())
 	}
 	task.Done()
@@ -224,7 +224,7 @@ func TestOpaqueShowsElapsedNotProgress(t *testing.T) {
 		t.Fatalf("past its estimate the line must not invent an ETA: %q", line)
 	}
 	task.Done()
-	if !strings.HasSuffix(buf.String(), "suspending CUDA: done, 4.0 GiB in 4.5s (910.2 MiB/s)\n") {
+	if !strings.HasSuffix(buf.String(), "suspending CUDA: done in 4.5s (4.0 GiB, 910.2 MiB/s)\n") {
 		t.Fatalf("%q", buf.String())
 	}
 }
@@ -236,7 +236,7 @@ func TestEstimateOvertaken(t *testing.T) {
 	c.Advance(time.Second)
 	task.Set(12 * mib)
 	r.refresh()
-	if line := lastDrawing(buf.String()); !strings.Contains(line, "12.0 MiB / ~12.0 MiB  100%") || strings.Contains(line, "ETA") {
+	if line := lastDrawing(buf.String()); !strings.Contains(line, "12.0 MiB / ~12.0 MiB (100%)") || strings.Contains(line, "ETA") {
 		t.Fatalf("%q", line)
 	}
 	task.Done()
@@ -293,7 +293,7 @@ func TestPollAndReader(t *testing.T) {
 		t.Fatalf("reader counted to %d", got)
 	}
 	task.Done()
-	if !strings.Contains(buf.String(), "copy: done, 19 B") {
+	if !strings.Contains(buf.String(), "copy: done in 0.0s (19 B, ") {
 		t.Fatalf("%q", buf.String())
 	}
 }
@@ -343,8 +343,8 @@ func TestWriterPrintsAboveTheLine(t *testing.T) {
 	w := r.Writer(nil)
 	io.WriteString(w, "level=WARN msg=\"GPU inventory")
 	io.WriteString(w, " unavailable\"\nsecond\n")
-	want := "\r\x1b[Klevel=WARN msg=\"GPU inventory unavailable\"\n\r\x1b[Kpush a  0 B / 10.0 MiB  0%  0 B/s\r\x1b[Ksecond\n\r\x1b[Kpush a"
-	if !strings.HasSuffix(buf.String(), "\r\x1b[Ksecond\n\r\x1b[Kpush a  0 B / 10.0 MiB  0%  0 B/s") || !strings.Contains(buf.String(), want) {
+	want := "\r\x1b[Klevel=WARN msg=\"GPU inventory unavailable\"\n\r\x1b[Kpush a  0 B / 10.0 MiB (0%)  0 B/s\r\x1b[Ksecond\n\r\x1b[Kpush a"
+	if !strings.HasSuffix(buf.String(), "\r\x1b[Ksecond\n\r\x1b[Kpush a  0 B / 10.0 MiB (0%)  0 B/s") || !strings.Contains(buf.String(), want) {
 		t.Fatalf("%q", buf.String())
 	}
 	task.Done()

@@ -169,7 +169,7 @@ func (t *Task) final(err error) string {
 	if done == 0 {
 		return fmt.Sprintf("%s: done in %s", t.name, Duration(el))
 	}
-	return fmt.Sprintf("%s: done, %s in %s (%s)", t.name, Human(done), Duration(el), Rate(float64(done)/math.Max(el.Seconds(), 1e-3)))
+	return fmt.Sprintf("%s: done in %s (%s, %s)", t.name, Duration(el), Human(done), Rate(float64(done)/math.Max(el.Seconds(), 1e-3)))
 }
 
 // startLine is the plain output's first line.
@@ -233,7 +233,7 @@ func (t *Task) status(now time.Time) string {
 	if done > total {
 		total = done // an estimate that fell short
 	}
-	s := fmt.Sprintf("%s  %s / %s%s  %d%%  %s", t.name, Human(done), t.approx(), Human(total), done*100/total, Rate(rate))
+	s := fmt.Sprintf("%s  %s / %s%s (%d%%)  %s", t.name, Human(done), t.approx(), Human(total), done*100/total, Rate(rate))
 	if rate > 0 && done < total {
 		s += "  ETA " + Duration(time.Duration(float64(total-done)/rate*float64(time.Second)))
 	}

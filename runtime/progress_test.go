@@ -90,9 +90,10 @@ func TestCheckpointProgressPlain(t *testing.T) {
 		t.Fatalf("plain output has carriage returns:\n%s", out)
 	}
 	for _, want := range []string{
-		"app: suspending CUDA: 64.0 KiB…\n", "app: suspending CUDA: done, 64.0 KiB in ",
-		"app: dumping with CRIU: ~", "app: dumping with CRIU: done, 8.0 MiB in ",
+		"app: suspending CUDA: 64.0 KiB…\n", "app: suspending CUDA: done in ",
+		"app: dumping with CRIU: ~", "app: dumping with CRIU: done in ",
 		"app: resuming CUDA: done",
+		" (64.0 KiB, ", " (8.0 MiB, ",
 		"app: hashing image files: done",
 	} {
 		if !strings.Contains(out, want) {

@@ -54,7 +54,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 3 MiB and 9 bytes of files, and the tar's headers.
-	if s := out.String(); !strings.Contains(s, "build example/ckpt:1: 3.0 MiB…\n") || !strings.Contains(s, "build example/ckpt:1: done, 3.0 MiB in ") ||
+	if s := out.String(); !strings.Contains(s, "build example/ckpt:1: 3.0 MiB…\n") || !strings.Contains(s, "build example/ckpt:1: done in ") || !strings.Contains(s, " (3.0 MiB, ") ||
 		strings.Count(s, "build example/ckpt:1: layer ") != 2 {
 		t.Fatalf("build progress:\n%s", s)
 	}
@@ -62,7 +62,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 	if _, err := st.UnpackWith(ctx, "example/ckpt:1", filepath.Join(t.TempDir(), "out"), UnpackOptions{Progress: r}); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "unpack example/ckpt:1: done, ") || strings.Contains(s, "\r") {
+	if s := out.String(); !strings.Contains(s, "unpack example/ckpt:1: done in ") || strings.Contains(s, "\r") {
 		t.Fatalf("unpack progress:\n%s", s)
 	}
 
@@ -233,7 +233,7 @@ func TestPushPullProgress(t *testing.T) {
 	if _, err := st.Push(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "push "+ref+": 24.0 MiB…\n") || !strings.Contains(s, "push "+ref+": done, 24.0 MiB in ") {
+	if s := out.String(); !strings.Contains(s, "push "+ref+": 24.0 MiB…\n") || !strings.Contains(s, "push "+ref+": done in ") || !strings.Contains(s, " (24.0 MiB, ") {
 		t.Fatalf("first push:\n%s", s)
 	}
 	out.b.Reset()
@@ -249,7 +249,7 @@ func TestPushPullProgress(t *testing.T) {
 	if _, err := st.Push(ctx, ref2, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); strings.Count(s, "(24.0 MiB): skipped: already exists\n") != 1 || !strings.Contains(s, "push "+ref2+": done, ") || strings.Contains(s, "done, 24.0 MiB") {
+	if s := out.String(); strings.Count(s, "(24.0 MiB): skipped: already exists\n") != 1 || !strings.Contains(s, "push "+ref2+": done in ") || strings.Contains(s, "(24.0 MiB, ") {
 		t.Fatalf("push of an image sharing the pages, want the pages layer skipped:\n%s", s)
 	}
 
@@ -258,7 +258,7 @@ func TestPushPullProgress(t *testing.T) {
 	if _, err := other.Pull(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "pull "+ref+": done, 24.0 MiB in ") {
+	if s := out.String(); !strings.Contains(s, "pull "+ref+": done in ") || !strings.Contains(s, " (24.0 MiB, ") {
 		t.Fatalf("pull:\n%s", s)
 	}
 	out.b.Reset()
