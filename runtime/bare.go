@@ -134,6 +134,8 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
 	pid, err := o.Restore(ctx, id, m, Restorer{
 		Restore: func(ctx context.Context) (int, error) {
+			// The memory CRIU reads back, for the line: it reports no progress.
+			taskFrom(ctx).SetTotal(pagesBytes(ro.Dir))
 			return criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0, Binary: o.Config.CRIU})
 		},
 		Target: func(pid int) Target {

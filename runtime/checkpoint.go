@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
@@ -32,6 +33,7 @@ type checkpoint struct {
 	dumped    bool  // the dump succeeded: without leaveRunning the processes are gone
 
 	watch *digest.Watcher // hashes the page images while they are written
+	rate  float64         // bytes/s of this run's CUDA suspend, for the resume's ETA
 }
 
 // Checkpoint thaws the target, suspends CUDA, writes the manifest into
@@ -285,12 +287,16 @@ func (c *checkpoint) suspend(ctx context.Context) error {
 	if len(c.toSuspend) == 0 {
 		return nil
 	}
+	bytes := gpuBytes(c.m, c.toSuspend)
+	taskFrom(ctx).SetTotal(bytes)
+	start := time.Now()
 	// cudacr rolls back the processes it already suspended when one fails,
 	// so a failure here leaves nothing suspended.
 	if err := c.o.driver().Suspend(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
 		return err
 	}
 	c.suspended = true
+	c.rate = measuredRate(bytes, time.Since(start))
 	return nil
 }
 
@@ -305,6 +311,10 @@ func (c *checkpoint) runDump(ctx context.Context) error {
 	if !c.o.Config.HashAfterDump {
 		c.watch = digest.Watch(c.dir)
 	}
+	if t := taskFrom(ctx); t != nil {
+		t.SetEstimate(dumpEstimate(c.pids, gpuBytes(c.m, c.toSuspend)))
+		defer t.Poll(pagesPoll, func() int64 { return pagesBytes(c.dir) })()
+	}
 	if err := c.dump(ctx); err != nil {
 		return err // fail stops the watcher
 	}
@@ -316,6 +326,7 @@ func (c *checkpoint) resume(ctx context.Context) error {
 	if !c.suspended {
 		return nil
 	}
+	c.copyLine(ctx)
 	if err := c.o.driver().Resume(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
 		return err
 	}
@@ -339,9 +350,19 @@ func StillSuspended(m *snapshot.Manifest) []int {
 	return pids
 }
 
+// copyLine gives the line of a resume or rollback the GPU memory it copies
+// back and the rate of this run's suspend.
+func (c *checkpoint) copyLine(ctx context.Context) {
+	t := taskFrom(ctx)
+	t.SetTotal(gpuBytes(c.m, c.toSuspend))
+	if c.rate > 0 {
+		t.SetRate(c.rate)
+	}
+}
+
 // computeDigests hashes an image directory after its dump; the tests make
 // it fail, as a failing disk would.
-var computeDigests = digest.Files
+var computeDigests = digest.FilesWith
 
 func (c *checkpoint) digests(ctx context.Context) error {
 	// Before the digests and the stamp: chmod changes ctime, which the
@@ -354,9 +375,9 @@ func (c *checkpoint) digests(ctx context.Context) error {
 	var d map[string]string
 	var err error
 	if w != nil {
-		d, err = w.Finish()
+		d, err = w.FinishWith(taskFrom(ctx))
 	} else {
-		d, err = computeDigests(c.dir)
+		d, err = computeDigests(c.dir, taskFrom(ctx))
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/progress"
 )
 
 // Target is the process set a checkpoint or restore acts on.
@@ -59,6 +60,8 @@ type Orchestrator struct {
 	OnEvent func(Event)
 	// OnCUDAProgress, if set, receives the driver's per-process progress.
 	OnCUDAProgress func(cudacr.Progress)
+	// Progress, if set, draws the long steps (see WithProgress).
+	Progress *progress.Renderer
 	// LockTimeout is how long the driver waits for in-flight GPU work before
 	// locking; zero: cudacr's default.
 	LockTimeout time.Duration
@@ -155,18 +158,21 @@ func (o *Orchestrator) setOptions(pairs []cudacr.GPUPair) cudacr.SetOptions {
 	return cudacr.SetOptions{LockTimeout: o.LockTimeout, GPUPairs: pairs, OnProgress: o.OnCUDAProgress}
 }
 
-// step runs fn as one named step: it emits the start and end events, or,
-// for a caller that takes no events, logs the duration; it returns the
+// step runs fn as one named step: it emits the start and end events and
+// draws its line (fn finds the line in its ctx, taskFrom), or, for a caller
+// that takes neither, logs the duration; it returns the
 // duration with fn's error. (A front end with events reports the steps its
 // own way, and its logger carries the warnings alone.)
 func (o *Orchestrator) step(ctx context.Context, id string, s Step, fn func(context.Context) error) (time.Duration, error) {
 	o.emit(Event{ID: id, Step: s})
+	t := o.startTask(id, s)
 	start := time.Now()
-	err := fn(ctx)
+	err := fn(withTask(ctx, t))
 	d := time.Since(start)
+	t.End(endErr(ctx, err))
 	o.emit(Event{ID: id, Step: s, Done: true, Elapsed: d, Err: err})
 	switch {
-	case o.OnEvent != nil:
+	case o.OnEvent != nil || o.Progress != nil:
 	case err != nil:
 		o.log().Warn("cryo step failed", "id", id, "step", string(s), "elapsed", d, "error", err)
 	default:

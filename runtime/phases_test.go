@@ -32,10 +32,10 @@ func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 		dump = func(context.Context) error { return errors.New("CRIU exited with status 1") }
 	case StepDigests:
 		// As an I/O error of the disk would: the hashing fails.
-		computeDigests = func(string) (map[string]string, error) {
+		computeDigests = func(string, digest.Progress) (map[string]string, error) {
 			return nil, errors.New("read pages-1.img: input/output error")
 		}
-		t.Cleanup(func() { computeDigests = digest.Files })
+		t.Cleanup(func() { computeDigests = digest.FilesWith })
 	}
 	return dump
 }
@@ -134,14 +134,14 @@ func TestEndCheckpoint(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("pages"), 0o600) // CRIU's dump
 		o.Config.HashAfterDump = true
-		computeDigests = digest.Files
+		computeDigests = digest.FilesWith
 		if fails {
-			computeDigests = func(string) (map[string]string, error) {
+			computeDigests = func(string, digest.Progress) (map[string]string, error) {
 				return nil, errors.New("read pages-1.img: input/output error")
 			}
 		}
 		m, err := o.EndCheckpoint(context.Background(), target, dir)
-		computeDigests = digest.Files
+		computeDigests = digest.FilesWith
 		if err := o.ResumeCUDA(context.Background(), []int{app.PID}); err != nil {
 			t.Fatal(err)
 		}

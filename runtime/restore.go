@@ -59,7 +59,7 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScop
 	if err != nil {
 		return nil, err
 	}
-	stamped, err := digest.RecordsFrom(o.Config).VerifyStamped(dir, m.Digests)
+	stamped, err := digest.RecordsFrom(o.Config).VerifyStampedWith(dir, m.Digests, taskFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +180,11 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot
 	opts := o.setOptions(nil)
 	if opts.PIDPairs, err = o.restorePairs(ctx, t, m, suspended); err != nil {
 		return err
+	}
+	line := taskFrom(ctx)
+	line.SetTotal(allGPUBytes(m))
+	if rate := recordedCopyRate(m); rate > 0 {
+		line.SetRate(rate)
 	}
 	return o.driver().Resume(ctx, suspended, opts)
 }

@@ -52,6 +52,7 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 	opts := c.o.setOptions(nil)
 	opts.Parallel = 1
 	d, err := c.o.step(rctx, c.t.ID, StepRollback, func(ctx context.Context) error {
+		c.copyLine(ctx)
 		return c.o.driver().Resume(ctx, c.toSuspend, opts)
 	})
 	c.m.AddStep(string(StepRollback), d, err)

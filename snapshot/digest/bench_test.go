@@ -119,7 +119,7 @@ func BenchmarkChunkSize(b *testing.B) {
 			b.SetBytes(size)
 			for i := 0; i < b.N; i++ {
 				f := &hashFile{path: filepath.Join(dir, "pages-1.img"), size: size, chunk: mib << 20}
-				hashAll([]*hashFile{f})
+				hashAll([]*hashFile{f}, nil)
 				if f.err != nil {
 					b.Fatal(f.err)
 				}

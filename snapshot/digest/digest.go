@@ -61,7 +61,12 @@ func chunkedName(chunk int64) string { return fmt.Sprintf("%s%dMiB", chunkedPref
 // are hashed in parallel, GOMAXPROCS at a time: the pages of a GPU
 // checkpoint run to tens of GB.
 func Files(dir string) (map[string]string, error) {
-	return compute(dir, nil)
+	return compute(dir, nil, nil)
+}
+
+// FilesWith is Files, reporting the bytes hashed to p.
+func FilesWith(dir string, p Progress) (map[string]string, error) {
+	return compute(dir, nil, p)
 }
 
 // earlySums returns chunk sums already known for the file rel of dir (inode
@@ -69,8 +74,8 @@ func Files(dir string) (map[string]string, error) {
 type earlySums func(rel string, ino uint64, size int64) map[int64][sha256.Size]byte
 
 // compute is Files, hashing only the chunks that early does not already
-// know.
-func compute(dir string, early earlySums) (map[string]string, error) {
+// know, and reporting the bytes hashed to p (nil: none).
+func compute(dir string, early earlySums, p Progress) (map[string]string, error) {
 	files, err := digestedFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("digest checkpoint files in %s: %w", dir, err)
@@ -87,7 +92,7 @@ func compute(dir string, early earlySums) (map[string]string, error) {
 			work[i].known = early(f, st.Sys().(*syscall.Stat_t).Ino, st.Size())
 		}
 	}
-	hashAll(work)
+	hashAll(work, p)
 	out := make(map[string]string, len(files))
 	var errs []error
 	for i, f := range files {
@@ -111,6 +116,11 @@ func compute(dir string, early earlySums) (map[string]string, error) {
 // wrong size, or not covered) come before any file is read; then all files
 // are hashed in parallel.
 func Verify(dir string, digests map[string]string) error {
+	return VerifyWith(dir, digests, nil)
+}
+
+// VerifyWith is Verify, reporting the bytes hashed to p.
+func VerifyWith(dir string, digests map[string]string, p Progress) error {
 	if digests == nil {
 		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish; remedy: `cryo checkpoint --finish %s` completes it if CRIU's dump did (a restore does so itself), else re-take the checkpoint: %w", dir, dir, errors.Join(ErrIncomplete, ErrCorrupt))
 	}
@@ -147,7 +157,7 @@ func Verify(dir string, digests map[string]string) error {
 	if err := uncovered(dir, digests); err != nil {
 		return err
 	}
-	hashAll(work)
+	hashAll(work, p)
 	for i, name := range names {
 		w := work[i]
 		if w.err != nil {

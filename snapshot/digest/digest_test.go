@@ -37,7 +37,7 @@ func TestChunkedDigestDefinition(t *testing.T) {
 		os.WriteFile(path, data, 0o644)
 		chunked := &hashFile{path: path, size: int64(n), chunk: chunk}
 		plain := &hashFile{path: path, size: int64(n)}
-		hashAll([]*hashFile{chunked, plain})
+		hashAll([]*hashFile{chunked, plain}, nil)
 		if chunked.err != nil || plain.err != nil {
 			t.Fatalf("%d bytes: %v %v", n, chunked.err, plain.err)
 		}
@@ -230,7 +230,7 @@ func TestVerifyBadDigestStrings(t *testing.T) {
 	}
 	// Another chunk size is read: the algorithm name carries it.
 	other := &hashFile{path: filepath.Join(dir, "pages-1.img"), size: 1, chunk: 1 << 20}
-	hashAll([]*hashFile{other})
+	hashAll([]*hashFile{other}, nil)
 	if err := Verify(dir, map[string]string{"pages-1.img": other.digest()}); err != nil || !strings.HasPrefix(other.digest(), "sha256-chunked-1MiB:1:") {
 		t.Fatalf("%s: %v", other.digest(), err)
 	}
@@ -246,7 +246,7 @@ func TestHashSizeRace(t *testing.T) {
 	}{{10010, "shrank"}, {9990, "grew"}} {
 		for _, chunk := range []int64{0, 4096} {
 			f := &hashFile{path: path, size: c.size, chunk: chunk}
-			hashAll([]*hashFile{f})
+			hashAll([]*hashFile{f}, nil)
 			if f.err == nil || !strings.Contains(f.err.Error(), c.want) {
 				t.Errorf("size %d chunk %d: %v", c.size, chunk, f.err)
 			}

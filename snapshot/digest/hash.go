@@ -77,9 +77,17 @@ type hashJob struct {
 // a large host: by then memory bandwidth, not cores, is the limit.
 const maxHashWorkers = 64
 
+// Progress receives the bytes that a hashing reads: the total before the
+// first read, then every read as it lands. A *progress.Task is one.
+type Progress interface {
+	SetTotal(n int64)
+	Add(n int64)
+}
+
 // hashAll fills the sums (or err) of every file, hashing the chunks of all
-// files on GOMAXPROCS goroutines (at most maxHashWorkers), the longest jobs first.
-func hashAll(files []*hashFile) {
+// files on GOMAXPROCS goroutines (at most maxHashWorkers), the longest jobs
+// first, and reports the bytes read to p (nil: none).
+func hashAll(files []*hashFile, p Progress) {
 	var jobs []hashJob
 	for _, f := range files {
 		n := f.chunks()
@@ -98,6 +106,13 @@ func hashAll(files []*hashFile) {
 		}
 	}
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].n > jobs[b].n })
+	if p != nil {
+		var total int64
+		for _, j := range jobs {
+			total += j.n
+		}
+		p.SetTotal(total)
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < min(runtime.GOMAXPROCS(0), maxHashWorkers, len(jobs)); w++ {
@@ -111,7 +126,7 @@ func hashAll(files []*hashFile) {
 					return
 				}
 				j := jobs[k]
-				if err := j.run(buf); err != nil {
+				if err := j.run(buf, p); err != nil {
 					j.f.fail(err)
 				}
 			}
@@ -123,17 +138,17 @@ func hashAll(files []*hashFile) {
 // run hashes bytes [off, off+n) of the file with pread, and for the last
 // chunk checks that the file ends at its size: a file that grew or shrank
 // while it was hashed is an error, not a digest of half a file.
-func (j hashJob) run(buf []byte) error {
+func (j hashJob) run(buf []byte, p Progress) error {
 	f, err := os.Open(j.f.path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return j.runOn(f, buf)
+	return j.runOn(f, buf, p)
 }
 
 // runOn is run on an open file.
-func (j hashJob) runOn(f *os.File, buf []byte) error {
+func (j hashJob) runOn(f *os.File, buf []byte, p Progress) error {
 	// Ask for the whole chunk at once: on a cold page cache (a restore on a
 	// fresh node) the kernel then reads it in large requests instead of
 	// ramping its readahead up chunk by chunk. It is only advice.
@@ -144,6 +159,9 @@ func (j hashJob) runOn(f *os.File, buf []byte) error {
 		k, err := f.ReadAt(b, off)
 		h.Write(b[:k])
 		off += int64(k)
+		if p != nil {
+			p.Add(int64(k))
+		}
 		if err == io.EOF && off < end {
 			return fmt.Errorf("read %s: the file shrank to %d bytes while it was hashed", j.f.path, off)
 		}

@@ -221,6 +221,12 @@ func (r Records) pruneStamps() {
 // (see above) and stamping it after a full verification. It reports whether
 // the stamp was used.
 func (r Records) VerifyStamped(dir string, digests map[string]string) (bool, error) {
+	return r.VerifyStampedWith(dir, digests, nil)
+}
+
+// VerifyStampedWith is VerifyStamped, reporting the bytes hashed to p
+// (none when the stamp spares the hashing).
+func (r Records) VerifyStampedWith(dir string, digests map[string]string, p Progress) (bool, error) {
 	if err := confined(dir, digests); err != nil {
 		return false, err
 	}
@@ -230,7 +236,7 @@ func (r Records) VerifyStamped(dir string, digests map[string]string) (bool, err
 		}
 		return true, nil
 	}
-	if err := Verify(dir, digests); err != nil {
+	if err := VerifyWith(dir, digests, p); err != nil {
 		r.dropStamp(dir, digests) // what failed must be hashed again next time
 		return false, err
 	}

@@ -145,7 +145,7 @@ func (w *Watcher) worker() {
 	for j := range w.jobs {
 		hf := &hashFile{path: filepath.Join(w.dir, j.name), chunk: ChunkSize, sums: make([][sha256.Size]byte, j.i+1)}
 		job := hashJob{f: hf, i: j.i, off: j.i * ChunkSize, n: ChunkSize}
-		if err := job.runOn(j.f, buf); err != nil {
+		if err := job.runOn(j.f, buf, nil); err != nil {
 			continue // Finish hashes it again and reports the error then
 		}
 		w.mu.Lock()
@@ -185,10 +185,14 @@ func (w *Watcher) closeFiles() {
 
 // Finish stops the watcher and returns the digests of every file of dir,
 // as Files does, reusing the chunks hashed during the dump.
-func (w *Watcher) Finish() (map[string]string, error) {
+func (w *Watcher) Finish() (map[string]string, error) { return w.FinishWith(nil) }
+
+// FinishWith is Finish, reporting to p the bytes it still has to hash
+// (what the dump left unhashed).
+func (w *Watcher) FinishWith(p Progress) (map[string]string, error) {
 	w.Stop()
 	defer w.closeFiles()
-	return compute(w.dir, w.early)
+	return compute(w.dir, w.early, p)
 }
 
 // early returns the chunk sums hashed during the dump that are still valid

@@ -16,6 +16,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/errdef"
 
+	"github.com/cryo-gpu/cryo/progress"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
@@ -30,7 +31,12 @@ type BuildOptions struct {
 	SplitAt int64                // see DefaultSplitAt; <0: one layer for all
 	Level   zstd.EncoderLevel    // 0: zstd.SpeedDefault
 	Encrypt *EncryptOptions      // nil: plain layers
-	Log     func(string, ...any) // progress lines; nil: silent
+	Log     func(string, ...any) // a line per layer built; nil: on Progress
+	// Progress draws the verification of the checkpoint's files and the
+	// compression (bytes packed of the raw total, rate, ETA); nil: silent.
+	Progress *progress.Renderer
+
+	task *progress.Task // the compression's line, while writeLayers runs
 }
 
 // Build packs src into an image tagged o.Ref in the store. It refuses a
@@ -38,7 +44,10 @@ type BuildOptions struct {
 // checkpoint only moves the failure to another host.
 func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
 	if src.Manifest != nil {
-		if err := filedigest.Verify(src.CRIU, src.Manifest.Digests); err != nil {
+		t := o.Progress.Start("verifying the checkpoint files of "+o.Ref, 0)
+		err := filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, t)
+		t.End(err)
+		if err != nil {
 			return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
 		}
 	}
@@ -82,9 +91,32 @@ func (st *Store) writeLayers(ctx context.Context, src *Source, o BuildOptions) (
 	if split == 0 {
 		split = DefaultSplitAt
 	}
+	plans := planLayers(src.Files, size, split)
+	o.task = o.Progress.Start("build "+o.Ref, rawBytes(plans, size, o.Encrypt != nil))
+	descs, diffIDs, err := st.buildLayers(ctx, plans, o)
+	o.task.End(endErr(ctx, err))
+	return descs, diffIDs, err
+}
+
+// rawBytes is what the compression reads: every file once, twice for an
+// encrypted image (see buildEncryptedLayer).
+func rawBytes(plans []layerPlan, size func(archive.Entry) int64, encrypted bool) int64 {
+	var n int64
+	for _, p := range plans {
+		for _, e := range p.Entries {
+			n += size(e)
+		}
+	}
+	if encrypted {
+		n *= 2
+	}
+	return n
+}
+
+func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOptions) ([]ocispec.Descriptor, []digest.Digest, error) {
 	var descs []ocispec.Descriptor
 	var diffIDs []digest.Digest
-	for _, p := range planLayers(src.Files, size, split) {
+	for _, p := range plans {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
@@ -94,6 +126,8 @@ func (st *Store) writeLayers(ctx context.Context, src *Source, o BuildOptions) (
 		}
 		if o.Log != nil {
 			o.Log("layer %-6s %s  %s", p.Part, d.Digest.Encoded()[:12], human(d.Size))
+		} else {
+			o.Progress.Println(fmt.Sprintf("build %s: layer %-6s %s  %s", o.Ref, p.Part, d.Digest.Encoded()[:12], human(d.Size)))
 		}
 		descs, diffIDs = append(descs, d), append(diffIDs, diffID)
 	}
@@ -110,7 +144,7 @@ func (st *Store) buildLayer(p layerPlan, o BuildOptions) (ocispec.Descriptor, di
 		return ocispec.Descriptor{}, "", fmt.Errorf("create layer: %w", err)
 	}
 	defer os.Remove(f.Name())
-	d, diffID, err := compressLayer(f, p, o.Level)
+	d, diffID, err := compressLayer(f, p, o.Level, o.task)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write %s layer: %w", p.Part, cerr)
 	}
@@ -129,14 +163,14 @@ func (st *Store) buildLayer(p layerPlan, o BuildOptions) (ocispec.Descriptor, di
 // again straight into the encryption. The two must agree: files that
 // changed in between fail the build.
 func (st *Store) buildEncryptedLayer(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
-	plain, diffID, err := compressLayer(io.Discard, p, o.Level)
+	plain, diffID, err := compressLayer(io.Discard, p, o.Level, o.task)
 	if err != nil {
 		return plain, "", err
 	}
 	pr, pw := io.Pipe()
 	again := make(chan ocispec.Descriptor, 1)
 	go func() {
-		d, _, err := compressLayer(pw, p, o.Level)
+		d, _, err := compressLayer(pw, p, o.Level, o.task)
 		again <- d
 		pw.CloseWithError(err)
 	}()
@@ -150,8 +184,9 @@ func (st *Store) buildEncryptedLayer(p layerPlan, o BuildOptions) (ocispec.Descr
 
 // compressLayer writes the layer's tar, zstd-compressed with one encoder
 // goroutine per core, to w; it returns the descriptor of the compressed
-// stream and the digest of the uncompressed tar (diff_id).
-func compressLayer(w io.Writer, p layerPlan, level zstd.EncoderLevel) (ocispec.Descriptor, digest.Digest, error) {
+// stream and the digest of the uncompressed tar (diff_id). The task counts
+// the uncompressed bytes.
+func compressLayer(w io.Writer, p layerPlan, level zstd.EncoderLevel, task *progress.Task) (ocispec.Descriptor, digest.Digest, error) {
 	var d ocispec.Descriptor
 	fail := func(err error) (ocispec.Descriptor, digest.Digest, error) {
 		return d, "", fmt.Errorf("write %s layer: %w", p.Part, err)
@@ -165,7 +200,7 @@ func compressLayer(w io.Writer, p layerPlan, level zstd.EncoderLevel) (ocispec.D
 		return fail(err)
 	}
 	plain := newDigestCounter()
-	if err := archive.Write(multi(zw, plain), p.Entries); err != nil {
+	if err := archive.Write(multi(zw, plain, task), p.Entries); err != nil {
 		zw.Close()
 		return fail(err)
 	}

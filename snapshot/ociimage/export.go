@@ -247,7 +247,7 @@ type layerEntry = func(*tar.Header, io.Reader) error
 // walkLayer streams layer l through the checks of an unpack (digest,
 // decryption, diff_id) and hands each tar entry to fn.
 func (st *Store) walkLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dec *DecryptOptions, fn layerEntry) error {
-	tarStream, verify, closeFn, err := st.openLayer(l, dec)
+	tarStream, verify, closeFn, err := st.openLayer(l, dec, nil)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func (st *Store) readForeignManifest(im *Image, sum *Summary) {
 // readLayerFile reads the file name out of layer l, stopping there; nil
 // when the layer has no such file.
 func (st *Store) readLayerFile(l ocispec.Descriptor, name string) ([]byte, error) {
-	tarStream, _, closeFn, err := st.openLayer(l, nil)
+	tarStream, _, closeFn, err := st.openLayer(l, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -5,82 +5,71 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
+
+	"github.com/cryo-gpu/cryo/progress"
 )
 
-// progress prints the bytes moved once a second and a line per blob.
-type progress struct {
-	w     io.Writer
+// transferTask is the progress line of one push or pull: the bytes read
+// from the source, of all the blobs to move. A blob the destination already
+// has is taken off the total (and named on a line of its own) rather than
+// counted as moved, so that the rate is the transfer's own.
+type transferTask struct {
+	r     *progress.Renderer
+	t     *progress.Task
 	what  string
 	total int64
-	done  atomic.Int64
-	start time.Time
-	quit  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
+	moved atomic.Int64 // blobs copied in this attempt
+	skips atomic.Int64 // bytes skipped in this attempt
+	quiet atomic.Bool  // no skip lines: a retry skips what the last attempt moved
 }
 
-func newProgress(w io.Writer, what string, total int64) *progress {
-	p := &progress{w: w, what: what, total: total, start: time.Now(), quit: make(chan struct{})}
-	if w != nil {
-		go p.tick()
+func newTransferTask(r *progress.Renderer, what string, total int64) *transferTask {
+	return &transferTask{r: r, t: r.Start(what, total), what: what, total: total}
+}
+
+// retry starts the count again for another attempt.
+func (p *transferTask) retry(attempt int, err error) {
+	p.r.Println(fmt.Sprintf("%s: attempt %d failed (%v); retrying", p.what, attempt, err))
+	p.moved.Store(0)
+	p.skips.Store(0)
+	p.quiet.Store(true)
+	p.t.Set(0)
+	p.t.SetTotal(p.total)
+}
+
+func (p *transferTask) read(n int) { p.t.Add(int64(n)) }
+
+func (p *transferTask) copied(ocispec.Descriptor) { p.moved.Add(1) }
+
+func (p *transferTask) skipped(d ocispec.Descriptor) {
+	p.t.SetTotal(p.total - p.skips.Add(d.Size))
+	if isLayer(d) && !p.quiet.Load() {
+		p.r.Println(fmt.Sprintf("%s: layer %s (%s): skipped: already exists", p.what, short(d), human(d.Size)))
 	}
-	return p
 }
 
-func (p *progress) tick() {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.quit:
-			return
-		case <-t.C:
-			p.line("")
-		}
-	}
-}
-
-func (p *progress) line(suffix string) {
-	if p.w == nil {
+// end finalises the line: "skipped: already exists" when the destination
+// had every blob, else done, failed or interrupted. A canceled ctx is an
+// interrupt whatever error the copy returned for it.
+func (p *transferTask) end(ctx context.Context, err error) {
+	if err == nil && p.moved.Load() == 0 {
+		p.t.Skip("already exists")
 		return
 	}
-	n := p.done.Load()
-	secs := time.Since(p.start).Seconds()
-	pct := 100.0
-	if p.total > 0 {
-		pct = min(100, 100*float64(n)/float64(p.total))
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%s: %s / %s (%.0f%%) %s/s%s\n", p.what, human(n), human(p.total), pct, human(int64(float64(n)/max(secs, 0.001))), suffix)
+	p.t.End(endErr(ctx, err))
 }
 
-func (p *progress) copied(d ocispec.Descriptor) {
-	if p.w != nil && isLayer(d) {
-		p.line(fmt.Sprintf("  [%s %s done]", short(d), human(d.Size)))
+// endErr is how a step ended for its progress line: a step that failed
+// because ctx was canceled was interrupted, whatever error it returned.
+func endErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
-}
-
-func (p *progress) skipped(d ocispec.Descriptor) {
-	p.done.Add(d.Size)
-	if p.w != nil && isLayer(d) {
-		p.line(fmt.Sprintf("  [%s already there]", short(d)))
-	}
-}
-
-func (p *progress) stop() {
-	p.once.Do(func() {
-		close(p.quit)
-		if p.w != nil {
-			p.line("  done in " + time.Since(p.start).Round(time.Millisecond).String())
-		}
-	})
+	return err
 }
 
 func isLayer(d ocispec.Descriptor) bool { return strings.Contains(d.MediaType, "layer") }
@@ -90,7 +79,7 @@ func short(d ocispec.Descriptor) string { return d.Digest.Encoded()[:12] }
 // countingTarget counts the bytes read from the source of a copy.
 type countingTarget struct {
 	oras.ReadOnlyTarget
-	p *progress
+	p *transferTask
 }
 
 func (c *countingTarget) Fetch(ctx context.Context, d ocispec.Descriptor) (io.ReadCloser, error) {
@@ -103,12 +92,12 @@ func (c *countingTarget) Fetch(ctx context.Context, d ocispec.Descriptor) (io.Re
 
 type countingReader struct {
 	io.ReadCloser
-	p *progress
+	p *transferTask
 }
 
 func (r *countingReader) Read(b []byte) (int, error) {
 	n, err := r.ReadCloser.Read(b)
-	r.p.done.Add(int64(n))
+	r.p.read(n)
 	return n, err
 }
 

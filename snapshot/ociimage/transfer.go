@@ -13,14 +13,28 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/cryo-gpu/cryo/progress"
 )
 
 // TransferOptions configures Push and Pull.
 type TransferOptions struct {
 	RemoteOptions
-	Attempts    int       // whole-transfer attempts; 0: 3
-	Concurrency int       // blobs in flight; 0: 4
-	Progress    io.Writer // progress lines; nil: silent
+	Attempts    int // whole-transfer attempts; 0: 3
+	Concurrency int // blobs in flight; 0: 4
+	// Renderer draws one progress line per image (bytes, rate, ETA) and a
+	// line per layer the destination already has; nil: Progress, if set.
+	Renderer *progress.Renderer
+	// Progress is an older form: plain progress lines on this writer.
+	Progress io.Writer
+}
+
+// renderer is where the progress goes; nil: nowhere.
+func (o TransferOptions) renderer() *progress.Renderer {
+	if o.Renderer != nil || o.Progress == nil {
+		return o.Renderer
+	}
+	return progress.New(o.Progress, false)
 }
 
 func (o TransferOptions) attempts() int {
@@ -43,12 +57,13 @@ func (st *Store) Push(ctx context.Context, ref string, o TransferOptions) (ocisp
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	p := newProgress(o.Progress, "push "+ref, totalSize(im.Manifest)+im.Desc.Size)
-	defer p.stop()
+	p := newTransferTask(o.renderer(), "push "+ref, totalSize(im.Manifest)+im.Desc.Size)
 	src := &countingTarget{ReadOnlyTarget: st.oci, p: p}
-	return transfer(ctx, "push", ref, o, func() (ocispec.Descriptor, error) {
+	d, err := transfer(ctx, "push", ref, o, p, func() (ocispec.Descriptor, error) {
 		return oras.Copy(ctx, src, ref, repo, tagOf(repo), copyOptions(o, p))
 	})
+	p.end(ctx, err)
+	return d, err
 }
 
 // Pull fetches ref from its registry into the store. It reads the manifest
@@ -65,15 +80,15 @@ func (st *Store) Pull(ctx context.Context, ref string, o TransferOptions) (ocisp
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	p := newProgress(o.Progress, "pull "+ref, totalSize(*man)+md.Size)
-	defer p.stop()
+	p := newTransferTask(o.renderer(), "pull "+ref, totalSize(*man)+md.Size)
 	src := &countingTarget{ReadOnlyTarget: repo, p: p}
-	d, err := transfer(ctx, "pull", ref, o, func() (ocispec.Descriptor, error) {
+	d, err := transfer(ctx, "pull", ref, o, p, func() (ocispec.Descriptor, error) {
 		return oras.Copy(ctx, src, tagOf(repo), st.oci, ref, copyOptions(o, p))
 	})
 	if err == nil {
 		st.privateLayers(man.Layers)
 	}
+	p.end(ctx, err)
 	return d, err
 }
 
@@ -129,7 +144,7 @@ func totalSize(m ocispec.Manifest) int64 {
 	return n
 }
 
-func copyOptions(o TransferOptions, p *progress) oras.CopyOptions {
+func copyOptions(o TransferOptions, p *transferTask) oras.CopyOptions {
 	opts := oras.DefaultCopyOptions
 	opts.Concurrency = o.Concurrency
 	if opts.Concurrency <= 0 {
@@ -148,7 +163,7 @@ func copyOptions(o TransferOptions, p *progress) oras.CopyOptions {
 
 // transfer runs one copy with whole-copy retries. Integrity failures are
 // not retried: the same bytes would fail again.
-func transfer(ctx context.Context, step, ref string, o TransferOptions, copyFn func() (ocispec.Descriptor, error)) (ocispec.Descriptor, error) {
+func transfer(ctx context.Context, step, ref string, o TransferOptions, p *transferTask, copyFn func() (ocispec.Descriptor, error)) (ocispec.Descriptor, error) {
 	var err error
 	for attempt := 1; attempt <= o.attempts(); attempt++ {
 		var d ocispec.Descriptor
@@ -160,9 +175,7 @@ func transfer(ctx context.Context, step, ref string, o TransferOptions, copyFn f
 		if errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt == o.attempts() {
 			break
 		}
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "%s %s: attempt %d failed (%v); retrying\n", step, ref, attempt, err)
-		}
+		p.retry(attempt, err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(attempt) * time.Second):

@@ -17,6 +17,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/cryo-gpu/cryo/progress"
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
@@ -77,7 +78,20 @@ func (st *Store) readJSON(ctx context.Context, d ocispec.Descriptor, v any) erro
 // exist or be empty), verifying every layer against its digest and its
 // diff_id, and every CRIU image file against cryo's manifest, before it
 // returns: nothing unverified reaches CRIU. On any failure dir is removed.
-func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOptions) (im *Image, err error) {
+func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOptions) (*Image, error) {
+	return st.UnpackWith(ctx, ref, dir, UnpackOptions{Decrypt: dec})
+}
+
+// UnpackOptions configures UnpackWith.
+type UnpackOptions struct {
+	Decrypt *DecryptOptions // the keys of an encrypted image; nil: none
+	// Progress draws the extraction (bytes of the layers read, rate, ETA)
+	// and the verification of the files; nil: silent.
+	Progress *progress.Renderer
+}
+
+// UnpackWith is Unpack with its options.
+func (st *Store) UnpackWith(ctx context.Context, ref, dir string, o UnpackOptions) (im *Image, err error) {
 	im, err = st.LoadImage(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -93,16 +107,34 @@ func (st *Store) Unpack(ctx context.Context, ref, dir string, dec *DecryptOption
 			os.RemoveAll(dir)
 		}
 	}()
-	budget := recordedBudget(im.Manifest.Annotations)
-	for i, l := range im.Manifest.Layers {
-		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, dec, budget); err != nil {
-			return nil, &StepError{Op: "unpack", ID: ref, Err: &LayerError{Digest: l.Digest.String(), Err: err}, Remedy: remedyFor(err)}
-		}
+	if err := st.unpackLayers(ctx, im, dir, o); err != nil {
+		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
 	}
-	if err := verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records); err != nil {
+	t := o.Progress.Start("verifying the checkpoint files of "+ref, 0)
+	err = verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records, t)
+	t.End(err)
+	if err != nil {
 		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: "pull the image again, or rebuild it from the checkpoint"}
 	}
 	return im, nil
+}
+
+// unpackLayers extracts every layer in order, under one progress line
+// counting the stored (compressed) bytes read.
+func (st *Store) unpackLayers(ctx context.Context, im *Image, dir string, o UnpackOptions) (err error) {
+	var total int64
+	for _, l := range im.Manifest.Layers {
+		total += l.Size
+	}
+	t := o.Progress.Start("unpack "+im.Ref, total)
+	defer func() { t.End(endErr(ctx, err)) }()
+	budget := recordedBudget(im.Manifest.Annotations)
+	for i, l := range im.Manifest.Layers {
+		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, o.Decrypt, budget, t); err != nil {
+			return &LayerError{Digest: l.Digest.String(), Err: err}
+		}
+	}
+	return nil
 }
 
 // budgetSlack covers the small files an image holds beyond those its size
@@ -141,7 +173,7 @@ func CRIUDir(dir string) string { return criuDirOf(dir, "") }
 
 // verifyCheckpoint checks the CRIU files against cryo's manifest, when the
 // checkpoint has one (a Podman checkpoint without cryo has none).
-func verifyCheckpoint(dir string, recs filedigest.Records) error {
+func verifyCheckpoint(dir string, recs filedigest.Records, p filedigest.Progress) error {
 	m, err := snapshot.Read(dir)
 	if errors.Is(err, snapshot.ErrNoManifest) {
 		return nil
@@ -150,15 +182,15 @@ func verifyCheckpoint(dir string, recs filedigest.Records) error {
 		return err
 	}
 	// Stamped: the restore that follows an unpack need not hash it again.
-	_, err = recs.VerifyStamped(dir, m.Digests)
+	_, err = recs.VerifyStampedWith(dir, m.Digests, p)
 	return err
 }
 
 // unpackLayer streams one blob through digest verification, decryption,
 // decompression and safe extraction, then checks the size, digest and
 // diff_id; a mismatch fails the unpack (and dir is removed).
-func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions, budget *archive.Budget) error {
-	tarStream, verify, closeFn, err := st.openLayer(l, dec)
+func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions, budget *archive.Budget, t *progress.Task) error {
+	tarStream, verify, closeFn, err := st.openLayer(l, dec, t)
 	if err != nil {
 		return err
 	}
@@ -176,12 +208,12 @@ func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID d
 // openLayer opens layer l of the store as its tar stream: decrypted with
 // dec, decompressed, and checked against l's size and digest by verify
 // once the stream has been read to its end.
-func (st *Store) openLayer(l ocispec.Descriptor, dec *DecryptOptions) (tarStream io.Reader, verify func() error, closeFn func(), err error) {
+func (st *Store) openLayer(l ocispec.Descriptor, dec *DecryptOptions, t *progress.Task) (tarStream io.Reader, verify func() error, closeFn func(), err error) {
 	f, err := os.Open(st.blobPath(l))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("layer %s is missing from the store (%v): %w", l.Digest, err, ErrIntegrity)
 	}
-	vr := content.NewVerifyReader(f, l)
+	vr := content.NewVerifyReader(t.Reader(f), l) // t counts the stored bytes read
 	var r io.Reader = vr
 	if strings.HasSuffix(l.MediaType, encryptedSuffix) {
 		if r, err = decryptLayer(r, l, dec); err != nil {

@@ -1,11 +1,12 @@
 package ociimage
 
 import (
-	"fmt"
 	"hash"
 	"io"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/cryo-gpu/cryo/progress"
 )
 
 // digestCounter hashes and counts what is written to it.
@@ -26,18 +27,7 @@ func (d *digestCounter) Digest() digest.Digest { return digest.NewDigest(digest.
 func multi(w ...io.Writer) io.Writer { return io.MultiWriter(w...) }
 
 // human prints a byte count in binary units.
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func human(n int64) string { return progress.Human(n) }
 
-// Human is human for the CLI.
-func Human(n int64) string { return human(n) }
+// Human is progress.Human, for callers that have not moved to it.
+func Human(n int64) string { return progress.Human(n) }
