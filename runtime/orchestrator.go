@@ -129,11 +129,6 @@ func WithLogger(l *slog.Logger) Option { return func(o *Orchestrator) { o.Logger
 // WithEvents calls f at the start and end of every step.
 func WithEvents(f func(Event)) Option { return func(o *Orchestrator) { o.OnEvent = f } }
 
-// WithCUDAProgress calls f for every per-process driver step.
-func WithCUDAProgress(f func(cudacr.Progress)) Option {
-	return func(o *Orchestrator) { o.OnCUDAProgress = f }
-}
-
 // WithLockTimeout sets the driver's lock timeout.
 func WithLockTimeout(d time.Duration) Option { return func(o *Orchestrator) { o.LockTimeout = d } }
 

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"os"
 	"strings"
 )
@@ -36,14 +35,8 @@ func EstablishedTCP(dir string) (int, error) {
 	return n, nil
 }
 
-// tcpRefused tells whether CRIU refused a dump because of an established
-// TCP connection. CRIU's own advice names its option, not the front end's.
-func tcpRefused(err error) bool {
-	var ce *CRIUError
-	return errors.As(err, &ce) && strings.Contains(logCause(ce.LogPath), "Connected TCP socket")
-}
-
-// tcpRemedy is the remedy of a dump refused by tcpRefused.
+// tcpRemedy is the remedy of a dump refused for an established TCP
+// connection, for a caller that set its own hint.
 func (o *Orchestrator) tcpRemedy() string {
 	hint := o.TCPHint
 	if hint == "" {

@@ -100,13 +100,6 @@ func (st *Store) privateLayers(layers []ocispec.Descriptor) {
 	}
 }
 
-// RemoteManifest reads ref's manifest from its registry without its layers
-// (what a scheduler needs), refusing an image that is not a checkpoint.
-func RemoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.Manifest, error) {
-	m, _, err := remoteManifest(ctx, ref, o)
-	return m, err
-}
-
 func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.Manifest, ocispec.Descriptor, error) {
 	repo, err := newRepository(ref, o)
 	if err != nil {

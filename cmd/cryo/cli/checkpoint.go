@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -101,9 +100,9 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if asJSON {
 		return printJSON(stdout, res)
 	}
-	fmt.Fprintf(os.Stderr, "checkpoint of pid %d written to %s (%d CUDA process(es))\n", pid, dir, len(m.Processes))
+	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%d CUDA process(es))\n", pid, dir, len(m.Processes))
 	if pids := runtime.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
-		fmt.Fprintf(os.Stderr, "note: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pids, strings.Trim(fmt.Sprint(pids), "[]"))
+		fmt.Fprintf(messages(), "note: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pids, strings.Trim(fmt.Sprint(pids), "[]"))
 	}
 	if fBool(cmd, "print-stats") {
 		printStats(stdout, res.Steps, res.CRIU)
@@ -115,12 +114,12 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 func finishRun(ctx context.Context, dir string) error {
 	m, err := runtime.New(runtime.WithConfig(cfg), runtime.WithLogger(warnLogger())).FinishCheckpoint(ctx, dir)
 	if errors.Is(err, runtime.ErrNothingToFinish) {
-		fmt.Fprintf(os.Stderr, "%v\n", err)
+		fmt.Fprintf(messages(), "%v\n", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "checkpoint in %s completed after an interruption: its %d file(s) were hashed now, as they are, not as CRIU wrote them (%d CUDA process(es))\n", dir, len(m.Digests), len(m.Processes))
+	fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %d file(s) were hashed now, as they are, not as CRIU wrote them (%d CUDA process(es))\n", dir, len(m.Digests), len(m.Processes))
 	return nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/runtime"
 )
 
 // cudaCommand is cuda-checkpoint's job without that binary: query, suspend
@@ -162,7 +162,7 @@ func cudaState(cmd *cobra.Command, args []string) error {
 		if st == cudacr.StateCheckpointed || st == cudacr.StateLocked {
 			// Left so by `cryo cuda suspend`, or by a checkpoint killed
 			// between its suspend and its dump.
-			fmt.Fprintf(os.Stderr, "cryo: pid %d is suspended; unless a checkpoint of it is under way, `cryo cuda resume %d` resumes it\n", pid, pid)
+			fmt.Fprintf(messages(), "cryo: pid %d is suspended; unless a checkpoint of it is under way, `cryo cuda resume %d` resumes it\n", pid, pid)
 		}
 	}
 	if asJSON {
@@ -187,7 +187,7 @@ func cudaTargets(ctx context.Context, d *cudacr.Driver, pids []int) ([]int, erro
 		return nil, err
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(os.Stderr, "skipping pid %d: %s\n", s.PID, s.Reason)
+		fmt.Fprintf(messages(), "skipping pid %d: %s\n", s.PID, s.Reason)
 	}
 	out := make([]int, 0, len(procs))
 	for _, p := range procs {
@@ -204,12 +204,12 @@ func cudaSuspend(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := cudacr.SetOptions{LockTimeout: lt, OnProgress: progressPrinter(), Parallel: fInt(cmd, "parallel")}
+	opts := cudacr.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel")}
 	return cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
 		if err := cudacr.CheckIPCOf(pids); err != nil && !fBool(cmd, "allow-cuda-ipc") {
 			return err
 		}
-		return d.Suspend(ctx, pids, opts)
+		return runtime.CUDASuspend(ctx, d, pids, opts, renderer(cmd))
 	})
 }
 
@@ -218,9 +218,9 @@ func cudaResume(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := cudacr.SetOptions{GPUPairs: pairs, OnProgress: progressPrinter(), Parallel: fInt(cmd, "parallel")}
+	opts := cudacr.SetOptions{GPUPairs: pairs, Parallel: fInt(cmd, "parallel")}
 	return cudaSet(cmd, args, "resume", "resumed", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
-		return d.Resume(ctx, pids, opts)
+		return runtime.CUDAResume(ctx, d, pids, opts, renderer(cmd))
 	})
 }
 
@@ -251,6 +251,6 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	if err := op(ctx, d, targets); err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
-	fmt.Fprintf(os.Stderr, "%s %d process(es) in %s\n", done, len(targets), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(messages(), "%s %d process(es) in %s\n", done, len(targets), time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -49,11 +49,7 @@ func remoteOptions(cmd *cobra.Command) ociimage.RemoteOptions {
 }
 
 func transferOptions(cmd *cobra.Command) ociimage.TransferOptions {
-	o := ociimage.TransferOptions{RemoteOptions: remoteOptions(cmd), Attempts: fInt(cmd, "retries")}
-	if !fBool(cmd, "quiet") {
-		o.Progress = os.Stderr
-	}
-	return o
+	return ociimage.TransferOptions{RemoteOptions: remoteOptions(cmd), Attempts: fInt(cmd, "retries"), Renderer: renderer(cmd)}
 }
 
 func openStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
@@ -130,7 +126,7 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	if !fBool(cmd, "quiet") {
-		fmt.Fprintf(os.Stderr, "built %s: %s in %d layers, %s raw (ratio %.1f)\n", o.Ref,
+		fmt.Fprintf(messages(), "built %s: %s in %d layers, %s raw (ratio %.1f)\n", o.Ref,
 			ociimage.Human(sum.Sizes.Compressed), len(sum.Layers), ociimage.Human(sum.Sizes.Total), sum.Sizes.Ratio)
 	}
 	fmt.Fprintln(stdout, d.Digest)
@@ -138,10 +134,7 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 }
 
 func buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error) {
-	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split")}
-	if !fBool(cmd, "quiet") {
-		o.Log = func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
-	}
+	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split"), Progress: renderer(cmd)}
 	ok, level := zstd.EncoderLevelFromString(fString(cmd, "level"))
 	if !ok {
 		return o, usageErrorf(cmd, "--level %q: want fastest, default, better or best", fString(cmd, "level"))
@@ -261,7 +254,7 @@ holds the export layout: DIR/checkpoint is the CRIU image directory.`,
 						return err
 					}
 				}
-				_, err := st.Unpack(ctx, args[0], args[1], dec)
+				_, err := st.UnpackWith(ctx, args[0], args[1], ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd)})
 				return err
 			})
 		},

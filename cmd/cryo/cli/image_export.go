@@ -63,7 +63,7 @@ func imageExport(cmd *cobra.Command, args []string) error {
 		os.Remove(dst)
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "exported %s to %s\n", src, dst)
+	fmt.Fprintf(messages(), "exported %s to %s\n", src, dst)
 	return nil
 }
 

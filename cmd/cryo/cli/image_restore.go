@@ -108,7 +108,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) error {
 		return err
 	}
 	defer cleanup()
-	if _, err := st.Unpack(ctx, ref, dir, dec); err != nil {
+	if _, err := st.UnpackWith(ctx, ref, dir, ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd)}); err != nil {
 		return err
 	}
 	switch im.Kind() {
@@ -158,7 +158,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		Options: containerdOptions(cmd),
 		Name:    fString(cmd, "name"), Runtime: fString(cmd, "runtime"), Snapshotter: fString(cmd, "snapshotter"),
 		LogPath:   fString(cmd, "log"),
-		Log:       func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+		Log:       func(f string, a ...any) { fmt.Fprintf(messages(), f+"\n", a...) },
 		GPUs:      splitGPUs(fString(cmd, "gpus")),
 		Inventory: cudacr.New(runtimeDriverOptions()).Inventory,
 	})
@@ -168,7 +168,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 	if asJSON {
 		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
 	}
-	fmt.Fprintf(os.Stderr, "restored container %s in namespace %s\n", res.ID, res.Namespace)
+	fmt.Fprintf(messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
 	fmt.Fprintln(stdout, res.PID)
 	return nil
 }

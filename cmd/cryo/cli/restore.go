@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -104,7 +103,7 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 // cryo's process group, so it reads the terminal only while cryo waits. The
 // exit status is the job's.
 func waitShellJob(pid int) error {
-	fmt.Fprintf(os.Stderr, "pid %d runs on this terminal; cryo waits for it to exit\n", pid)
+	fmt.Fprintf(messages(), "pid %d runs on this terminal; cryo waits for it to exit\n", pid)
 	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(pid, &ws, 0, nil)
@@ -133,28 +132,26 @@ func printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
 		return
 	}
 	if r.TCPConnections > 0 {
-		fmt.Fprintf(os.Stderr, "restored %d established TCP connection(s) (tcp-established)\n", r.TCPConnections)
+		fmt.Fprintf(messages(), "restored %d established TCP connection(s) (tcp-established)\n", r.TCPConnections)
 	}
 	fmt.Fprintln(stdout, r.PID)
 	if fBool(cmd, "print-stats") {
-		printRestoreStats(os.Stderr, r.Steps, r.CRIU)
+		printRestoreStats(messages(), r.Steps, r.CRIU)
 	}
 }
 
-// orchestrator reports progress on stderr and keeps the structured log for
-// warnings: the step lines already say what happened.
+// orchestrator draws its long steps on the invocation's progress renderer
+// and logs warnings only: the step lines already say what happened.
 func orchestrator(cmd *cobra.Command, opts ...runtime.Option) *runtime.Orchestrator {
-	base := []runtime.Option{runtime.WithConfig(cfg), runtime.WithLogger(warnLogger())}
-	if cmd.Flags().Lookup("quiet") == nil || !fBool(cmd, "quiet") {
-		base = append(base, runtime.WithEvents(stepPrinter()), runtime.WithCUDAProgress(progressPrinter()))
-	}
+	r := renderer(cmd)
+	base := []runtime.Option{runtime.WithConfig(cfg), runtime.WithLogger(warnLogger()), runtime.WithProgress(r)}
 	return runtime.New(append(base, opts...)...)
 }
 
 // warnLogger prints the orchestration's warnings (an unverified restore,
 // an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr.
 func warnLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+	return slog.New(slog.NewTextHandler(messages(), &slog.HandlerOptions{
 		Level: slog.LevelWarn,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {

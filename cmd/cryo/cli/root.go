@@ -41,6 +41,7 @@ func Main(args []string) int {
 	root := NewRoot()
 	root.SetArgs(args[1:])
 	err := root.ExecuteContext(ctx)
+	closeRenderer()
 	return report(ctx, os.Stderr, err)
 }
 

@@ -24,7 +24,7 @@ func restoreBase() string { return cfg.RestoreDir }
 func workDir(dir string) (string, func(), error) {
 	if dir != "" {
 		// Said first: the restore's last line on stdout is the pid.
-		fmt.Fprintf(os.Stderr, "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
+		fmt.Fprintf(messages(), "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
 		return dir, func() {}, nil
 	}
 	d, err := imagerestore.NewWorkDir(restoreBase())
@@ -36,6 +36,6 @@ func workDir(dir string) (string, func(), error) {
 
 func removeWorkDir(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
-		fmt.Fprintf(os.Stderr, "warning: could not remove the work directory %s, which holds the checkpoint's memory: %v; remedy: remove it by hand\n", dir, err)
+		fmt.Fprintf(messages(), "warning: could not remove the work directory %s, which holds the checkpoint's memory: %v; remedy: remove it by hand\n", dir, err)
 	}
 }
