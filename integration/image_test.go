@@ -389,7 +389,7 @@ func interrupt(t *testing.T, n *imgNode, verb, ref, dest string) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	t.Logf("interrupted %s:\n%s", verb, out.String())
-	if strings.Contains(out.String(), ": done in") {
+	if strings.Contains(out.String(), " done in") {
 		t.Fatalf("the %s ended before it could be interrupted", verb)
 	}
 }
