@@ -365,3 +365,43 @@ func TestPlainStartLineComesFirst(t *testing.T) {
 		t.Fatalf("%q, want %q", buf.String(), want)
 	}
 }
+
+// TestConcurrentTasksRace: tasks started, counted and ended from many
+// goroutines while the ticker draws (run with -race): every task gets
+// exactly one end line, and nothing is left drawn after the last.
+func TestConcurrentTasksRace(t *testing.T) {
+	buf := &lockedBuffer{}
+	r := New(buf, true)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			task := r.Start(fmt.Sprintf("pid %d: copy", i), 64*mib)
+			for k := 0; k < 20; k++ {
+				task.Add(mib)
+				time.Sleep(5 * time.Millisecond)
+			}
+			if i%2 == 0 {
+				task.Done()
+			} else {
+				task.Fail(errors.New("x"))
+			}
+		}()
+	}
+	wg.Wait()
+	out := buf.String()
+	for i := 0; i < 8; i++ {
+		want := map[bool]string{true: " done in ", false: " failed after "}[i%2 == 0]
+		if n := strings.Count(out, fmt.Sprintf("pid %d: copy%s", i, want)); n != 1 {
+			t.Fatalf("pid %d: %d end lines:\n%q", i, n, out)
+		}
+	}
+	if !strings.HasSuffix(out, "\n") {
+		t.Fatalf("a drawing is left after the last task ended: %q", lastDrawing(out))
+	}
+	time.Sleep(3 * redrawInterval)
+	if buf.String() != out {
+		t.Fatal("the renderer draws after its last task ended")
+	}
+}
