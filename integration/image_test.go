@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -355,9 +356,9 @@ func TestImageInterruptedTransfers(t *testing.T) {
 	ref := reg.addr + "/ckpt/big:v1"
 	a.cryo(t, "image", "build", "--level", "fastest", dir, ref)
 
-	interrupt(t, a, "push", ref)
+	interrupt(t, a, "push", ref, reg.storage)
 	a.cryo(t, "image", "push", ref)
-	interrupt(t, b, "pull", ref)
+	interrupt(t, b, "pull", ref, b.store)
 	b.cryo(t, "image", "pull", ref)
 	work := filepath.Join(t.TempDir(), "work")
 	b.cryo(t, "image", "unpack", ref, work)
@@ -368,8 +369,10 @@ func TestImageInterruptedTransfers(t *testing.T) {
 	}
 }
 
-// interrupt starts a transfer and kills it once it has moved some bytes.
-func interrupt(t *testing.T, n *imgNode, verb, ref string) {
+// interrupt starts a transfer and kills it once it has moved some bytes:
+// once dest (where they land) has grown by 32 MiB. Its progress lines are
+// too sparse off a terminal to time the kill by.
+func interrupt(t *testing.T, n *imgNode, verb, ref, dest string) {
 	t.Helper()
 	cmd := exec.Command(cryoBin(t, "cryo"), "image", verb, ref)
 	cmd.Env = append(os.Environ(), n.env...)
@@ -378,13 +381,32 @@ func interrupt(t *testing.T, n *imgNode, verb, ref string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	start := treeBytes(dest)
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(out.String(), "%)") {
-		time.Sleep(20 * time.Millisecond)
+	for time.Now().Before(deadline) && treeBytes(dest) < start+32<<20 {
+		time.Sleep(5 * time.Millisecond)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	t.Logf("interrupted %s:\n%s", verb, out.String())
+	if strings.Contains(out.String(), " done in") {
+		t.Fatalf("the %s ended before it could be interrupted", verb)
+	}
+}
+
+// treeBytes is the size of the files under dir, while files come and go
+// (uploads renamed into place).
+func treeBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // bigCheckpointDir fakes a CRIU directory with size bytes of random pages

@@ -65,7 +65,7 @@ func TestPseudoTerminal(t *testing.T) {
 		t.Fatalf("the running line %q lacks bytes or rate", mid)
 	}
 	final := lastDrawing(out)
-	if !strings.HasPrefix(final, "push example/app:1: done in ") || !strings.Contains(final, "(20.0 MiB, ") || !strings.HasSuffix(final, "MiB/s)\r\n") {
+	if !strings.HasPrefix(final, "push example/app:1 done in ") || !strings.Contains(final, "(20.0 MiB, ") || !strings.HasSuffix(final, "MiB/s)\r\n") {
 		t.Fatalf("final line %q", final)
 	}
 }

@@ -122,7 +122,7 @@ func (t *Task) Skip(reason string) {
 	if t == nil {
 		return
 	}
-	t.finish(t.name + ": skipped: " + reason)
+	t.finish(t.name + " skipped: " + reason)
 }
 
 // Elapsed is the time since the task started.
@@ -156,7 +156,7 @@ func (t *Task) final(err error) string {
 	}
 	what := outcome(err)
 	if err != nil {
-		s := fmt.Sprintf("%s: %s after %s", t.name, what, Duration(el))
+		s := fmt.Sprintf("%s %s after %s", t.name, what, Duration(el))
 		switch {
 		case t.opaque.Load() || done == 0 && total == 0:
 		case total > 0 && !t.estimate.Load():
@@ -167,15 +167,15 @@ func (t *Task) final(err error) string {
 		return s
 	}
 	if done == 0 {
-		return fmt.Sprintf("%s: done in %s", t.name, Duration(el))
+		return fmt.Sprintf("%s done in %s", t.name, Duration(el))
 	}
-	return fmt.Sprintf("%s: done in %s (%s, %s)", t.name, Duration(el), Human(done), Rate(float64(done)/math.Max(el.Seconds(), 1e-3)))
+	return fmt.Sprintf("%s done in %s (%s, %s)", t.name, Duration(el), Human(done), Rate(float64(done)/math.Max(el.Seconds(), 1e-3)))
 }
 
 // startLine is the plain output's first line.
 func (t *Task) startLine() string {
 	if total := t.total.Load(); total > 0 {
-		return fmt.Sprintf("%s: %s%s…", t.name, t.approx(), Human(total))
+		return fmt.Sprintf("%s… %s%s", t.name, t.approx(), Human(total))
 	}
 	return t.name + "…"
 }

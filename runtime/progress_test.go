@@ -90,11 +90,11 @@ func TestCheckpointProgressPlain(t *testing.T) {
 		t.Fatalf("plain output has carriage returns:\n%s", out)
 	}
 	for _, want := range []string{
-		"app: suspending CUDA: 64.0 KiB…\n", "app: suspending CUDA: done in ",
-		"app: dumping with CRIU: ~", "app: dumping with CRIU: done in ",
-		"app: resuming CUDA: done",
+		"app: suspending CUDA… 64.0 KiB\n", "app: suspending CUDA done in ",
+		"app: dumping with CRIU… ~", "app: dumping with CRIU done in ",
+		"app: resuming CUDA done",
 		" (64.0 KiB, ", " (8.0 MiB, ",
-		"app: hashing image files: done",
+		"app: hashing image files done",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
@@ -113,8 +113,8 @@ func TestCheckpointProgressFailedDump(t *testing.T) {
 	if err == nil {
 		t.Fatal("the dump's failure was lost")
 	}
-	if !strings.Contains(out, "app: dumping with CRIU: failed after ") || strings.Contains(out, "dumping with CRIU: done") ||
-		!strings.Contains(out, "app: rolling back: resuming CUDA: done") {
+	if !strings.Contains(out, "app: dumping with CRIU failed after ") || strings.Contains(out, "dumping with CRIU done") ||
+		!strings.Contains(out, "app: rolling back: resuming CUDA done") {
 		t.Fatalf("output:\n%s", out)
 	}
 }
@@ -127,14 +127,14 @@ func TestCheckpointProgressInterrupted(t *testing.T) {
 	if err == nil {
 		t.Fatal("a canceled checkpoint succeeded")
 	}
-	if !strings.Contains(out, "\r\x1b[Kapp: dumping with CRIU: interrupted after ") {
+	if !strings.Contains(out, "\r\x1b[Kapp: dumping with CRIU interrupted after ") {
 		t.Fatalf("no interrupted line:\n%q", out)
 	}
-	if strings.Contains(out, "dumping with CRIU: done") {
+	if strings.Contains(out, "dumping with CRIU done") {
 		t.Fatalf("an interrupted dump said done:\n%q", out)
 	}
 	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-		if !strings.Contains(l, ": done") && !strings.Contains(l, ": failed") && !strings.Contains(l, ": interrupted") {
+		if !strings.Contains(l, " done in ") && !strings.Contains(l, " failed after ") && !strings.Contains(l, " interrupted after ") {
 			t.Fatalf("a line that is neither done, failed nor interrupted: %q", l)
 		}
 	}
@@ -193,8 +193,8 @@ func TestCUDASuspendResumeLines(t *testing.T) {
 	s := out.String()
 	pid := pidsLabel([]int{app.PID})
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if !strings.Contains(s, pid+": suspending CUDA: done") || !strings.Contains(s, pid+": resuming CUDA: done") ||
-		!strings.HasPrefix(lines[len(lines)-1], pid+": suspending CUDA: failed after ") {
+	if !strings.Contains(s, pid+": suspending CUDA done") || !strings.Contains(s, pid+": resuming CUDA done") ||
+		!strings.HasPrefix(lines[len(lines)-1], pid+": suspending CUDA failed after ") {
 		t.Fatalf("output:\n%s", s)
 	}
 	t.Logf("output:\n%s", s)

@@ -47,7 +47,7 @@ func TestHashingReportsBytes(t *testing.T) {
 	task := progress.New(&buf, false).Start("verifying checkpoint", 0)
 	err = VerifyWith(dir, digests, task)
 	task.End(err)
-	if err != nil || !strings.Contains(buf.String(), " (48.0 MiB, ") || !strings.Contains(buf.String(), "verifying checkpoint: done in ") {
+	if err != nil || !strings.Contains(buf.String(), " (48.0 MiB, ") || !strings.Contains(buf.String(), "verifying checkpoint done in ") {
 		t.Fatalf("verify: %v, %q", err, buf.String())
 	}
 }

@@ -48,7 +48,7 @@ func (p *transferTask) copied(ocispec.Descriptor) { p.moved.Add(1) }
 func (p *transferTask) skipped(d ocispec.Descriptor) {
 	p.t.SetTotal(p.total - p.skips.Add(d.Size))
 	if isLayer(d) && !p.quiet.Load() {
-		p.r.Println(fmt.Sprintf("%s: layer %s (%s): skipped: already exists", p.what, short(d), human(d.Size)))
+		p.r.Println(fmt.Sprintf("%s: layer %s (%s) skipped: already exists", p.what, short(d), human(d.Size)))
 	}
 }
 

@@ -54,7 +54,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 3 MiB and 9 bytes of files, and the tar's headers.
-	if s := out.String(); !strings.Contains(s, "build example/ckpt:1: 3.0 MiB…\n") || !strings.Contains(s, "build example/ckpt:1: done in ") || !strings.Contains(s, " (3.0 MiB, ") ||
+	if s := out.String(); !strings.Contains(s, "build example/ckpt:1… 3.0 MiB\n") || !strings.Contains(s, "build example/ckpt:1 done in ") || !strings.Contains(s, " (3.0 MiB, ") ||
 		strings.Count(s, "build example/ckpt:1: layer ") != 2 {
 		t.Fatalf("build progress:\n%s", s)
 	}
@@ -62,7 +62,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 	if _, err := st.UnpackWith(ctx, "example/ckpt:1", filepath.Join(t.TempDir(), "out"), UnpackOptions{Progress: r}); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "unpack example/ckpt:1: done in ") || strings.Contains(s, "\r") {
+	if s := out.String(); !strings.Contains(s, "unpack example/ckpt:1 done in ") || strings.Contains(s, "\r") {
 		t.Fatalf("unpack progress:\n%s", s)
 	}
 
@@ -72,7 +72,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 	if _, _, err := Build(canceled, st, src, BuildOptions{Ref: "example/ckpt:2", Progress: r}); err == nil {
 		t.Fatal("a canceled build succeeded")
 	}
-	if s := out.String(); !strings.Contains(s, "build example/ckpt:2: interrupted after") || strings.Contains(s, "done") {
+	if s := out.String(); !strings.Contains(s, "build example/ckpt:2 interrupted after") || strings.Contains(s, "done") {
 		t.Fatalf("canceled build:\n%s", s)
 	}
 }
@@ -233,14 +233,14 @@ func TestPushPullProgress(t *testing.T) {
 	if _, err := st.Push(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "push "+ref+": 24.0 MiB…\n") || !strings.Contains(s, "push "+ref+": done in ") || !strings.Contains(s, " (24.0 MiB, ") {
+	if s := out.String(); !strings.Contains(s, "push "+ref+"… 24.0 MiB\n") || !strings.Contains(s, "push "+ref+" done in ") || !strings.Contains(s, " (24.0 MiB, ") {
 		t.Fatalf("first push:\n%s", s)
 	}
 	out.b.Reset()
 	if _, err := st.Push(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.HasSuffix(s, "push "+ref+": skipped: already exists\n") || strings.Contains(s, "done") {
+	if s := out.String(); !strings.HasSuffix(s, "push "+ref+" skipped: already exists\n") || strings.Contains(s, "done") {
 		t.Fatalf("second push, want the image skipped:\n%s", s)
 	}
 	ref2 := reg.ref("app:2")
@@ -249,7 +249,7 @@ func TestPushPullProgress(t *testing.T) {
 	if _, err := st.Push(ctx, ref2, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); strings.Count(s, "(24.0 MiB): skipped: already exists\n") != 1 || !strings.Contains(s, "push "+ref2+": done in ") || strings.Contains(s, "(24.0 MiB, ") {
+	if s := out.String(); strings.Count(s, "(24.0 MiB) skipped: already exists\n") != 1 || !strings.Contains(s, "push "+ref2+" done in ") || strings.Contains(s, "(24.0 MiB, ") {
 		t.Fatalf("push of an image sharing the pages, want the pages layer skipped:\n%s", s)
 	}
 
@@ -258,14 +258,14 @@ func TestPushPullProgress(t *testing.T) {
 	if _, err := other.Pull(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "pull "+ref+": done in ") || !strings.Contains(s, " (24.0 MiB, ") {
+	if s := out.String(); !strings.Contains(s, "pull "+ref+" done in ") || !strings.Contains(s, " (24.0 MiB, ") {
 		t.Fatalf("pull:\n%s", s)
 	}
 	out.b.Reset()
 	if _, err := other.Pull(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.HasSuffix(s, "pull "+ref+": skipped: already exists\n") {
+	if s := out.String(); !strings.HasSuffix(s, "pull "+ref+" skipped: already exists\n") {
 		t.Fatalf("second pull:\n%s", s)
 	}
 }
@@ -294,7 +294,7 @@ func TestPushRegistryStoppedFails(t *testing.T) {
 		t.Fatal("a push to a stopped registry succeeded")
 	}
 	s := out.String()
-	if !strings.Contains(s, "push "+ref+": attempt 1 failed") || !strings.Contains(s, "push "+ref+": failed after ") || strings.Contains(s, "done") {
+	if !strings.Contains(s, "push "+ref+": attempt 1 failed") || !strings.Contains(s, "push "+ref+" failed after ") || strings.Contains(s, "done") {
 		t.Fatalf("push to a stopped registry:\n%s", s)
 	}
 	t.Logf("progress of a push to a registry stopped mid-way:\n%s", s)
@@ -317,7 +317,7 @@ func TestPushCanceledIsInterrupted(t *testing.T) {
 		t.Fatal("a canceled push succeeded")
 	}
 	s := out.String()
-	if !strings.Contains(s, "\r\x1b[Kpush "+ref+": interrupted after ") || strings.Contains(s, "done") || strings.Count(s, "\n") != 1 {
+	if !strings.Contains(s, "\r\x1b[Kpush "+ref+" interrupted after ") || strings.Contains(s, "done") || strings.Count(s, "\n") != 1 {
 		t.Fatalf("canceled push:\n%q", s)
 	}
 }
