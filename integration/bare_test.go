@@ -148,7 +148,7 @@ func TestBareCUDACheckpointRestore(t *testing.T) {
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	out := bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
-	suspend, dump := strings.Index(out, "suspending CUDA: done"), strings.Index(out, "dumping with CRIU")
+	suspend, dump := strings.Index(out, "suspending CUDA done"), strings.Index(out, "dumping with CRIU")
 	if suspend < 0 || dump < 0 || suspend > dump {
 		t.Fatalf("CUDA must be suspended before the dump:\n%s", out)
 	}
@@ -160,7 +160,7 @@ func TestBareCUDACheckpointRestore(t *testing.T) {
 	}
 
 	out = run(t, bareTimeout, env, cryoBin(t, "cryo"), "restore", "--dir", img)
-	wantIn(t, out, "verifying checkpoint: done", "resuming CUDA: done", strconv.Itoa(p.pid))
+	wantIn(t, out, "verifying checkpoint done", "resuming CUDA done", strconv.Itoa(p.pid))
 	p.waitTicks(t, before+5)
 	page, err := fakecuda.ReadPage(p.pid)
 	if err != nil || page.State != 0 || page.Checkpoints < 1 || page.Restores < 1 || page.PairsCount < 1 {
@@ -190,7 +190,7 @@ func TestBareCUDALeaveRunning(t *testing.T) {
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	out := bareCryo(t, env, "checkpoint", "--leave-running", "--pid", strconv.Itoa(p.pid), "--dir", img)
-	wantIn(t, out, "suspending CUDA: done", "resuming CUDA: done")
+	wantIn(t, out, "suspending CUDA done", "resuming CUDA done")
 	if !p.alive() {
 		t.Fatal("--leave-running: the process is gone")
 	}
@@ -222,7 +222,7 @@ func TestBareDumpFailureRollsBack(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "img")
 	out := bareCryoFails(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
 	wantIn(t, out, "checkpoint of pid "+strconv.Itoa(p.pid)+" failed at step dump", "External socket",
-		filepath.Join(img, "criu-dump.log"), "left running with CUDA resumed", "remedy:", "rolling back: resuming CUDA: done")
+		filepath.Join(img, "criu-dump.log"), "left running with CUDA resumed", "remedy:", "rolling back: resuming CUDA done")
 	if !p.alive() {
 		t.Fatal("the process died with the failed dump")
 	}

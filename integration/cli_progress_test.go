@@ -17,8 +17,8 @@ func TestCLIProgressOnTerminal(t *testing.T) {
 	requireRoot(t)
 	// 768 MiB resident: tail keeps the last N bytes of an endless input, so
 	// the dump writes that much and takes long enough to be redrawn.
-	p := startBare(t, nil, nil, "tail -c 805306368 /dev/zero")
-	waitFor(t, 30*time.Second, "768 MiB resident", func() bool { return rssKiB(p.pid) > 700<<10 })
+	p := startBare(t, nil, nil, "sh -c 'cat /dev/zero | tail -c 805306368'")
+	waitFor(t, 60*time.Second, "768 MiB resident", func() bool { return treeRSSKiB(p.pid) > 700<<10 })
 	img := filepath.Join(t.TempDir(), "img")
 	done := filepath.Join(t.TempDir(), "exit")
 	term := startOnPty(t, "sh", "-c", cryoBin(t, "cryo")+" checkpoint --pid "+strconv.Itoa(p.pid)+" --dir "+img+"; echo $? > "+done)
@@ -31,7 +31,7 @@ func TestCLIProgressOnTerminal(t *testing.T) {
 	if n := len(redraw.FindAllString(out, -1)); n < 2 {
 		t.Fatalf("want the dump's line redrawn in place with bytes and rate (found %d redraws):\n%q", n, out)
 	}
-	final := regexp.MustCompile(`pid \d+: dumping with CRIU: done in [0-9.]+m?s \([0-9.]+ [KMG]iB, [0-9.]+ [KMG]iB/s\)\r?\n`)
+	final := regexp.MustCompile(`pid \d+: dumping with CRIU done in [0-9.]+m?s \([0-9.]+ [KMG]iB, [0-9.]+ [KMG]iB/s\)\r?\n`)
 	if !final.MatchString(out) {
 		t.Fatalf("no final line for the dump:\n%q", out)
 	}
@@ -47,6 +47,17 @@ func TestCLIProgressOnTerminal(t *testing.T) {
 		t.Fatalf("progress off a terminal has control characters:\n%q", plain)
 	}
 	wantIn(t, plain, "restoring with CRIU", "done in")
+}
+
+// treeRSSKiB is the resident memory of pid and its descendants.
+func treeRSSKiB(pid int) int {
+	n := rssKiB(pid)
+	for _, c := range strings.Fields(readFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))) {
+		if cp, err := strconv.Atoi(c); err == nil {
+			n += treeRSSKiB(cp)
+		}
+	}
+	return n
 }
 
 // rssKiB is a process's resident memory, 0 if unknown.

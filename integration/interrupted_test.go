@@ -44,7 +44,7 @@ func bareRestoreVerified(t *testing.T, env []string, p *bareProc, img string, wa
 	t.Helper()
 	before := p.lastTick(t)
 	out := run(t, bareTimeout, env, cryoBin(t, "cryo"), "restore", "--dir", img)
-	wantIn(t, out, append(wants, "verifying checkpoint: done", "resuming CUDA: done", strconv.Itoa(p.pid))...)
+	wantIn(t, out, append(wants, "verifying checkpoint done", "resuming CUDA done", strconv.Itoa(p.pid))...)
 	p.waitTicks(t, before+5)
 	if page, err := fakecuda.ReadPage(p.pid); err != nil || page.State != 0 || page.Restores < 1 {
 		t.Fatalf("driver state after restore: %+v, %v", page, err)
