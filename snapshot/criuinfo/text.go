@@ -1,6 +1,8 @@
 package criuinfo
 
 import (
+	"github.com/cryo-gpu/cryo/progress"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,19 +48,9 @@ func (p Process) CommandLine() string {
 	return strings.Join(parts, " ")
 }
 
-// human writes a byte count in binary units: "20.0 KiB".
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// human writes a byte count in binary units ("20.0 KiB"), as every cryo
+// line does.
+func human(n int64) string { return progress.Human(n) }
 
 // micros writes CRIU's microsecond times as a duration: "1.234 ms".
 func micros(us uint32) string {
