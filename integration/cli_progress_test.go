@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -19,6 +20,7 @@ func TestCLIProgressOnTerminal(t *testing.T) {
 	// the dump writes that much and takes long enough to be redrawn.
 	p := startBare(t, nil, nil, "sh -c 'cat /dev/zero | tail -c 805306368'")
 	waitFor(t, 60*time.Second, "768 MiB resident", func() bool { return treeRSSKiB(p.pid) > 700<<10 })
+	tree := treePIDs(p.pid)
 	img := filepath.Join(t.TempDir(), "img")
 	done := filepath.Join(t.TempDir(), "exit")
 	term := startOnPty(t, "sh", "-c", cryoBin(t, "cryo")+" checkpoint --pid "+strconv.Itoa(p.pid)+" --dir "+img+"; echo $? > "+done)
@@ -42,11 +44,32 @@ func TestCLIProgressOnTerminal(t *testing.T) {
 
 	// Off a terminal: no carriage returns, no escapes.
 	killDumped(t, p)
+	// A 768 MiB process takes a moment to be reaped once killed: its pid
+	// stays taken (a zombie) until then, and the restore needs it.
+	waitFor(t, time.Minute, "the dumped tree to be reaped", func() bool {
+		for _, pid := range tree {
+			if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 	plain := bareCryo(t, nil, "restore", "--dir", img)
 	if strings.ContainsAny(plain, "\r\x1b") {
 		t.Fatalf("progress off a terminal has control characters:\n%q", plain)
 	}
 	wantIn(t, plain, "restoring with CRIU", "done in")
+}
+
+// treePIDs are pid and its descendants.
+func treePIDs(pid int) []int {
+	out := []int{pid}
+	for _, c := range strings.Fields(readFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))) {
+		if cp, err := strconv.Atoi(c); err == nil {
+			out = append(out, treePIDs(cp)...)
+		}
+	}
+	return out
 }
 
 // treeRSSKiB is the resident memory of pid and its descendants.
