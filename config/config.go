@@ -100,6 +100,18 @@ type Config struct {
 	Problems []error
 }
 
+// Lookup is the value of key in environ (KEY=VALUE pairs, the first one
+// found), "" if unset: for an environment that is not this process's, such
+// as Config.Environ or a daemon's.
+func Lookup(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
 // FromEnv reads the configuration from the process environment.
 func FromEnv() Config { return parse(os.Environ()) }
 

@@ -109,7 +109,7 @@ func newEnv(opts Options) *env {
 	h.Proc = or(h.Proc, "/proc")
 	h.Sys = or(h.Sys, "/sys")
 	if h.PATH == "" {
-		h.PATH = lookupEnv(opts.Config.Environ, "PATH")
+		h.PATH = config.Lookup(opts.Config.Environ, "PATH")
 	}
 	if h.ShimDirs == nil {
 		h.ShimDirs = []string{"/usr/local/bin", "/usr/bin"}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/config"
 )
 
 // frontEnds are the container managers installed here.
@@ -66,7 +68,7 @@ func findDaemons(proc, defaultConfig string) []daemon {
 			d.config = c
 		}
 		if environ := readNul(filepath.Join(dir, "environ")); environ != nil {
-			d.path, d.pathKnown = lookupEnv(environ, "PATH"), true
+			d.path, d.pathKnown = config.Lookup(environ, "PATH"), true
 		}
 		ds = append(ds, d)
 	}

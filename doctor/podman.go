@@ -24,7 +24,7 @@ const (
 // its order: $CONTAINERS_CONF alone if set; else the distribution's, the
 // administrator's, and for a user other than root the user's.
 func podmanConfFiles(environ []string, proc string) []string {
-	if f := lookupEnv(environ, "CONTAINERS_CONF"); f != "" {
+	if f := config.Lookup(environ, "CONTAINERS_CONF"); f != "" {
 		return []string{f}
 	}
 	files := []string{
@@ -32,9 +32,9 @@ func podmanConfFiles(environ []string, proc string) []string {
 		"/etc/containers/containers.conf", "/etc/containers/containers.conf.d",
 	}
 	if uid, _, err := readStatus(filepath.Join(proc, "self", "status")); err == nil && uid != 0 {
-		dir := lookupEnv(environ, "XDG_CONFIG_HOME")
+		dir := config.Lookup(environ, "XDG_CONFIG_HOME")
 		if dir == "" {
-			dir = filepath.Join(lookupEnv(environ, "HOME"), ".config")
+			dir = filepath.Join(config.Lookup(environ, "HOME"), ".config")
 		}
 		files = append(files, filepath.Join(dir, "containers/containers.conf"), filepath.Join(dir, "containers/containers.conf.d"))
 	}

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/cryo-gpu/cryo/config"
@@ -34,7 +33,7 @@ func realRunc(cfg config.Config) (string, error) {
 		}
 		return full, nil
 	}
-	path := lookupEnv(cfg.Environ, "PATH")
+	path := config.Lookup(cfg.Environ, "PATH")
 	if path == "" {
 		// Podman runs some runtime commands with no PATH at all.
 		path = defaultPath
@@ -119,14 +118,4 @@ func statusOf(cmd *exec.Cmd, err error) int {
 		return 1
 	}
 	return 0
-}
-
-// lookupEnv is the value of key in environ, "" if unset.
-func lookupEnv(environ []string, key string) string {
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }

@@ -92,3 +92,13 @@ func decodeStats(dir, name string, get func() error) (err error) {
 	}
 	return nil
 }
+
+// ReadStats reads only CRIU's statistics of dir (or of the first of
+// statsDirs that has them), for the result of a checkpoint or restore that
+// needs no process details: both nil where CRIU wrote none, with the same
+// framing checks as Read.
+func ReadStats(dir string, statsDirs ...string) (*DumpStats, *RestoreStats, error) {
+	r := &reader{dir: dir, opts: Options{StatsDirs: statsDirs}, details: &Details{}}
+	err := r.stats()
+	return r.details.DumpStats, r.details.RestoreStats, err
+}

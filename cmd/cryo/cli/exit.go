@@ -29,18 +29,7 @@ func usageErrorf(cmd *cobra.Command, format string, a ...any) error {
 
 func asUsage(err error) (*UsageError, bool) {
 	var u *UsageError
-	if errors.As(err, &u) {
-		return u, true
-	}
-	// cobra's own argument errors ("unknown command", "unknown flag",
-	// "requires at least") come as plain errors.
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "required flag"} {
-		if strings.HasPrefix(msg, p) {
-			return &UsageError{Cmd: "cryo", Err: err}, true
-		}
-	}
-	return nil, false
+	return u, errors.As(err, &u)
 }
 
 // silentError is a failure the command has already reported in full (doctor's

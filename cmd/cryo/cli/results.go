@@ -8,25 +8,23 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
-	"github.com/checkpoint-restore/go-criu/v7/crit/images/stats"
-
 	"github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
 )
 
 // checkpointResult is what `cryo checkpoint --json` prints: enough for a
 // script to find the checkpoint, its CUDA processes and where the time went.
 type checkpointResult struct {
-	PID           int                   `json:"pid"`
-	Dir           string                `json:"dir"`
-	Created       time.Time             `json:"created"`
-	CUDAProcesses []snapshot.Process    `json:"cuda_processes"`
-	GPUMemory     uint64                `json:"gpu_memory_bytes"`
-	ImageBytes    int64                 `json:"image_bytes"`
-	Steps         []snapshot.Step       `json:"steps"`
-	Seconds       float64               `json:"seconds"`
-	CRIU          *stats.DumpStatsEntry `json:"criu_statistics,omitempty"`
+	PID           int                 `json:"pid"`
+	Dir           string              `json:"dir"`
+	Created       time.Time           `json:"created"`
+	CUDAProcesses []snapshot.Process  `json:"cuda_processes"`
+	GPUMemory     uint64              `json:"gpu_memory_bytes"`
+	ImageBytes    int64               `json:"image_bytes"`
+	Steps         []snapshot.Step     `json:"steps"`
+	Seconds       float64             `json:"seconds"`
+	CRIU          *criuinfo.DumpStats `json:"criu_statistics,omitempty"`
 }
 
 func newCheckpointResult(pid int, dir string, m *snapshot.Manifest) checkpointResult {
@@ -41,20 +39,20 @@ func newCheckpointResult(pid int, dir string, m *snapshot.Manifest) checkpointRe
 	r.Seconds = totalSeconds(m.Steps)
 	// CRIU writes stats-dump next to its log: the image directory, or the
 	// work directory the manifest names.
-	r.CRIU, _ = crit.GetDumpStats(or(m.CRIUWorkDir, dir))
+	r.CRIU, _, _ = criuinfo.ReadStats(dir, m.CRIUWorkDir)
 	return r
 }
 
 // restoreResult is what `cryo restore --json` prints.
 type restoreResult struct {
-	PID            int                      `json:"pid"`
-	Dir            string                   `json:"dir,omitempty"`
-	Container      string                   `json:"container,omitempty"`
-	Namespace      string                   `json:"namespace,omitempty"`
-	TCPConnections int                      `json:"tcp_connections"`
-	Steps          []snapshot.Step          `json:"steps"`
-	Seconds        float64                  `json:"seconds"`
-	CRIU           *stats.RestoreStatsEntry `json:"criu_statistics,omitempty"`
+	PID            int                    `json:"pid"`
+	Dir            string                 `json:"dir,omitempty"`
+	Container      string                 `json:"container,omitempty"`
+	Namespace      string                 `json:"namespace,omitempty"`
+	TCPConnections int                    `json:"tcp_connections"`
+	Steps          []snapshot.Step        `json:"steps"`
+	Seconds        float64                `json:"seconds"`
+	CRIU           *criuinfo.RestoreStats `json:"criu_statistics,omitempty"`
 }
 
 func newRestoreResult(dir string, res *runtime.RestoreResult) restoreResult {
@@ -63,7 +61,7 @@ func newRestoreResult(dir string, res *runtime.RestoreResult) restoreResult {
 		r.Steps = m.RestoreSteps
 	}
 	r.Seconds = totalSeconds(r.Steps)
-	r.CRIU, _ = crit.GetRestoreStats(dir)
+	_, r.CRIU, _ = criuinfo.ReadStats(dir)
 	return r
 }
 
@@ -77,7 +75,7 @@ func totalSeconds(steps []snapshot.Step) float64 {
 
 // printStats is the --print-stats table: cryo's steps, then CRIU's own
 // statistics (times in CRIU's microseconds, shown as durations).
-func printStats(w io.Writer, steps []snapshot.Step, dump *stats.DumpStatsEntry) {
+func printStats(w io.Writer, steps []snapshot.Step, dump *criuinfo.DumpStats) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "STEP\tTIME")
@@ -94,16 +92,16 @@ func printStats(w io.Writer, steps []snapshot.Step, dump *stats.DumpStatsEntry) 
 	}
 	us := func(v uint32) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Millisecond) }
 	fmt.Fprintln(tw, "\nCRIU\t")
-	fmt.Fprintf(tw, "freezing time\t%s\n", us(dump.GetFreezingTime()))
-	fmt.Fprintf(tw, "frozen time\t%s\n", us(dump.GetFrozenTime()))
-	fmt.Fprintf(tw, "memory dump time\t%s\n", us(dump.GetMemdumpTime()))
-	fmt.Fprintf(tw, "memory write time\t%s\n", us(dump.GetMemwriteTime()))
-	fmt.Fprintf(tw, "pages scanned\t%d\n", dump.GetPagesScanned())
-	fmt.Fprintf(tw, "pages written\t%d\n", dump.GetPagesWritten())
+	fmt.Fprintf(tw, "freezing time\t%s\n", us(dump.FreezingUS))
+	fmt.Fprintf(tw, "frozen time\t%s\n", us(dump.FrozenUS))
+	fmt.Fprintf(tw, "memory dump time\t%s\n", us(dump.MemdumpUS))
+	fmt.Fprintf(tw, "memory write time\t%s\n", us(dump.MemwriteUS))
+	fmt.Fprintf(tw, "pages scanned\t%d\n", dump.PagesScanned)
+	fmt.Fprintf(tw, "pages written\t%d\n", dump.PagesWritten)
 }
 
 // printRestoreStats is --print-stats for a restore.
-func printRestoreStats(w io.Writer, steps []snapshot.Step, rs *stats.RestoreStatsEntry) {
+func printRestoreStats(w io.Writer, steps []snapshot.Step, rs *criuinfo.RestoreStats) {
 	printStats(w, steps, nil)
 	if rs == nil {
 		return
@@ -112,9 +110,9 @@ func printRestoreStats(w io.Writer, steps []snapshot.Step, rs *stats.RestoreStat
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "\nCRIU\t")
-	fmt.Fprintf(tw, "forking time\t%s\n", us(rs.GetForkingTime()))
-	fmt.Fprintf(tw, "restore time\t%s\n", us(rs.GetRestoreTime()))
-	fmt.Fprintf(tw, "pages restored\t%d\n", rs.GetPagesRestored())
+	fmt.Fprintf(tw, "forking time\t%s\n", us(rs.ForkingUS))
+	fmt.Fprintf(tw, "restore time\t%s\n", us(rs.RestoreUS))
+	fmt.Fprintf(tw, "pages restored\t%d\n", rs.PagesRestored)
 }
 
 // dirBytes is the size of the files in dir (not below), 0 if unreadable.

@@ -116,13 +116,14 @@ func helpWidth() int {
 func report(ctx context.Context, w io.Writer, err error) int {
 	// A signal that came when the work was done anyway changes nothing.
 	if sig := interruptedBy(ctx); sig != nil && err != nil {
-		switch msg := err.Error(); {
-		case strings.Contains(msg, "interrupted by"):
-			fmt.Fprintf(w, "cryo: %s\n", msg) // the step and its rollback say it
+		var named *interrupted
+		switch {
+		case errors.As(err, &named):
+			fmt.Fprintf(w, "cryo: %v\n", err) // the step and its rollback name the signal
 		case errors.Is(err, context.Canceled):
 			fmt.Fprintf(w, "cryo: interrupted by %s\n", sigName(sig))
 		default:
-			fmt.Fprintf(w, "cryo: interrupted by %s: %s\n", sigName(sig), msg)
+			fmt.Fprintf(w, "cryo: interrupted by %s: %v\n", sigName(sig), err)
 		}
 		return 128 + sigNumber(sig)
 	}
