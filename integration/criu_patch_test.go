@@ -1,0 +1,85 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCRIUHugeFill: cryo's CRIU (contrib/criu/patches, built by `make
+// deps`) passes `criu check`, and restores a process with a filled region,
+// a sparse one, a MADV_NOHUGEPAGE one and a partly filled one with the same
+// memory and the same memory map, filling with huge pages where THP is in
+// "madvise" mode; with CRYO_CRIU_HUGE_FILL=0 it restores as stock CRIU.
+func TestCRIUHugeFill(t *testing.T) {
+	criu := patchedCRIU(t)
+	wantIn(t, run(t, 30*time.Second, nil, criu, "check"), "Looks good")
+
+	p := startHugefill(t, 384)
+	sums, lines, flags := p.sums(t), p.mapsLines(t), p.smaps(t)
+	img := t.TempDir()
+	p.criuDump(t, criu, img)
+
+	_, log := criuRestore(t, criu, img, nil)
+	if !strings.Contains(log, hugeFillLog) {
+		t.Fatalf("%s is stock CRIU, not cryo's patched build (contrib/criu): run `make deps` (contrib/install-deps.sh), or set CRYO_CRIU to a patched CRIU", criu)
+	}
+	p.wantSame(t, "restored", sums, lines)
+	got := p.smaps(t)
+	for _, r := range []string{"nohuge", "partial", "sparse"} {
+		t.Logf("%s: VmFlags %v, AnonHugePages %d kB", r, got[r].vmFlags, got[r].anonHugeK)
+	}
+	if !got["nohuge"].has("nh") || got["nohuge"].anonHugeK != 0 {
+		t.Errorf("the MADV_NOHUGEPAGE region lost its advice: %+v", got["nohuge"])
+	}
+	if got["sparse"].anonHugeK != 0 || strings.Join(got["sparse"].vmFlags, " ") != strings.Join(flags["sparse"].vmFlags, " ") {
+		t.Errorf("the sparse region changed: %+v, was %+v", got["sparse"], flags["sparse"])
+	}
+	switch mode := thpMode(); mode {
+	case "never":
+		t.Logf("transparent huge pages are \"never\" here: no huge page to check")
+		wantIn(t, log, hugeFillLog+"off")
+	case "always":
+		wantIn(t, log, hugeFillLog+"off (THP mode is not madvise")
+		if got["filled"].anonHugeK == 0 {
+			t.Errorf("THP always: the filled region has no huge pages: %+v", got["filled"])
+		}
+	default:
+		wantIn(t, log, hugeFillLog+"on")
+		if f := got["filled"]; f.anonHugeK == 0 || !f.has("hg") {
+			t.Errorf("the filled region was not filled with huge pages (want AnonHugePages > 0 and VmFlags hg): %+v", f)
+		}
+		if f := got["partial"]; f.anonHugeK == 0 || !f.has("nh") {
+			t.Errorf("the partly filled region: want huge pages where it was full and VmFlags nh: %+v", f)
+		}
+	}
+
+	// The opt-out: the same image restores as stock CRIU restores it.
+	p.kill(t)
+	_, log = criuRestore(t, criu, img, []string{"CRYO_CRIU_HUGE_FILL=0"})
+	wantIn(t, log, hugeFillLog+"off (CRYO_CRIU_HUGE_FILL=0)")
+	p.wantSame(t, "restored with CRYO_CRIU_HUGE_FILL=0", sums, lines)
+	got = p.smaps(t)
+	for r, was := range flags {
+		if strings.Join(got[r].vmFlags, " ") != strings.Join(was.vmFlags, " ") {
+			t.Errorf("CRYO_CRIU_HUGE_FILL=0: %s has VmFlags %v, was %v", r, got[r].vmFlags, was.vmFlags)
+		}
+		if thpMode() == "madvise" && got[r].anonHugeK != 0 {
+			t.Errorf("CRYO_CRIU_HUGE_FILL=0: %s has %d kB of huge pages", r, got[r].anonHugeK)
+		}
+	}
+}
+
+// wantSame fails unless the process has the memory and number of memory
+// regions it had before the dump.
+func (p *hugeProc) wantSame(t *testing.T, what string, sums map[string]string, lines int) {
+	t.Helper()
+	for r, s := range p.sums(t) {
+		if s != sums[r] {
+			t.Errorf("%s: the memory of region %s differs from the dumped one", what, r)
+		}
+	}
+	if n := p.mapsLines(t); n != lines {
+		t.Errorf("%s: %d lines in /proc/%d/maps, %d before the dump", what, n, p.pid, lines)
+	}
+}
