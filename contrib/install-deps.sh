@@ -4,8 +4,10 @@
 #
 #   CRIU 4.2.1     built from Debian sid's source (bookworm's 3.17 fails on
 #                  kernels >= 6.13 with "Unexpected rt vDSO area bounds", and
-#                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16); a
-#                  machine with an older build is upgraded
+#                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16) with
+#                  cryo's patches (contrib/criu/patches) as /usr/local/sbin/criu,
+#                  and without them as /usr/local/libexec/cryo/criu-stock; a
+#                  machine with an older or unpatched build is rebuilt
 #   runc, iptables, Podman 4.3, docker-registry   from bookworm
 #   CNI plugins    bookworm's containernetworking-plugins (/usr/lib/cni), for
 #                  Podman's networks and the CRI tests' pod network
@@ -79,12 +81,22 @@ CRIU_BUILD_DEPS=(build-essential pkgconf libbsd-dev libcap-dev libgnutls28-dev l
 	libnftables-dev libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
 	protobuf-compiler uuid-dev python3-protobuf libaio-dev dpkg-dev xz-utils)
 
+# cryo's own CRIU patches (contrib/criu/README.md): applied before the build.
+# The stamp beside the binary names the version and the patch set's sha256,
+# so that a CRIU built without them, or with another set, is rebuilt. The
+# unpatched build is kept as CRIU_STOCK, for benchmark baselines.
+CRIU_PATCHES=$(cd "$(dirname "$0")" && pwd)/criu/patches
+CRIU_STAMP=/usr/local/sbin/criu.cryo-patches
+CRIU_STOCK=/usr/local/libexec/cryo/criu-stock
+
+criu_stamp() { printf '%s %s\n' "$CRIU_VERSION" "$(cat "$CRIU_PATCHES"/*.patch | sha256sum | cut -d' ' -f1)"; }
+
 install_criu() {
-	if [ -x /usr/local/sbin/criu ] && /usr/local/sbin/criu --version 2>/dev/null | grep -q "Version: $CRIU_VERSION"; then
-		say "CRIU $CRIU_VERSION present"
+	if [ -x /usr/local/sbin/criu ] && [ -x "$CRIU_STOCK" ] && [ "$(cat "$CRIU_STAMP" 2>/dev/null)" = "$(criu_stamp)" ]; then
+		say "CRIU $CRIU_VERSION with cryo's patches present"
 		return 0
 	fi
-	apt_install "${CRIU_BUILD_DEPS[@]}"
+	apt_install "${CRIU_BUILD_DEPS[@]}" patch
 	apt_update
 	local work
 	work=$(mktemp -d)
@@ -94,11 +106,25 @@ install_criu() {
 	tarball=$(ls "$work"/criu_"$CRIU_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)
 	[ -n "$tarball" ] || die "could not fetch criu $CRIU_VERSION source from $CRIU_SUITE (is deb-src enabled in /etc/apt/sources.list.d/cryo-extra-suites.sources?)"
 	tar -C "$work" -xf "$tarball"
-	(cd "$work"/criu-"$CRIU_VERSION" && make -j"$(nproc)" criu >"$work/build.log" 2>&1) ||
-		{ tail -30 "$work/build.log" >&2; die "CRIU build failed; full log in $work/build.log"; }
-	install -D -m 0755 "$work"/criu-"$CRIU_VERSION"/criu/criu /usr/local/sbin/criu
+	local src=$work/criu-$CRIU_VERSION p
+	criu_make "$src" "$work/build.log"
+	install -D -m 0755 "$src/criu/criu" "$CRIU_STOCK"
+	for p in "$CRIU_PATCHES"/*.patch; do
+		say "applying $(basename "$p")"
+		patch -s -p1 -d "$src" <"$p" || die "$p does not apply to CRIU $CRIU_VERSION"
+	done
+	criu_make "$src" "$work/build.log"
+	install -D -m 0755 "$src/criu/criu" /usr/local/sbin/criu
+	criu_stamp >"$CRIU_STAMP"
 	rm -rf "$work"
-	say "CRIU $CRIU_VERSION installed as /usr/local/sbin/criu"
+	say "CRIU $CRIU_VERSION with cryo's patches installed as /usr/local/sbin/criu (stock: $CRIU_STOCK)"
+}
+
+# criu_make SRC LOG builds criu/criu in SRC (a second call rebuilds only
+# what the patches changed).
+criu_make() {
+	(cd "$1" && make -j"$(nproc)" criu >"$2" 2>&1) ||
+		{ tail -30 "$2" >&2; die "CRIU build failed; full log in $2"; }
 }
 
 # install_containerd VERSION_PREFIX SUITE DIR unpacks the containerd .deb of a

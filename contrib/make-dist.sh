@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make-dist.sh OUTDIR: build a self-contained bundle for a GPU host that has no
 # package registry: cryo (all its names), the GPU acceptance test binary,
-# CRIU 4.1.1 with the shared libraries it needs, runc, containerd 2.x with ctr
+# CRIU 4.2.1 with cryo's patches (and the stock build, for benchmark
+# baselines) with the shared libraries it needs, runc, containerd 2.x with ctr
 # and its runc shim, the CNI plugins of the CRI tests, and a static busybox
 # for test root filesystems.
 #
@@ -56,6 +57,14 @@ libs_of "$criu"
 # CRIU runs with the libraries it was built against (from the bundle), so that
 # the host's own libraries are not disturbed.
 wrap criu criu
+# The stock build (no cryo patches) for `make bench` baselines (TestBenchCRIU):
+# same libraries, about 2 MB compressed.
+stock=/usr/local/libexec/cryo/criu-stock
+if [ -x "$stock" ]; then
+	say "stock CRIU (no cryo patches) for benchmark baselines"
+	cp "$stock" "$b/libexec/criu-stock"
+	wrap criu-stock criu-stock
+fi
 
 # CRIU runs `ip` (addresses, routes) and, where present, iptables-save and
 # iptables-restore when it checkpoints a container's own network namespace,

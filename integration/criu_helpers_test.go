@@ -75,7 +75,8 @@ func startHugefill(t *testing.T, mib int) *hugeProc {
 	t.Helper()
 	requireRoot(t)
 	bin := filepath.Join(t.TempDir(), "hugefill")
-	run(t, time.Minute, nil, "gcc", "-O2", "-o", bin, filepath.Join(repoRoot(), "integration", "testdata", "hugefill.c"))
+	// Relative: tests run in the package directory, here and from a bundle.
+	run(t, time.Minute, nil, "gcc", "-O2", "-o", bin, filepath.Join("testdata", "hugefill.c"))
 	p := &hugeProc{bareProc: startBare(t, nil, nil, bin+" "+strconv.Itoa(mib)+" regions </dev/null")}
 	waitFor(t, 2*time.Minute, "hugefill's regions", func() bool {
 		p.regions = readRegions(filepath.Join(p.dir, "regions"))

@@ -11,7 +11,9 @@
 # A 16 GiB workload makes a ~17 GB image: each image is deleted before the
 # next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
 # CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0, CRYO_BENCH_THP=1
-# (the CUDA workload again with transparent huge pages "always").
+# (the CUDA workload again with transparent huge pages "always"). TestBenchCRIU
+# (integration/bench_criu_test.go) then restores one image with stock and
+# patched CRIU side by side ($OUT/bench-criu.tsv).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,6 +40,12 @@ export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
 : >"$CRYO_BENCH_OUT"
 (cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-9m}") 2>&1 | tee "$OUT/bench.log"
 rc=${PIPESTATUS[0]}
+
+# CRIU's restore of private anonymous memory: stock CRIU against cryo's
+# patched one (contrib/criu), same image (CRYO_BENCH_CRIU_MIB, "1024 4096").
+say "CRIU restore, stock and patched"
+(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-criu.tsv "$CRYO_BIN/integration.test" -test.run '^TestBenchCRIU$' -test.v -test.timeout 8m) 2>&1 | tee "$OUT/bench-criu.log"
+[ "${PIPESTATUS[0]}" = 0 ] || rc=${rc/#0/1}
 
 # CRYO_BENCH_THP=1: the CUDA workload again with transparent huge pages set
 # to "always" (a host-wide setting, put back afterwards), side by side.

@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestBenchCRIU: the restore of one image of a process with a filled
+// private anonymous region of each size of $CRYO_BENCH_CRIU_MIB (default
+// "1024 4096"), by stock CRIU and by cryo's patched CRIU (contrib/criu), and
+// by the patched one with CRYO_CRIU_HUGE_FILL=0, side by side: the same
+// image, the page cache warm, the order alternating over
+// $CRYO_BENCH_CRIU_ROUNDS rounds (3). Rows as TestBenchGPU's, workload
+// "anonmem". It runs only with CRYO_BENCH=1, on a GPU host or not.
+func TestBenchCRIU(t *testing.T) {
+	if os.Getenv("CRYO_BENCH") == "" {
+		t.Skip("benchmarks run with `make bench` (CRYO_BENCH=1)")
+	}
+	b := &bench{t: t, path: os.Getenv("CRYO_BENCH_OUT")}
+	sizes := os.Getenv("CRYO_BENCH_CRIU_MIB")
+	if sizes == "" {
+		sizes = "1024 4096"
+	}
+	kinds := []criuKind{
+		{"stock", stockCRIU(t), nil},
+		{"patched", patchedCRIU(t), nil},
+		{"patched, CRYO_CRIU_HUGE_FILL=0", patchedCRIU(t), []string{"CRYO_CRIU_HUGE_FILL=0"}},
+	}
+	t.Logf("transparent huge pages: %s; stock %s, patched %s", thpMode(), kinds[0].criu, kinds[1].criu)
+	warmHostMemory(t)
+	for _, s := range strings.Fields(sizes) {
+		mib, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("CRYO_BENCH_CRIU_MIB: %v", err)
+		}
+		b.criuRestore(mib, kinds, envInt("CRYO_BENCH_CRIU_ROUNDS", 3))
+	}
+}
+
+type criuKind struct {
+	name string
+	criu string
+	env  []string
+}
+
+func (b *bench) criuRestore(mib int, kinds []criuKind, rounds int) {
+	t := b.t
+	p := startHugefill(t, mib)
+	lines := p.mapsLines(t)
+	img := t.TempDir()
+	p.criuDump(t, kinds[0].criu, img)
+	b.row("anonmem", mib, "image bytes", float64(dirBytes(t, img)))
+	warmPageCache(t, img)
+	for r := 0; r < rounds; r++ {
+		for i := range kinds {
+			k := kinds[(i+r)%len(kinds)] // each kind first in turn
+			flushDirty(t)
+			d, _ := criuRestore(t, k.criu, img, k.env)
+			if n := p.mapsLines(t); n != lines {
+				t.Fatalf("%s: %d memory regions after the restore, %d before the dump", k.name, n, lines)
+			}
+			b.row("anonmem", mib, "criu restore: "+k.name, d.Seconds())
+			b.row("anonmem", mib, "AnonHugePages bytes: "+k.name, float64(p.smaps(t)["filled"].anonHugeK)*1024)
+			p.kill(t)
+		}
+	}
+}
+
+// warmPageCache reads every file of dir once, so that each restore reads
+// the image from memory.
+func warmPageCache(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
