@@ -25,6 +25,8 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
   CRYO_LIBCUDA         the CUDA driver library (default libcuda.so.1)
   CRYO_LIBNVML         the NVML library (default libnvidia-ml.so.1)
   CRYO_CRIU            the CRIU binary (default /usr/local/sbin/criu, then PATH)
+  CRYO_CRIU_HUGE_FILL  0: CRIU fills restored memory as stock CRIU does, without
+                       cryo's huge-page fill (read by CRIU; contrib/criu)
   CRYO_RUNC            the runc that cryo-runc wraps (default runc on PATH)
   CRYO_GPU_MAP         OLD-UUID=NEW-UUID[,...]: the target GPUs of a restore,
                        for every front end (--gpu-map)
