@@ -54,7 +54,24 @@ func TestCRIUHugeFill(t *testing.T) {
 		}
 	}
 
-	// The opt-out: the same image restores as stock CRIU restores it.
+	// A second checkpoint of the restored process: the filled region,
+	// dumped with the MADV_HUGEPAGE it was given, is filled with huge pages
+	// again, and the partly filled one keeps MADV_NOHUGEPAGE.
+	img2 := t.TempDir()
+	p.criuDump(t, criu, img2)
+	criuRestore(t, criu, img2, nil)
+	p.wantSame(t, "dumped and restored again", sums, lines)
+	again := p.smaps(t)
+	for r, was := range got {
+		if strings.Join(again[r].vmFlags, " ") != strings.Join(was.vmFlags, " ") {
+			t.Errorf("restored again: %s has VmFlags %v, had %v after the first restore", r, again[r].vmFlags, was.vmFlags)
+		}
+	}
+	if thpMode() != "never" && again["filled"].anonHugeK == 0 {
+		t.Errorf("restored again: the filled region has no huge pages: %+v", again["filled"])
+	}
+
+	// The opt-out: the first image restores as stock CRIU restores it.
 	p.kill(t)
 	_, log = criuRestore(t, criu, img, []string{"CRYO_CRIU_HUGE_FILL=0"})
 	wantIn(t, log, hugeFillLog+"off (CRYO_CRIU_HUGE_FILL=0)")
