@@ -148,6 +148,16 @@ func runcFor(t *testing.T, mode string) string {
 	return rawRunc()
 }
 
+// criuFor is the CRIU that runc runs: cryo's own (patched, contrib/criu)
+// for "cryo", and stock CRIU for the raw baseline, which is what the driver
+// plus plain runc and CRIU give.
+func criuFor(t *testing.T, mode string) string {
+	if mode == "cryo" {
+		return ""
+	}
+	return stockCRIU(t)
+}
+
 // cudamem: checkpoint and restore of the CUDA workload at mib MiB, through
 // cryo-runc and through the raw sequence.
 func (b *bench) cudamem(mib int) {
@@ -159,7 +169,7 @@ func (b *bench) cudamem(mib int) {
 		bundle := filepath.Join(dir, "bundle")
 		gpuRootfs(t, bundle)
 		gpuSpec(t, bundle, "/bin/cudamem", strconv.Itoa(mib), "20")
-		c := &runcContainer{t: t, runc: runcFor(t, mode), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-" + mode, log: &syncBuffer{}}
+		c := &runcContainer{t: t, runc: runcFor(t, mode), criu: criuFor(t, mode), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-" + mode, log: &syncBuffer{}}
 		c.start("run", "-d", "--bundle", c.bundle, c.id)
 		c.ticksAfter(1, "first ticks")
 		img := filepath.Join(dir, "img")
@@ -248,6 +258,7 @@ func (b *bench) serve(gib int) {
 	base := gpuMemoryUsedMiB(t)
 	for _, mode := range []string{"cryo", "raw"} {
 		s := startServe(t, runcFor(t, mode), "cryo-bench-serve-"+mode, py, script, weights)
+		s.c.criu = criuFor(t, mode)
 		b.row("serve", mib, "cold start to first answer", s.cold.Seconds())
 		t.Logf("%s", readyRe.FindString(s.c.log.String()))
 		img := filepath.Join(t.TempDir(), "img")
@@ -297,7 +308,7 @@ func (b *bench) serve(gib int) {
 	// a cache below this machine's (a VM's backing store), so the order is
 	// reported, and the raw figure is the first one.
 	raw := *s.c
-	raw.runc = runcFor(t, "raw")
+	raw.runc, raw.criu = runcFor(t, "raw"), criuFor(t, "raw")
 	b.row("serve", mib, "raw restore to first output, page cache dropped", coldRestore(t, &raw, s, img).Seconds())
 	b.row("serve", mib, "cryo restore to first output, page cache dropped", coldRestore(t, s.c, s, img).Seconds())
 	b.row("serve", mib, "raw restore to first output, page cache dropped, after cryo's", coldRestore(t, &raw, s, img).Seconds())

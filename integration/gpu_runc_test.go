@@ -22,6 +22,16 @@ type runcContainer struct {
 	bundle string
 	id     string
 	log    *syncBuffer
+	criu   string // runc --criu: the benchmarks' raw baseline runs stock CRIU
+}
+
+// globals are runc's global flags for this container: its state root and,
+// where set, the CRIU binary.
+func (c *runcContainer) globals() []string {
+	if c.criu == "" {
+		return []string{"--root", c.root}
+	}
+	return []string{"--root", c.root, "--criu", c.criu}
 }
 
 func newGPUContainer(t *testing.T, runc, id string) *runcContainer {
@@ -42,7 +52,7 @@ func newGPUContainer(t *testing.T, runc, id string) *runcContainer {
 // start runs `runc run -d` or `runc restore -d` with stdio on a fresh pipe.
 func (c *runcContainer) start(args ...string) time.Duration {
 	c.t.Helper()
-	cmd := exec.Command(c.runc, append([]string{"--root", c.root}, args...)...)
+	cmd := exec.Command(c.runc, append(c.globals(), args...)...)
 	cmd.Dir = c.bundle
 	r, w, err := os.Pipe()
 	if err != nil {

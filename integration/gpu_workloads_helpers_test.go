@@ -241,7 +241,7 @@ func (c *runcContainer) kill(sig string) {
 // checkpoint runs `<runc> checkpoint --image-path img [extra]` and returns its duration.
 func (c *runcContainer) checkpoint(img string, extra ...string) time.Duration {
 	c.t.Helper()
-	args := append([]string{"--root", c.root, "checkpoint", "--image-path", img}, extra...)
+	args := append(append(c.globals(), "checkpoint", "--image-path", img), extra...)
 	return timed(c.t, nil, c.runc, append(args, c.id)...)
 }
 
