@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A Watcher hashes the page images of a checkpoint while CRIU is
@@ -148,12 +150,24 @@ func (w *Watcher) worker() {
 		if err := job.runOn(j.f, buf, nil); err != nil {
 			continue // Finish hashes it again and reports the error then
 		}
+		startWriteback(j.f, job.off, job.n)
 		w.mu.Lock()
 		if f := w.files[j.name]; f != nil && f.ino == j.ino {
 			f.sums[j.i] = hf.sums[j.i]
 		}
 		w.mu.Unlock()
 	}
+}
+
+// startWriteback asks the kernel to start writing a final chunk to disk now,
+// without waiting for it. CRIU does not sync its images, so without this
+// all of a dump's data is still dirty when the checkpoint syncs before the
+// processes may go, and that sync took 2 s of a 4 GiB checkpoint on an
+// H200 host. Started chunk by chunk during the dump, the disk writes
+// overlap with CRIU's, and the final sync waits only for the last chunks.
+// Best effort: a failure here only leaves the work to the final sync.
+func startWriteback(f *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
 // Stop ends the watching and waits for the chunks in flight.
