@@ -1,9 +1,44 @@
 #!/usr/bin/env python3
-"""bench_report.py HOST_TSV BENCH_TSV TABLE_MD PLOT_PNG: the tables and the
-plot of `make bench` from TestBenchGPU's rows (workload, size_mib, figure,
-value: seconds, or bytes where the figure says so)."""
+"""bench_report.py HOST_TSV BENCH_TSV TABLE_MD PLOT_PNG [MORE_TSV...]: the
+tables and the plot of `make bench` from TestBenchGPU's rows (workload,
+size_mib, figure, value: seconds, or bytes where the figure says so), and
+from the rows of the other benchmarks (TestBenchCRIU, ...) in MORE_TSV."""
 import sys
+import statistics
 from collections import OrderedDict, defaultdict
+
+
+def load_all(path):
+    """Every row, repeated figures kept: (workload, mib) -> figure -> [values]."""
+    rows = defaultdict(lambda: defaultdict(list))
+    try:
+        lines = open(path).readlines()
+    except OSError:
+        return rows
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) == 4:
+            rows[(parts[0], int(parts[1]))][parts[2]].append(float(parts[3]))
+    return rows
+
+
+def med(vals):
+    return statistics.median(vals) if vals else None
+
+
+def criu_section(rows):
+    """TestBenchCRIU: one image restored by stock and by cryo's CRIU in turn."""
+    keys = sorted(k for k in rows if "criu restore: stock" in rows[k])
+    if not keys:
+        return []
+    out = ["\nCRIU's restore of one image of a process with that much private memory, stock CRIU against cryo's (contrib/criu), in turn, page cache warm; median of the rounds (all rounds in brackets):\n",
+           "| memory | stock | cryo's CRIU | cryo/stock | cryo's, `CRYO_CRIU_HUGE_FILL=0` |", "|---|---|---|---|---|"]
+    for k in keys:
+        r = rows[k]
+        a, b, c = (r.get("criu restore: " + n, []) for n in ("stock", "patched", "patched, CRYO_CRIU_HUGE_FILL=0"))
+        rng = lambda v: s(med(v)) + (" (" + ", ".join(f"{x:.2f}" for x in v) + ")" if len(v) > 1 else "")
+        out.append(f"| {k[1] / 1024:g} GiB | {rng(a)} | {rng(b)} | {ratio(med(b), med(a))} | {rng(c)} |")
+    return out
 
 
 def load(path):
@@ -97,6 +132,8 @@ def main():
                        f"{s(g('cryo GPU free (sequential)'))} | {s(g('cryo GPU free (parallel)'))} | "
                        f"{s(g('cryo cuda resume (sequential)'))} | {s(g('cryo cuda resume (parallel)'))} | "
                        f"{ratio(g('cryo cuda resume (sequential)'), g('cryo cuda resume (parallel)'))} |")
+    for extra in sys.argv[5:]:
+        out += criu_section(load_all(extra))
     open(table_path, "w").write("\n".join(out) + "\n")
 
     import matplotlib
