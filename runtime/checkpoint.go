@@ -64,6 +64,9 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		return c.m, c.fail(ctx, StepManifest, err)
 	}
 	c.killStopped(ctx)
+	if c.paused != nil && !c.leaveRunning {
+		c.o.removePause(c.t.ID) // the paused processes went with the dump
+	}
 	return c.m, nil
 }
 
