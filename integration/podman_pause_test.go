@@ -13,7 +13,8 @@ import (
 // (the fake driver reports the process checkpointed) and then freezes the
 // container; `podman unpause` thaws it and brings CUDA back with its device
 // memory intact (every tick checks it). Podman refuses to checkpoint a
-// paused container, and says so; the container stays paused.
+// paused container, and says so; the container stays paused. The
+// annotation cryo.gpu-free-pause=false makes a pause freeze-only.
 func TestPodmanPauseUnpause(t *testing.T) {
 	p := newPodman(t)
 	p.runApp(t, "app")
@@ -45,4 +46,15 @@ func TestPodmanPauseUnpause(t *testing.T) {
 	if pg, err := fakecuda.ReadPage(pid); err != nil || pg.State != 0 || pg.Restores != 1 {
 		t.Fatalf("CUDA after podman unpause: %+v (%v), want running after one restore", pg, err)
 	}
+
+	// The annotation turns it off for its container: freeze only.
+	p.podman(t, "run", "-d", "--name", "frozen", "--annotation", "cryo.gpu-free-pause=false", podmanImage, "/bin/fakecuda-app", "100")
+	p.waitTicks(t, "frozen", 3)
+	fpid, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "frozen")))
+	p.podman(t, "pause", "frozen")
+	if pg, err := fakecuda.ReadPage(fpid); err != nil || p.state(t, "frozen") != "paused" || pg.State != 0 || pg.Locks != 0 {
+		t.Fatalf("freeze-only pause: state %s, CUDA %+v (%v); want paused with CUDA untouched", p.state(t, "frozen"), pg, err)
+	}
+	p.podman(t, "unpause", "frozen")
+	p.requireContinued(t, "frozen", podmanLastTick(p.ticks(t, "frozen")))
 }
