@@ -27,6 +27,7 @@ const (
 	EnvGPUMap       = "CRYO_GPU_MAP"        // OLD-UUID=NEW-UUID[,…]: the GPUs a restore maps onto
 	EnvAllowCUDAIPC = "CRYO_ALLOW_CUDA_IPC" // 1: checkpoint NCCL ranks cryo would refuse
 	EnvLockDir      = "CRYO_LOCK_DIR"       // per-target lock files; default /run/cryo/locks
+	EnvGPUFreePause = "CRYO_GPU_FREE_PAUSE" // 0: pause freezes only, CUDA keeps its GPU memory
 	EnvDigestWatch  = "CRYO_DIGEST_WATCH"   // 0: hash after the dump instead of during it
 	EnvVerify       = "CRYO_VERIFY"         // full: always re-hash; default auto (trust a valid record)
 	EnvStampDir     = "CRYO_STAMP_DIR"      // verification records; default /var/lib/cryo/verified
@@ -75,6 +76,9 @@ type Config struct {
 	GPUMap       string
 	AllowCUDAIPC bool
 	LockDir      string
+	// FreezeOnlyPause turns the GPU-free pause off: a pause freezes the
+	// container and CUDA keeps its GPU memory, as with runc.
+	FreezeOnlyPause bool
 	// HashAfterDump hashes the images after the dump instead of while CRIU
 	// writes them.
 	HashAfterDump bool
@@ -130,6 +134,7 @@ func parse(environ []string) Config {
 		GPUMap:              env[EnvGPUMap],
 		AllowCUDAIPC:        env[EnvAllowCUDAIPC] == "1",
 		LockDir:             or(env[EnvLockDir], DefaultLockDir),
+		FreezeOnlyPause:     env[EnvGPUFreePause] == "0",
 		HashAfterDump:       env[EnvDigestWatch] == "0",
 		VerifyFull:          env[EnvVerify] == "full",
 		StampDir:            or(env[EnvStampDir], DefaultStampDir),

@@ -59,8 +59,13 @@ func oneWins(t testing.TB, round int, res [2]raceResult, holder string) int {
 	// Through containerd, a second request whose Pause comes while the
 	// first request's own Pause holds the task, before the shim has begun
 	// the first checkpoint, is refused by containerd itself: as fast, and
-	// before anything is touched.
-	if !strings.Contains(lose.out, "cannot pause a paused container") {
+	// before anything is touched. One whose Pause comes while the first
+	// one's GPU-free pause runs is refused by that pause's lock.
+	switch {
+	case strings.Contains(lose.out, "cannot pause a paused container"):
+	case strings.Contains(lose.out, "a pause of "+holder):
+		wantIn(t, lose.out, "a pause of "+holder+" is in progress (pid ", " of cryo)")
+	default:
 		wantIn(t, lose.out, "a checkpoint of "+holder+" is in progress (pid ", " of cryo)")
 	}
 	if lose.took > res[win].took {

@@ -55,6 +55,8 @@ var containerdCases = []struct {
 	{"ImageRestoreOnOtherGPU", testImageRestoreOtherGPU},
 	{"NetworkServer", testNetworkServer},
 	{"NetworkTCPEstablished", testNetworkTCP},
+	{"PauseResume", testTaskPauseResume},
+	{"PauseRefused", testPauseRefused},
 }
 
 // testTaskCheckpointClone: `ctr task checkpoint` leaves the original
@@ -190,9 +192,11 @@ func assertContinues(t testing.TB, path string, before int) {
 	t.Logf("%s: ticks carried on: %d before the checkpoint, %d..%d after", filepath.Base(path), before, ts[0], ts[len(ts)-1])
 }
 
-// checkStepOrder checks the shim's log: the CUDA suspend came after the
-// thaw of containerd's pause, the dump after the suspend, the resume after
-// the dump.
+// checkStepOrder checks the shim's log: containerd's pause before the
+// checkpoint suspended CUDA and then froze the task (the GPU-free pause);
+// the checkpoint thawed it, found CUDA suspended and dumped it as it was;
+// containerd's resume after the checkpoint thawed the task, then resumed
+// CUDA.
 func (d *daemon) checkStepOrder(id string) {
 	d.t.Helper()
 	var steps []string
@@ -204,7 +208,9 @@ func (d *daemon) checkStepOrder(id string) {
 			steps = append(steps, strings.Fields(line[i+5:])[0])
 		}
 	}
-	want := []string{"thaw", "find", "inventory", "suspend", "manifest", "dump", "resume", "digests"}
+	want := []string{"find", "inventory", "suspend", "record", "freeze", // pause
+		"thaw", "find", "inventory", "manifest", "dump", "digests", // checkpoint
+		"thaw", "resume"} // resume
 	if strings.Join(steps, " ") != strings.Join(want, " ") {
 		d.t.Fatalf("checkpoint steps of %s: %v, want %v", id, steps, want)
 	}

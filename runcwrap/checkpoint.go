@@ -42,6 +42,9 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 	}
 	dump := func(ctx context.Context) error { return w.runDump(o) }
 	m, err := w.orchestrator().Checkpoint(ctx, t, o.imagePath, o.leaveRunning, dump)
+	if t.Thaw != nil {
+		w.repause(ctx, o.id)
+	}
 	if err != nil {
 		return err // a *runtime.StepError: container, step, outcome, remedy
 	}
@@ -72,4 +75,17 @@ func workDir(o crOpts) string {
 		return o.workPath
 	}
 	return o.imagePath
+}
+
+// repause freezes again a container that was paused before its checkpoint
+// and still runs (--leave-running, or a failed checkpoint): the checkpoint
+// thawed it for the driver, and its CUDA processes may still be suspended
+// by a GPU-free pause, which `runc resume` brings back.
+func (w *wrapper) repause(ctx context.Context, id string) {
+	if st, err := w.cli.status(ctx, id); err != nil || st != "running" {
+		return
+	}
+	if err := w.cli.runc().Pause(ctx, id); err != nil {
+		w.log.warn("checkpoint of container %s: could not pause it again: %v; remedy: run `runc pause %s`", id, err, id)
+	}
 }

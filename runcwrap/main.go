@@ -1,14 +1,16 @@
 // Package runcwrap is cryo-runc, a runc-compatible OCI runtime for Podman,
 // CRI-O, or anything else that calls an OCI runtime binary. It hands every
 // command to the real runc untouched (by exec, so stdio, descriptors and exit
-// status are runc's own) except two:
+// status are runc's own) except these:
 //
 //   - checkpoint runs cryo's checkpoint orchestration around `runc checkpoint`:
 //     CUDA is suspended before CRIU dumps the container, the GPU manifest is
 //     written into the image directory, and CUDA is resumed afterwards
 //     (--leave-running) or on any failure;
 //   - restore checks the manifest (digests, GPUs) before `runc restore` is
-//     called at all, and resumes CUDA in the restored processes after it.
+//     called at all, and resumes CUDA in the restored processes after it;
+//   - pause and resume are GPU-free: CUDA is suspended before the freeze and
+//     resumed after the thaw (runtime.Pause), unless turned off.
 //
 // With CRYO_CRIU_HOOKS=1 it also prepares containers at create/run so that a
 // direct `runc checkpoint`, bypassing cryo-runc, is CUDA-safe (see hooks).
@@ -63,6 +65,10 @@ func Main(args []string) int {
 	case "restore":
 		w.prepare()
 		return w.restore(ctx)
+	case "pause":
+		return w.pauseCmd(ctx)
+	case "resume":
+		return w.resumeCmd(ctx)
 	case "create", "run":
 		w.prepare()
 	}

@@ -26,11 +26,12 @@ type checkpoint struct {
 	dump         DumpFunc
 	m            *snapshot.Manifest
 
-	lock      *Lock // held for the whole run: no other run touches the target meanwhile
-	pids      []int // the target's processes
-	toSuspend []int // CUDA processes found running, suspended by us
-	suspended bool  // CUDA is suspended: a failure must resume it
-	dumped    bool  // the dump succeeded: without leaveRunning the processes are gone
+	lock      *Lock        // held for the whole run: no other run touches the target meanwhile
+	pids      []int        // the target's processes
+	toSuspend []int        // CUDA processes found running, suspended by us
+	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
+	suspended bool         // CUDA is suspended: a failure must resume it
+	dumped    bool         // the dump succeeded: without leaveRunning the processes are gone
 
 	watch *digest.Watcher // hashes the page images while they are written
 	rate  float64         // bytes/s of this run's CUDA suspend, for the resume's ETA
@@ -63,6 +64,9 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		return c.m, c.fail(ctx, StepManifest, err)
 	}
 	c.killStopped(ctx)
+	if c.paused != nil && !c.leaveRunning {
+		c.o.removePause(c.t.ID) // the paused processes went with the dump
+	}
 	return c.m, nil
 }
 
@@ -211,8 +215,18 @@ func (c *checkpoint) find(ctx context.Context) error {
 	if err := checkDumpable(pids); err != nil {
 		return err
 	}
+	return c.classifyFound(procs, skipped)
+}
+
+// classifyFound classifies procs, with the pause record of the target if a
+// GPU-free pause suspended some of them.
+func (c *checkpoint) classifyFound(procs []cudacr.Process, skipped []cudacr.Skipped) error {
 	for _, s := range skipped {
 		c.o.log().Debug("not a CUDA process", "id", c.t.ID, "pid", s.PID, "reason", s.Reason)
+	}
+	var err error
+	if c.paused, err = c.o.readPause(c.t.ID); err != nil {
+		c.o.log().Warn("pause record unreadable: processes suspended by a pause are dumped as if the user had suspended them", "id", c.t.ID, "error", err)
 	}
 	return c.classify(procs)
 }
@@ -228,6 +242,11 @@ func (c *checkpoint) classify(procs []cudacr.Process) error {
 		case cudacr.StateRunning:
 			c.toSuspend = append(c.toSuspend, p.PID)
 		case cudacr.StateCheckpointed:
+			if _, ok := c.paused.owns(p.PID); ok {
+				// The pause that suspended it resumes it: not this run's.
+				c.o.log().Info("CUDA process suspended by a GPU-free pause: dumped as it is, the resume brings it back", "id", c.t.ID, "pid", p.PID)
+				break
+			}
 			c.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", c.t.ID, "pid", p.PID)
 		default:
 			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo cuda resume %d` once nothing else checkpoints it", p.PID, p.State, cudacr.ErrBadState, p.PID, p.PID)
@@ -257,6 +276,13 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 	}
 	c.m.Inventory = inv
 	for i, v := range views {
+		if rec, ok := c.paused.owns(c.m.Processes[i].PID); ok && c.m.Processes[i].State == cudacr.StateCheckpointed.String() {
+			// Suspended by a pause: its GPUs and memory are what the
+			// pause's inventory saw, before the suspend freed them.
+			rec.State, rec.Paused = c.m.Processes[i].State, true
+			c.m.Processes[i] = rec
+			continue
+		}
 		c.m.Processes[i].NSPID, c.m.Processes[i].GPUs, c.m.Processes[i].Evidence = v.NSPID, v.GPUs, v.Evidence
 		c.m.Processes[i].VisibleDevices, c.m.Processes[i].NCCL = &v.VisibleDevices, v.NCCL
 		for _, g := range v.GPUs {
@@ -271,6 +297,10 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 func (c *checkpoint) describe(inv cudacr.Inventory) ([]cudacr.ProcessGPUs, error) {
 	views := make([]cudacr.ProcessGPUs, 0, len(c.m.Processes))
 	for _, p := range c.m.Processes {
+		if _, ok := c.paused.owns(p.PID); ok && p.State == cudacr.StateCheckpointed.String() {
+			views = append(views, cudacr.ProcessGPUs{}) // the pause's record has it
+			continue
+		}
 		v, err := inv.Describe(p.PID)
 		if err != nil {
 			return nil, fmt.Errorf("which GPUs pid %d uses: %w", p.PID, err)
@@ -343,7 +373,7 @@ func StillSuspended(m *snapshot.Manifest) []int {
 		return nil
 	}
 	for _, p := range m.Processes {
-		if p.State == cudacr.StateCheckpointed.String() {
+		if p.State == cudacr.StateCheckpointed.String() && !p.Paused {
 			pids = append(pids, p.PID)
 		}
 	}

@@ -124,12 +124,12 @@ func busyError(id, step, op string) error {
 // `ctr task checkpoint` would freeze the cgroup under the first run's
 // driver calls, which hang on frozen threads, before the shim could refuse
 // its Checkpoint. The first run's own thaw and re-pause go to the runc
-// service directly.
+// service directly. Otherwise the pause is GPU-free (pause.go).
 func (s *service) Pause(ctx context.Context, r *taskv3.PauseRequest) (*emptypb.Empty, error) {
 	if err := s.busyFor(r.ID, "pause"); err != nil {
 		return nil, toGRPC(err, false)
 	}
-	return s.TTRPCTaskService.Pause(ctx, r)
+	return s.pause(ctx, r)
 }
 
 // pendingRestore is a restore checked at Create, run at Start.
@@ -157,12 +157,14 @@ func (s *service) takeRestore(id string) (pendingRestore, bool) {
 }
 
 // Delete forgets a restore that was created but never started, and
-// removes its image's work directory.
+// removes its image's work directory, and the record of a GPU-free pause
+// that the task did not live to resume.
 func (s *service) Delete(ctx context.Context, r *taskv3.DeleteRequest) (*taskv3.DeleteResponse, error) {
 	if r.ExecID == "" {
 		if pending, ok := s.takeRestore(r.ID); ok {
 			removeWork(ctx, r.ID, pending.work)
 		}
+		s.orch(ctx).ForgetPause(r.ID)
 	}
 	return s.TTRPCTaskService.Delete(ctx, r)
 }

@@ -87,6 +87,10 @@ type Process struct {
 	PID int `json:"pid"`
 	// State is the driver state when the checkpoint found it.
 	State string `json:"state"`
+	// Paused: a GPU-free pause had suspended it (State checkpointed); the
+	// GPUs and memory are those it held before that suspend, and the
+	// container's resume, not the checkpoint, brings it back.
+	Paused bool `json:"paused,omitempty"`
 	// GPUMemory is the process's GPU memory in bytes, when known.
 	GPUMemory uint64 `json:"gpu_memory,omitempty"`
 	// NSPID is its pid in its own pid namespace, which a container's

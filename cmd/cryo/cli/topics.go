@@ -36,6 +36,8 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
   CRYO_STAMP_DIR       where those records live (default /var/lib/cryo/verified;
                        must be root's alone)
   CRYO_LOCK_DIR        the per-target lock files (default /run/cryo/locks)
+  CRYO_GPU_FREE_PAUSE  0: a pause (ctr task pause, podman pause) freezes only;
+                       default: it suspends CUDA first and frees GPU memory
   CRYO_COPY_TIMEOUT    deadline of a driver call that copies GPU memory (default
                        10m), for every front end (--copy-timeout)
   CRYO_RESTORE_DIR     where image restores unpack (default /var/lib/cryo/restore);

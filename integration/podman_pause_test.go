@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+)
+
+// TestPodmanPauseUnpause: `podman pause` through cryo-runc suspends CUDA
+// (the fake driver reports the process checkpointed) and then freezes the
+// container; `podman unpause` thaws it and brings CUDA back with its device
+// memory intact (every tick checks it). Podman refuses to checkpoint a
+// paused container, and says so; the container stays paused. The
+// annotation cryo.gpu-free-pause=false makes a pause freeze-only.
+func TestPodmanPauseUnpause(t *testing.T) {
+	p := newPodman(t)
+	p.runApp(t, "app")
+	pid, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "app")))
+	p.podman(t, "pause", "app")
+	if st := p.state(t, "app"); st != "paused" {
+		t.Fatalf("container is %s after podman pause", st)
+	}
+	if pg, err := fakecuda.ReadPage(pid); err != nil || pg.State != 2 {
+		t.Fatalf("CUDA after podman pause: %+v (%v), want checkpointed", pg, err)
+	}
+	before := podmanLastTick(p.ticks(t, "app"))
+	time.Sleep(300 * time.Millisecond)
+	if now := podmanLastTick(p.ticks(t, "app")); now != before {
+		t.Fatalf("ticked %d→%d while paused", before, now)
+	}
+
+	out, err := p.podmanErr("container", "checkpoint", "app")
+	if err == nil || p.state(t, "app") != "paused" {
+		t.Fatalf("checkpoint of a paused container: err=%v, state %s; want Podman's refusal, still paused:\n%s", err, p.state(t, "app"), out)
+	}
+	t.Logf("Podman on a paused container's checkpoint: %s", strings.TrimSpace(out))
+
+	p.podman(t, "unpause", "app")
+	if st := p.state(t, "app"); st != "running" {
+		t.Fatalf("container is %s after podman unpause", st)
+	}
+	p.requireContinued(t, "app", before)
+	if pg, err := fakecuda.ReadPage(pid); err != nil || pg.State != 0 || pg.Restores != 1 {
+		t.Fatalf("CUDA after podman unpause: %+v (%v), want running after one restore", pg, err)
+	}
+
+	// The annotation turns it off for its container: freeze only.
+	p.podman(t, "run", "-d", "--name", "frozen", "--annotation", "cryo.gpu-free-pause=false", podmanImage, "/bin/fakecuda-app", "100")
+	p.waitTicks(t, "frozen", 3)
+	fpid, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "frozen")))
+	p.podman(t, "pause", "frozen")
+	if pg, err := fakecuda.ReadPage(fpid); err != nil || p.state(t, "frozen") != "paused" || pg.State != 0 || pg.Locks != 0 {
+		t.Fatalf("freeze-only pause: state %s, CUDA %+v (%v); want paused with CUDA untouched", p.state(t, "frozen"), pg, err)
+	}
+	p.podman(t, "unpause", "frozen")
+	p.requireContinued(t, "frozen", podmanLastTick(p.ticks(t, "frozen")))
+}
