@@ -46,6 +46,7 @@ func TestBenchGPU(t *testing.T) {
 			t.Fatalf("CRYO_BENCH_MIB: %v", err)
 		}
 		b.cudamem(mib)
+		b.pause(mib)
 	}
 	if n := envInt("CRYO_BENCH_PROCS", 4); n > 1 {
 		b.multi(n, envInt("CRYO_BENCH_PROC_MIB", 4096))

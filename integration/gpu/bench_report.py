@@ -119,6 +119,18 @@ def main():
             c = r.get("raw restore to first output, page cache dropped")
             out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(a)} | {s(b)} | {ratio(a, b)} | {s(c)} | {ratio(b, c)} |")
 
+    paused = [k for k in order if "cryo resume to first output" in rows[k]]
+    if paused:
+        out.append("\nThe GPU-free pause (`runc pause` through cryo-runc: CUDA suspended, then the container frozen) and its resume, against the restore of a checkpoint of the same workload:\n")
+        out.append("| workload | GPU memory | pause | GPU free after | resume to first output | cryo restore to first output | raw restore to first output | resume/raw restore |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for key in paused:
+            r = rows[key]
+            g = r.get
+            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(g('cryo pause'))} | {s(g('cryo pause GPU free'))} | {s(g('cryo resume to first output'))} | "
+                       f"{s(g('cryo restore to first output'))} | {s(g('raw restore to first output'))} | "
+                       f"{ratio(g('cryo resume to first output'), g('raw restore to first output'))} |")
+
     multi = [k for k in order if "cryo cuda suspend (sequential)" in rows[k]]
     if multi:
         out.append("\nSeveral CUDA processes, one `cryo cuda suspend`/`resume` call: the driver calls one process after another (`--parallel 1`), then all at once (the default):\n")
