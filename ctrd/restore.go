@@ -235,6 +235,9 @@ func (r *ctrdRestore) writeRW(ctx context.Context) (ocispec.Descriptor, bool, er
 	return d, true, nil
 }
 
+// blobWriteSize is the size of one write into containerd's content store.
+const blobWriteSize = 1 << 20
+
 func (r *ctrdRestore) ingest(ctx context.Context, rd io.Reader, mediaType, what string) (ocispec.Descriptor, error) {
 	ref := fmt.Sprintf("cryo-restore-%s-%s-%d", r.o.Name, what, time.Now().UnixNano())
 	w, err := r.c.ContentStore().Writer(ctx, ctrdcontent.WithRef(ref))
@@ -242,7 +245,9 @@ func (r *ctrdRestore) ingest(ctx context.Context, rd io.Reader, mediaType, what 
 		return ocispec.Descriptor{}, err
 	}
 	defer w.Close()
-	n, err := io.Copy(w, rd)
+	// One write is one gRPC message to containerd: large ones, not io.Copy's
+	// 32 KiB (the struct hides a WriterTo, which would bring its own buffer).
+	n, err := io.CopyBuffer(w, struct{ io.Reader }{rd}, make([]byte, blobWriteSize))
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}

@@ -155,8 +155,11 @@ func (b *bench) shimContainerd(d *daemon, w *shimWorkload, path bool) {
 	b.shimLogRows(d, w, mark, route+" checkpoint", "cryo: checkpoint done", "total_ms", "criu_dump_ms", "cuda_suspend_ms")
 	ref := strings.TrimSpace(out) // the checkpoint image's name, without --image-path
 	d.waitStopped(id)
-	flushDirty(t)
 	n := w.lastTick(readFile(d.logPath(id)))
+	if !path {
+		b.shimImage(d, w, ref, n)
+	}
+	flushDirty(t)
 	restored := id + "-r"
 	defer d.remove(restored)
 	io, mark = readIO(t, d.cmd.Process.Pid), len(d.log())
@@ -173,6 +176,31 @@ func (b *bench) shimContainerd(d *daemon, w *shimWorkload, path bool) {
 	b.shimLogRows(d, w, mark, route+" restore", "cryo: restore checked", "check_ms")
 	b.shimLogRows(d, w, mark, route+" restore", "cryo: restore done", "total_ms")
 	_ = os.RemoveAll(img)
+}
+
+// shimImage: `cryo image build --containerd` of a content-store checkpoint
+// (zstd fastest), then `cryo image restore --containerd` of it into a new
+// container, to its first output (tick > n).
+func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
+	t := b.t
+	node := newNode(t, nil)
+	at := []string{"--address", d.socket, "--namespace", testNamespace}
+	img := "localhost/cryo/benchshim-ckpt:1"
+	flushDirty(t)
+	args := append(append([]string{"image", "build"}, at...), "--containerd", "--level", "fastest", ref, img)
+	b.row(w.name(), w.mib, "cryo image build --containerd", timed(t, node.env, cryoBin(t, "cryo"), args...).Seconds())
+	flushDirty(t)
+	id := "bench-cryo-image"
+	defer d.remove(id)
+	io, mark := readIO(t, d.cmd.Process.Pid), len(d.log())
+	start := time.Now()
+	args = append(append([]string{"image", "restore"}, at...), "--containerd", "--name", id, "--log", d.logPath(id), img)
+	node.cryo(t, args...)
+	w.waitTick(func() string { return readFile(d.logPath(id)) }, n, 3*time.Minute)
+	b.row(w.name(), w.mib, "cryo image restore --containerd to first output", time.Since(start).Seconds())
+	io.rowsSince(b, w, "cryo image restore --containerd")
+	b.shimLogRows(d, w, mark, "cryo image restore --containerd", "cryo: restore checked", "check_ms")
+	b.shimLogRows(d, w, mark, "cryo image restore --containerd", "cryo: restore done", "total_ms")
 }
 
 // container creates a container of the workload on the cryo runtime.
