@@ -48,8 +48,9 @@ type Restored struct {
 }
 
 // Restore restores an unpacked (verified) containerd checkpoint
-// in dir into containerd: it writes the CRIU images and the rw layer into
-// the daemon's content store under a lease, creates container o.Name from
+// in dir into containerd: it writes the rw layer (and, for a runtime that
+// cannot name a directory, the CRIU images: see checkpointOpt) into the
+// daemon's content store under a lease, creates container o.Name from
 // the base image (which must already be in the namespace), the rw layer and
 // the carried spec, on the cryo runtime, and starts its task from the
 // checkpoint, as `ctr container restore` would. The shim checks the GPUs
@@ -117,7 +118,7 @@ func (r *ctrdRestore) run(ctx context.Context, spec *specs.Spec) (res *Restored,
 		return nil, fmt.Errorf("containerd lease: %w", err)
 	}
 	defer done(context.WithoutCancel(ctx))
-	criu, err := r.writeCRIU(ctx)
+	criu, err := r.checkpointOpt(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +174,34 @@ func (r *ctrdRestore) baseImage(ctx context.Context) (client.Image, error) {
 	return img, nil
 }
 
+// checkpointOpt is how the task finds the CRIU images. Runtimes that take
+// runc's options restore from the verified directory in place
+// (CriuImagePath): containerd 2.x hands the path to any runtime, 1.7 to
+// runc-named ones, and cryo's shim takes the option itself on 1.7. Any
+// other runtime gets the images through the content store, as `ctr
+// container restore` does: a tar into the store, which containerd unpacks
+// again into a directory of its own, and the shim hashes that copy anew.
+func (r *ctrdRestore) checkpointOpt(ctx context.Context) (client.NewTaskOpts, error) {
+	if takesImagePath(r.o.Runtime) {
+		r.logf("restoring from %s in place (no copy into containerd's content store)", ociimage.CRIUDir(r.dir))
+		return client.WithRestoreImagePath(ociimage.CRIUDir(r.dir)), nil
+	}
+	criu, err := r.writeCRIU(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(_ context.Context, _ *client.Client, ti *client.TaskInfo) error {
+		ti.Checkpoint = &types.Descriptor{MediaType: criu.MediaType, Digest: criu.Digest.String(), Size: criu.Size}
+		return nil
+	}, nil
+}
+
+// takesImagePath reports whether a restore on runtime can name the CRIU
+// directory through runc's CriuImagePath option.
+func takesImagePath(runtime string) bool {
+	return runtime == CryoRuntime || strings.HasPrefix(runtime, "io.containerd.runc.")
+}
+
 // writeCRIU tars the verified CRIU directory into the content store.
 func (r *ctrdRestore) writeCRIU(ctx context.Context) (ocispec.Descriptor, error) {
 	files, err := ociimage.Files(ociimage.CRIUDir(r.dir))
@@ -206,6 +235,9 @@ func (r *ctrdRestore) writeRW(ctx context.Context) (ocispec.Descriptor, bool, er
 	return d, true, nil
 }
 
+// blobWriteSize is the size of one write into containerd's content store.
+const blobWriteSize = 1 << 20
+
 func (r *ctrdRestore) ingest(ctx context.Context, rd io.Reader, mediaType, what string) (ocispec.Descriptor, error) {
 	ref := fmt.Sprintf("cryo-restore-%s-%s-%d", r.o.Name, what, time.Now().UnixNano())
 	w, err := r.c.ContentStore().Writer(ctx, ctrdcontent.WithRef(ref))
@@ -213,7 +245,9 @@ func (r *ctrdRestore) ingest(ctx context.Context, rd io.Reader, mediaType, what 
 		return ocispec.Descriptor{}, err
 	}
 	defer w.Close()
-	n, err := io.Copy(w, rd)
+	// One write is one gRPC message to containerd: large ones, not io.Copy's
+	// 32 KiB (the struct hides a WriterTo, which would bring its own buffer).
+	n, err := io.CopyBuffer(w, struct{ io.Reader }{rd}, make([]byte, blobWriteSize))
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -256,19 +290,15 @@ func renameCgroup(spec *specs.Spec, meta ociimage.ContainerdMeta, ns, name strin
 	}
 }
 
-// startTask creates the task from the checkpoint blob and starts it: the
+// startTask creates the task from the checkpoint and starts it: the
 // shim runs `runc restore` and resumes CUDA on Start.
-func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, criu ocispec.Descriptor) (*Restored, error) {
+func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, withCheckpoint client.NewTaskOpts) (*Restored, error) {
 	if r.o.LogPath != "" {
 		if err := os.MkdirAll(filepath.Dir(r.o.LogPath), 0o755); err != nil {
 			return nil, err
 		}
 	}
 	creator := restoredIO(r.o.LogPath)
-	withCheckpoint := func(_ context.Context, _ *client.Client, ti *client.TaskInfo) error {
-		ti.Checkpoint = &types.Descriptor{MediaType: criu.MediaType, Digest: criu.Digest.String(), Size: criu.Size}
-		return nil
-	}
 	r.logf("restoring %s from the checkpoint (runtime %s)", ctr.ID(), r.o.Runtime)
 	task, err := ctr.NewTask(ctx, creator, withCheckpoint)
 	if err != nil {

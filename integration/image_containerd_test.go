@@ -88,7 +88,7 @@ func testImageContainerd(t *testing.T, v ctrdVersion) {
 	b.ctr("images", "import", "--all-platforms", filepath.Join(a.dir, "image", "image.tar"))
 	log := b.logPath(clone)
 	out = b.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, ref)
-	wantIn(t, out, "restored container "+clone)
+	wantIn(t, out, "restored container "+clone, "in place (no copy into containerd's content store)")
 	if strings.Contains(out, "warning") {
 		t.Errorf("restore warned:\n%s", out)
 	}

@@ -23,6 +23,7 @@ import (
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
 	runcOptionsOnly(ctx, r)
 	systemdCgroupFromSpec(ctx, r)
+	restoreFromImagePath(ctx, r)
 	if r.Checkpoint == "" {
 		if req, ok, err := imageRequest(r.Bundle); ok || err != nil {
 			return s.createFromImage(ctx, r, req, err)
@@ -32,13 +33,16 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 	started := time.Now()
 	pending, err := s.checkRestore(ctx, r)
 	if err != nil {
+		removeContainerdCopy(ctx, r.ID, containerdCopy(r))
 		log.G(ctx).WithError(err).Error("cryo: restore refused")
 		return nil, toGRPC(err, true)
 	}
 	resp, err := s.TTRPCTaskService.Create(ctx, r)
 	if err != nil {
+		removeContainerdCopy(ctx, r.ID, containerdCopy(r))
 		return nil, err
 	}
+	pending.ctrdCopy = containerdCopy(r)
 	s.restoreCreated(ctx, r, pending, started)
 	return resp, nil
 }
@@ -95,6 +99,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	// The image's work directory holds the processes' memory: CRIU has
 	// read it once Start returns, whether the restore worked or not.
 	defer removeWork(ctx, r.ID, pending.work)
+	defer removeContainerdCopy(ctx, r.ID, pending.ctrdCopy)
 	if pending.tcp {
 		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}

@@ -139,6 +139,9 @@ type pendingRestore struct {
 	tcp    bool            // tcp-established was added to the bundle's CRIU configuration for this restore
 	bundle string
 	work   *imagerestore.Prepared // the checkpoint image unpacked for this restore; nil for containerd's checkpoints
+	// ctrdCopy is the directory containerd unpacked its checkpoint blob
+	// into, removed after the restore (see containerdCopy); "" otherwise.
+	ctrdCopy string
 }
 
 func (s *service) setRestore(id string, r pendingRestore) {

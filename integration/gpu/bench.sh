@@ -40,6 +40,11 @@ export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
 : >"$CRYO_BENCH_OUT"
 (cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-9m}") 2>&1 | tee "$OUT/bench.log"
 rc=${PIPESTATUS[0]}
+# TestBenchShim: cryo-runc against the containerd shim's content-store and
+# image-path routes, same workload (CRYO_BENCH_SHIM_MIB, default 1024);
+# its rows go to bench-shim.tsv, apart from the report's.
+(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/integration.test" -test.run '^TestBenchShim$' -test.v -test.timeout 10m) 2>&1 | tee "$OUT/bench-shim.log"
+[ "${PIPESTATUS[0]}" = 0 ] || rc=${rc/#0/1}
 
 # CRIU's restore of private anonymous memory: stock CRIU against cryo's
 # patched one (contrib/criu), same image (CRYO_BENCH_CRIU_MIB, "1024 4096").

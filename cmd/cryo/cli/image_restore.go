@@ -30,15 +30,16 @@ restores it by its kind:
   - a Podman checkpoint with "podman container restore --import", so the
     container's runtime (cryo-runc for GPU containers) resumes CUDA;
   - a containerd checkpoint ("cryo image build --containerd") into the
-    containerd at --address: the CRIU images and the rw layer go into its
-    content store, container --name is created from the base image (which
-    must already be in the namespace: cryo does not pull it), the rw layer
-    and the carried spec on the cryo runtime, and its task is restored and
-    started; its stdout and stderr go to --log. It prints the container and
-    the pid. --gpus gives it other GPUs than those it ran on, as a device
-    plugin gives a restored pod other GPUs: the spec's GPU device nodes and
-    their device-cgroup rules become those of the GPUs listed, and the shim
-    remaps the CUDA processes onto them. A GPU this host lacks is refused
+    containerd at --address: the rw layer goes into its content store
+    while the CRIU images stay in the verified work directory, which the
+    task names (runc's CriuImagePath); container --name is created from
+    the base image (which must already be in the namespace: cryo does not
+    pull it), the rw layer and the carried spec on the cryo runtime, and
+    its task is restored and started; its stdout and stderr go to --log.
+    It prints the container and the pid. --gpus gives it other GPUs than
+    those it ran on, as a device plugin gives a restored pod other GPUs:
+    the spec's GPU device nodes and their device-cgroup rules become those
+    of the GPUs listed, and the shim remaps the CUDA processes onto them. A GPU this host lacks is refused
     before anything reaches containerd.
 
 A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.

@@ -1,0 +1,326 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// TestBenchShim compares, side by side in one run and for the same
+// container memory size ($CRYO_BENCH_SHIM_MIB, default 1024), checkpoint
+// and restore to the first output through cryo-runc (runc with cryo-runc
+// as its runtime), through containerd 2.x and the shim by containerd's
+// content store (`ctr task checkpoint`, restore with WithTaskCheckpoint),
+// and through the shim by an image directory (`ctr task checkpoint
+// --image-path`, restore with WithRestoreImagePath). Every checkpoint
+// stops the container (--exit), as runc's checkpoint does. On a GPU host
+// the workload is cudamem on the real driver; elsewhere fakecuda-app on
+// the fake one, whose buffer is ordinary private memory. The page cache
+// is dropped before each checkpoint; restores read warm images. Rows go
+// to $CRYO_BENCH_OUT like TestBenchGPU's. It runs only with CRYO_BENCH=1.
+func TestBenchShim(t *testing.T) {
+	if os.Getenv("CRYO_BENCH") == "" {
+		t.Skip("benchmarks run with CRYO_BENCH=1 (make bench on a GPU host)")
+	}
+	requireRoot(t)
+	v := ctrdVersions[1]
+	if _, err := os.Stat(filepath.Join(depsDir(), v.dir, "usr/bin/containerd")); err != nil {
+		t.Skipf("containerd 2.x is not here (%v): the shim's routes need it; `make deps` installs it, `make dist` bundles it", err)
+	}
+	mib := envInt("CRYO_BENCH_SHIM_MIB", 1024)
+	b := &bench{t: t, path: os.Getenv("CRYO_BENCH_OUT")}
+	w := newShimWorkload(t, mib)
+	b.shimRunc(w)
+	d := startDaemonWith(t, v, w.gpu)
+	w.importInto(d)
+	b.shimContainerd(d, w, false)
+	b.shimContainerd(d, w, true)
+}
+
+// shimWorkload is the container every route runs: its image, command and
+// whether it uses the real GPU.
+type shimWorkload struct {
+	t     *testing.T
+	mib   int
+	gpu   bool
+	dir   string
+	root  string // the image's root filesystem
+	args  []string
+	image string
+}
+
+func newShimWorkload(t *testing.T, mib int) *shimWorkload {
+	w := &shimWorkload{t: t, mib: mib, dir: t.TempDir(), image: "localhost/cryo/benchshim:test"}
+	_, err := os.Stat("/dev/nvidiactl")
+	w.gpu = err == nil
+	if w.gpu {
+		w.root = gpuRootfs(t, w.dir)
+		w.args = []string{"/bin/cudamem", strconv.Itoa(mib), "100"}
+		return w
+	}
+	w.root = newRootfs(t, w.dir)
+	w.args = []string{"/bin/fakecuda-app", "100", strconv.Itoa(mib * 1024)}
+	for _, kv := range fakeDriverEnv(t, "") {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // cryo-runc and cryo find the fake driver
+	}
+	return w
+}
+
+func (w *shimWorkload) name() string {
+	if w.gpu {
+		return "cudamem"
+	}
+	return "fakecuda-app"
+}
+
+// bundle writes a runc bundle of the workload under dir.
+func (w *shimWorkload) bundle(dir string) string {
+	t := w.t
+	bundle := filepath.Join(dir, "bundle")
+	if w.gpu {
+		gpuRootfs(t, bundle)
+		gpuSpec(t, bundle, w.args...)
+	} else {
+		newRootfs(t, bundle)
+		writeSpec(t, bundle, baseSpec(w.args...))
+	}
+	return bundle
+}
+
+func (w *shimWorkload) importInto(d *daemon) {
+	archive := filepath.Join(w.dir, "image.tar")
+	buildImageTarAs(w.t, w.root, archive, w.image, w.args)
+	d.ctr("images", "import", "--all-platforms", archive)
+}
+
+// shimRunc: the baseline, cryo-runc checkpoint and restore.
+func (b *bench) shimRunc(w *shimWorkload) {
+	t := b.t
+	dir := t.TempDir()
+	c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: w.bundle(dir), id: "cryo-bench-shim-runc", log: &syncBuffer{}}
+	defer c.remove()
+	c.start("run", "-d", "--bundle", c.bundle, c.id)
+	w.waitTick(c.log.String, 0, 90*time.Second)
+	img := filepath.Join(dir, "img")
+	cleanCache(t)
+	b.row(w.name(), w.mib, "cryo-runc checkpoint", c.checkpoint(img).Seconds())
+	b.row(w.name(), w.mib, "cryo-runc image bytes", float64(dirBytes(t, img)))
+	flushDirty(t)
+	n := w.lastTick(c.log.String())
+	start := time.Now()
+	c.restore(img)
+	w.waitTick(c.log.String, n, 3*time.Minute)
+	b.row(w.name(), w.mib, "cryo-runc restore to first output", time.Since(start).Seconds())
+}
+
+// shimContainerd: checkpoint with `ctr task checkpoint --exit` (into the
+// content store, or into an image directory), then restore into a new
+// container through the Go client, as `ctr` has no restore from a path.
+func (b *bench) shimContainerd(d *daemon, w *shimWorkload, path bool) {
+	t := b.t
+	route := "shim content store"
+	if path {
+		route = "shim image path"
+	}
+	id := "bench-" + strings.ReplaceAll(route, " ", "-")
+	c := w.container(d, id)
+	defer d.remove(id)
+	d.startTaskLogged(c)
+	w.waitTick(func() string { return readFile(d.logPath(id)) }, 0, 90*time.Second)
+	cleanCache(t)
+	args := []string{"--exit"}
+	img := filepath.Join(d.dir, id+"-img")
+	if path {
+		args = append(args, "--image-path", img)
+	}
+	io, mark := readIO(t, d.cmd.Process.Pid), len(d.log())
+	start := time.Now()
+	out, err := d.ctrBinErr(d.ctrWithOptions(), append(append([]string{"task", "checkpoint"}, args...), id)...)
+	if err != nil {
+		t.Fatalf("ctr task checkpoint %s: %v\n%s\n%s", strings.Join(args, " "), err, out, lastLines(d.log(), 30))
+	}
+	b.row(w.name(), w.mib, route+" checkpoint", time.Since(start).Seconds())
+	io.rowsSince(b, w, route+" checkpoint")
+	b.shimLogRows(d, w, mark, route+" checkpoint", "cryo: checkpoint done", "total_ms", "criu_dump_ms", "cuda_suspend_ms")
+	ref := strings.TrimSpace(out) // the checkpoint image's name, without --image-path
+	d.waitStopped(id)
+	n := w.lastTick(readFile(d.logPath(id)))
+	if !path {
+		b.shimImage(d, w, ref, n)
+	}
+	flushDirty(t)
+	restored := id + "-r"
+	defer d.remove(restored)
+	io, mark = readIO(t, d.cmd.Process.Pid), len(d.log())
+	start = time.Now()
+	rc := w.container(d, restored)
+	if path {
+		d.startTaskLogged(rc, client.WithRestoreImagePath(img))
+	} else {
+		d.restoreTask(ref, restored)
+	}
+	w.waitTick(func() string { return readFile(d.logPath(restored)) }, n, 3*time.Minute)
+	b.row(w.name(), w.mib, route+" restore to first output", time.Since(start).Seconds())
+	io.rowsSince(b, w, route+" restore")
+	b.shimLogRows(d, w, mark, route+" restore", "cryo: restore checked", "check_ms")
+	b.shimLogRows(d, w, mark, route+" restore", "cryo: restore done", "total_ms")
+	_ = os.RemoveAll(img)
+}
+
+// cleanCache writes out and drops the page cache before a checkpoint, so
+// that no route pays for the writeback or the reclaim of the images that
+// the routes before it wrote.
+func cleanCache(t *testing.T) {
+	if !dropCaches(t) {
+		flushDirty(t)
+	}
+}
+
+// shimImage: `cryo image build --containerd` of a content-store checkpoint
+// (zstd fastest), then `cryo image restore --containerd` of it into a new
+// container, to its first output (tick > n).
+func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
+	t := b.t
+	node := newNode(t, nil)
+	at := []string{"--address", d.socket, "--namespace", testNamespace}
+	img := "localhost/cryo/benchshim-ckpt:1"
+	flushDirty(t)
+	args := append(append([]string{"image", "build"}, at...), "--containerd", "--level", "fastest", ref, img)
+	b.row(w.name(), w.mib, "cryo image build --containerd", timed(t, node.env, cryoBin(t, "cryo"), args...).Seconds())
+	flushDirty(t)
+	id := "bench-cryo-image"
+	defer d.remove(id)
+	io, mark := readIO(t, d.cmd.Process.Pid), len(d.log())
+	start := time.Now()
+	args = append(append([]string{"image", "restore"}, at...), "--containerd", "--name", id, "--log", d.logPath(id), img)
+	node.cryo(t, args...)
+	w.waitTick(func() string { return readFile(d.logPath(id)) }, n, 3*time.Minute)
+	b.row(w.name(), w.mib, "cryo image restore --containerd to first output", time.Since(start).Seconds())
+	io.rowsSince(b, w, "cryo image restore --containerd")
+	b.shimLogRows(d, w, mark, "cryo image restore --containerd", "cryo: restore checked", "check_ms")
+	b.shimLogRows(d, w, mark, "cryo image restore --containerd", "cryo: restore done", "total_ms")
+}
+
+// container creates a container of the workload on the cryo runtime.
+func (w *shimWorkload) container(d *daemon, id string) client.Container {
+	t := w.t
+	ctx := namespacedCtx()
+	img, err := d.client.GetImage(ctx, w.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(w.args...), oci.WithEnv([]string{"LD_LIBRARY_PATH=/usr/lib"})}
+	if w.gpu {
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace))
+		for _, dev := range gpuDevices {
+			opts = append(opts, oci.WithLinuxDevice(dev, "rwm"))
+		}
+	}
+	c, err := d.client.NewContainer(ctx, id, client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
+		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(opts...))
+	if err != nil {
+		t.Fatalf("new container %s: %v", id, err)
+	}
+	return c
+}
+
+// startTaskLogged starts a container's task with its output in logPath.
+func (d *daemon) startTaskLogged(c client.Container, opts ...client.NewTaskOpts) {
+	d.t.Helper()
+	_ = os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755)
+	ctx := namespacedCtx()
+	task, err := c.NewTask(ctx, cio.LogFile(d.logPath(c.ID())), opts...)
+	if err != nil {
+		d.t.Fatalf("new task %s: %v\n%s", c.ID(), err, lastLines(d.log(), 30))
+	}
+	if err := task.Start(ctx); err != nil {
+		d.t.Fatalf("start %s: %v\n%s", c.ID(), err, lastLines(d.log(), 30))
+	}
+}
+
+// lastTick is the last tick the workload printed in out; a tick that
+// reports broken memory fails the test.
+func (w *shimWorkload) lastTick(out string) int {
+	if w.gpu {
+		return lastTick(w.t, out)
+	}
+	return lastOf(fakeTicks(w.t, w.name(), out))
+}
+
+// waitTick waits, polling often, for a tick after n in what get returns.
+func (w *shimWorkload) waitTick(get func() string, n int, timeout time.Duration) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if w.lastTick(get()) > n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w.t.Fatalf("%s printed no tick after %d:\n%s", w.name(), n, tail(get(), 20))
+}
+
+// shimLogRows records the millisecond fields of the shim's last log line
+// with msg in containerd's log after its first mark bytes, in seconds.
+func (b *bench) shimLogRows(d *daemon, w *shimWorkload, mark int, what, msg string, fields ...string) {
+	line := ""
+	for _, l := range strings.Split(d.log()[mark:], "\n") {
+		if strings.Contains(l, msg) {
+			line = l
+		}
+	}
+	for _, f := range fields {
+		m := regexp.MustCompile(`\b` + f + `=(\d+)`).FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		ms, _ := strconv.Atoi(m[1])
+		b.row(w.name(), w.mib, fmt.Sprintf("%s: shim %s", what, strings.TrimSuffix(f, "_ms")), float64(ms)/1000)
+	}
+}
+
+// ioCounts is a process's /proc/PID/io: what containerd itself reads and
+// writes (the content store's copies), to tell its share from the shim's.
+type ioCounts struct {
+	pid int
+	v   map[string]int64
+}
+
+func readIO(t *testing.T, pid int) ioCounts {
+	c := ioCounts{pid: pid, v: map[string]int64{}}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Logf("no I/O counts of containerd: %v", err)
+		return c
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ": ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			c.v[k] = n
+		}
+	}
+	return c
+}
+
+func (c ioCounts) rowsSince(b *bench, w *shimWorkload, what string) {
+	now := readIO(b.t, c.pid)
+	for _, k := range []string{"rchar", "wchar"} {
+		if _, ok := c.v[k]; ok {
+			b.row(w.name(), w.mib, what+": containerd "+k+" bytes", float64(now.v[k]-c.v[k]))
+		}
+	}
+}
