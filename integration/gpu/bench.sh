@@ -65,7 +65,7 @@ if [ "${CRYO_BENCH_THP:-0}" = 1 ] && [ -w "$thp" ]; then
 fi
 
 say "report"
-"${CRYO_PYTHON:-python3}" "$here/integration/gpu/bench_report.py" "$OUT/bench-host.tsv" "$OUT/bench.tsv" "$OUT/benchmarks-table.md" "$OUT/benchmarks.png" "$OUT/bench-criu.tsv" || rc=${rc/#0/1}
+"${CRYO_PYTHON:-python3}" "$here/integration/gpu/bench_report.py" "$OUT/bench-host.tsv" "$OUT/bench.tsv" "$OUT/benchmarks-table.md" "$OUT/benchmarks.png" "$OUT/bench-criu.tsv" "$OUT/bench-shim.tsv" || rc=${rc/#0/1}
 cat "$OUT/benchmarks-table.md" 2>/dev/null
 if [ -s "$OUT/bench-thp.tsv" ]; then
 	say "with transparent huge pages always"

@@ -41,6 +41,25 @@ def criu_section(rows):
     return out
 
 
+def shim_section(rows):
+    """TestBenchShim: cryo-runc against the shim's two routes, one container."""
+    keys = sorted(k for k in rows if "cryo-runc checkpoint" in rows[k])
+    if not keys:
+        return []
+    out = ["\nThe same container through cryo-runc and through containerd with cryo's shim (page cache dropped before each checkpoint):\n",
+           "| workload | memory | route | checkpoint | /cryo-runc | restore to first output | /cryo-runc |", "|---|---|---|---|---|---|---|"]
+    for k in keys:
+        r = {f: med(v) for f, v in rows[k].items()}
+        base_c, base_r = r.get("cryo-runc checkpoint"), r.get("cryo-runc restore to first output")
+        for route in ("cryo-runc", "shim image path", "shim content store"):
+            c, rr = r.get(route + " checkpoint"), r.get(route + " restore to first output")
+            out.append(f"| {k[0]} | {k[1] / 1024:g} GiB | {route} | {s(c)} | {ratio(c, base_c)} | {s(rr)} | {ratio(rr, base_r)} |")
+        b, rr = r.get("cryo image build --containerd"), r.get("cryo image restore --containerd to first output")
+        if b is not None or rr is not None:
+            out.append(f"| {k[0]} | {k[1] / 1024:g} GiB | `cryo image build` / `image restore --containerd` | {s(b)} | {ratio(b, base_c)} | {s(rr)} | {ratio(rr, base_r)} |")
+    return out
+
+
 def load(path):
     rows = defaultdict(dict)  # (workload, mib) -> figure -> value
     order = []
@@ -145,7 +164,8 @@ def main():
                        f"{s(g('cryo cuda resume (sequential)'))} | {s(g('cryo cuda resume (parallel)'))} | "
                        f"{ratio(g('cryo cuda resume (sequential)'), g('cryo cuda resume (parallel)'))} |")
     for extra in sys.argv[5:]:
-        out += criu_section(load_all(extra))
+        extra_rows = load_all(extra)
+        out += criu_section(extra_rows) + shim_section(extra_rows)
     open(table_path, "w").write("\n".join(out) + "\n")
 
     import matplotlib
