@@ -199,10 +199,16 @@ func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), err
 
 func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 
-// find lists the target's processes and the CUDA ones among them.
+// find lists the target's processes and the CUDA ones among them, and
+// checks that CRIU can dump them.
 func (c *checkpoint) find(ctx context.Context) error {
-	// Find asks the driver only about processes that map libcuda or hold
-	// /dev/nvidia*, so a CPU-only target works on a host without a driver.
+	return c.findWith(ctx, checkDumpable)
+}
+
+// findWith is find with its own check of the processes found (nil: none).
+// Find asks the driver only about processes that map libcuda or hold
+// /dev/nvidia*, so a CPU-only target works on a host without a driver.
+func (c *checkpoint) findWith(ctx context.Context, check func(pids []int) error) error {
 	pids, procs, skipped, err := c.o.findCUDA(ctx, c.t)
 	if err != nil {
 		return err
@@ -212,8 +218,10 @@ func (c *checkpoint) find(ctx context.Context) error {
 	if err := c.lock.AddPIDs(pids); err != nil {
 		return err
 	}
-	if err := checkDumpable(pids); err != nil {
-		return err
+	if check != nil {
+		if err := check(pids); err != nil {
+			return err
+		}
 	}
 	return c.classifyFound(procs, skipped)
 }

@@ -180,17 +180,7 @@ func (o *Orchestrator) anyAlive(pids []int) bool {
 }
 
 // findForPause is find without the dump's checks: a pause copies nothing.
-func (c *checkpoint) findForPause(ctx context.Context) error {
-	pids, procs, skipped, err := c.o.findCUDA(ctx, c.t)
-	if err != nil {
-		return err
-	}
-	c.pids = pids
-	if err := c.lock.AddPIDs(pids); err != nil {
-		return err
-	}
-	return c.classifyFound(procs, skipped)
-}
+func (c *checkpoint) findForPause(ctx context.Context) error { return c.findWith(ctx, nil) }
 
 func pidAlive(pid int) bool { return pid > 0 && unix.Kill(pid, 0) == nil }
 
