@@ -9,7 +9,8 @@ from collections import OrderedDict, defaultdict
 
 
 def load_all(path):
-    """Every row, repeated figures kept: (workload, mib) -> figure -> [values]."""
+    """Every row, repeated figures kept: (workload, mib) -> figure -> [values],
+    the keys in the order they first came. A missing file has no rows."""
     rows = defaultdict(lambda: defaultdict(list))
     try:
         lines = open(path).readlines()
@@ -61,17 +62,10 @@ def shim_section(rows):
 
 
 def load(path):
-    rows = defaultdict(dict)  # (workload, mib) -> figure -> value
-    order = []
-    for line in open(path):
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) != 4:
-            continue
-        w, mib, fig, v = parts[0], int(parts[1]), parts[2], float(parts[3])
-        if (w, mib) not in rows:
-            order.append((w, mib))
-        rows[(w, mib)][fig] = v
-    return rows, order
+    """One value per figure (the last one given), and the keys in order."""
+    every = load_all(path)
+    rows = defaultdict(dict, {k: {f: v[-1] for f, v in figs.items()} for k, figs in every.items()})
+    return rows, list(every)
 
 
 def s(v):
