@@ -1,7 +1,13 @@
 package integration
 
 import (
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -10,7 +16,9 @@ import (
 // deps`) passes `criu check`, and restores a process with a filled region,
 // a sparse one, a MADV_NOHUGEPAGE one and a partly filled one with the same
 // memory and the same memory map, filling with huge pages where THP is in
-// "madvise" mode; with CRYO_CRIU_HUGE_FILL=0 it restores as stock CRIU.
+// "madvise" mode and from several threads (one fewer when a helper's pid is
+// taken); with CRYO_CRIU_HUGE_FILL=0 and CRYO_CRIU_FILL_THREADS=1 it
+// restores as stock CRIU.
 func TestCRIUHugeFill(t *testing.T) {
 	criu := patchedCRIU(t)
 	wantIn(t, run(t, 30*time.Second, nil, criu, "check"), "Looks good")
@@ -54,13 +62,21 @@ func TestCRIUHugeFill(t *testing.T) {
 		}
 	}
 
+	wantParallelFill(t, log, fillThreadsDefault())
+
 	// A second checkpoint of the restored process: the filled region,
 	// dumped with the MADV_HUGEPAGE it was given, is filled with huge pages
-	// again, and the partly filled one keeps MADV_NOHUGEPAGE.
+	// again, and the partly filled one keeps MADV_NOHUGEPAGE. The pid of
+	// the first fill helper (the one after the process's) is taken by
+	// another process this time: the fill goes on with one thread fewer.
 	img2 := t.TempDir()
 	p.criuDump(t, criu, img2)
-	criuRestore(t, criu, img2, nil)
+	taken := fillThreadsDefault() > 1 && occupyPid(t, p.pid+1)
+	_, log = criuRestore(t, criu, img2, nil)
 	p.wantSame(t, "dumped and restored again", sums, lines)
+	if taken {
+		wantParallelFill(t, log, fillThreadsDefault()-1)
+	}
 	again := p.smaps(t)
 	for r, was := range got {
 		if strings.Join(again[r].vmFlags, " ") != strings.Join(was.vmFlags, " ") {
@@ -71,10 +87,10 @@ func TestCRIUHugeFill(t *testing.T) {
 		t.Errorf("restored again: the filled region has no huge pages: %+v", again["filled"])
 	}
 
-	// The opt-out: the first image restores as stock CRIU restores it.
+	// The opt-outs: the first image restores as stock CRIU restores it.
 	p.kill(t)
-	_, log = criuRestore(t, criu, img, []string{"CRYO_CRIU_HUGE_FILL=0"})
-	wantIn(t, log, hugeFillLog+"off (CRYO_CRIU_HUGE_FILL=0)")
+	_, log = criuRestore(t, criu, img, []string{"CRYO_CRIU_HUGE_FILL=0", "CRYO_CRIU_FILL_THREADS=1"})
+	wantIn(t, log, hugeFillLog+"off (CRYO_CRIU_HUGE_FILL=0)", "parallel fill: off (one thread)")
 	p.wantSame(t, "restored with CRYO_CRIU_HUGE_FILL=0", sums, lines)
 	got = p.smaps(t)
 	for r, was := range flags {
@@ -99,4 +115,48 @@ func (p *hugeProc) wantSame(t *testing.T, what string, sums map[string]string, l
 	if n := p.mapsLines(t); n != lines {
 		t.Errorf("%s: %d lines in /proc/%d/maps, %d before the dump", what, n, p.pid, lines)
 	}
+}
+
+// fillThreadsDefault is how many threads cryo's CRIU fills a large process's
+// memory with by default: the online CPUs, at most 8.
+func fillThreadsDefault() int { return min(runtime.NumCPU(), 8) }
+
+// wantParallelFill checks that the restore log shows the one process's
+// memory filled by threads threads.
+func wantParallelFill(t *testing.T, log string, threads int) {
+	t.Helper()
+	if fillThreadsDefault() < 2 {
+		wantIn(t, log, "parallel fill: off (one thread)")
+		return
+	}
+	m := regexp.MustCompile(`parallel fill: \d+ MiB in \d+ pieces by (\d+) threads`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no parallel fill in the restore log:\n%s", tail(log, 30))
+	}
+	t.Logf("restore log: %s", m[0])
+	if m[1] != strconv.Itoa(threads) {
+		t.Errorf("restore log: %q, want %d threads", m[0], threads)
+	}
+}
+
+// occupyPid starts a process at pid (through ns_last_pid), killed at the
+// end of the test; false if another process took that pid first.
+func occupyPid(t *testing.T, pid int) bool {
+	t.Helper()
+	for try := 0; try < 5; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sleep", "600")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		if cmd.Process.Pid == pid {
+			return true
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+	}
+	t.Logf("could not start a process at pid %d: the taken-pid case is not checked", pid)
+	return false
 }
