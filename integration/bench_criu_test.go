@@ -12,7 +12,8 @@ import (
 // TestBenchCRIU: the restore of one image of a process with a filled
 // private anonymous region of each size of $CRYO_BENCH_CRIU_MIB (default
 // "1024 4096"), by stock CRIU and by cryo's patched CRIU (contrib/criu), and
-// by the patched one with CRYO_CRIU_HUGE_FILL=0, side by side: the same
+// by the patched one with each of its two fills alone (huge pages:
+// CRYO_CRIU_FILL_THREADS=1; threads: CRYO_CRIU_HUGE_FILL=0), side by side: the same
 // image, the page cache warm, the order alternating over
 // $CRYO_BENCH_CRIU_ROUNDS rounds (3). Rows as TestBenchGPU's, workload
 // "anonmem". It runs only with CRYO_BENCH=1, on a GPU host or not.
@@ -28,6 +29,7 @@ func TestBenchCRIU(t *testing.T) {
 	kinds := []criuKind{
 		{"stock", stockCRIU(t), nil},
 		{"patched", patchedCRIU(t), nil},
+		{"patched, CRYO_CRIU_FILL_THREADS=1", patchedCRIU(t), []string{"CRYO_CRIU_FILL_THREADS=1"}},
 		{"patched, CRYO_CRIU_HUGE_FILL=0", patchedCRIU(t), []string{"CRYO_CRIU_HUGE_FILL=0"}},
 	}
 	t.Logf("transparent huge pages: %s; stock %s, patched %s", thpMode(), kinds[0].criu, kinds[1].criu)

@@ -32,13 +32,13 @@ def criu_section(rows):
     keys = sorted(k for k in rows if "criu restore: stock" in rows[k])
     if not keys:
         return []
-    out = ["\nCRIU's restore of one image of a process with that much private memory, stock CRIU against cryo's (contrib/criu), in turn, page cache warm; median of the rounds (all rounds in brackets):\n",
-           "| memory | stock | cryo's CRIU | cryo/stock | cryo's, `CRYO_CRIU_HUGE_FILL=0` |", "|---|---|---|---|---|"]
+    kinds = ("stock", "patched", "patched, CRYO_CRIU_FILL_THREADS=1", "patched, CRYO_CRIU_HUGE_FILL=0")
+    out = ["\nCRIU's restore of one image of a process with that much private memory, stock CRIU against cryo's (contrib/criu) with both of its fills, with huge pages only (`CRYO_CRIU_FILL_THREADS=1`) and with threads only (`CRYO_CRIU_HUGE_FILL=0`), in turn, page cache warm; median of the rounds (all rounds in brackets):\n",
+           "| memory | stock | cryo's CRIU | cryo/stock | huge pages only | threads only |", "|---|---|---|---|---|---|"]
+    rng = lambda v: s(med(v)) + (" (" + ", ".join(f"{x:.2f}" for x in v) + ")" if len(v) > 1 else "")
     for k in keys:
-        r = rows[k]
-        a, b, c = (r.get("criu restore: " + n, []) for n in ("stock", "patched", "patched, CRYO_CRIU_HUGE_FILL=0"))
-        rng = lambda v: s(med(v)) + (" (" + ", ".join(f"{x:.2f}" for x in v) + ")" if len(v) > 1 else "")
-        out.append(f"| {k[1] / 1024:g} GiB | {rng(a)} | {rng(b)} | {ratio(med(b), med(a))} | {rng(c)} |")
+        a, b, c, d = (rows[k].get("criu restore: " + n, []) for n in kinds)
+        out.append(f"| {k[1] / 1024:g} GiB | {rng(a)} | {rng(b)} | {ratio(med(b), med(a))} | {rng(c)} | {rng(d)} |")
     return out
 
 
