@@ -62,7 +62,7 @@ func TestCRIUHugeFill(t *testing.T) {
 		}
 	}
 
-	wantParallelFill(t, log, fillThreadsDefault())
+	wantParallelFill(t, log, 1, fillThreadsDefault())
 
 	// A second checkpoint of the restored process: the filled region,
 	// dumped with the MADV_HUGEPAGE it was given, is filled with huge pages
@@ -75,7 +75,7 @@ func TestCRIUHugeFill(t *testing.T) {
 	_, log = criuRestore(t, criu, img2, nil)
 	p.wantSame(t, "dumped and restored again", sums, lines)
 	if taken {
-		wantParallelFill(t, log, fillThreadsDefault()-1)
+		wantParallelFill(t, log, 1, fillThreadsDefault()-1)
 	}
 	again := p.smaps(t)
 	for r, was := range got {
@@ -122,8 +122,11 @@ func (p *hugeProc) wantSame(t *testing.T, what string, sums map[string]string, l
 func fillThreadsDefault() int { return min(runtime.NumCPU(), 8) }
 
 // wantParallelFill checks that the restore log shows the one process's
-// memory filled by threads threads.
-func wantParallelFill(t *testing.T, log string, threads int) {
+// memory filled by lo to hi threads. This process runs in the host's pid
+// namespace, where a helper's pid may be held by any other process of the
+// host: that helper does not start, so the count is a range (the container
+// test, TestCRIUParallelFill, checks the exact count).
+func wantParallelFill(t *testing.T, log string, lo, hi int) {
 	t.Helper()
 	if fillThreadsDefault() < 2 {
 		wantIn(t, log, "parallel fill: off (one thread)")
@@ -134,8 +137,8 @@ func wantParallelFill(t *testing.T, log string, threads int) {
 		t.Fatalf("no parallel fill in the restore log:\n%s", tail(log, 30))
 	}
 	t.Logf("restore log: %s", m[0])
-	if m[1] != strconv.Itoa(threads) {
-		t.Errorf("restore log: %q, want %d threads", m[0], threads)
+	if n, _ := strconv.Atoi(m[1]); n < lo || n > hi {
+		t.Errorf("restore log: %q, want %d to %d threads", m[0], lo, hi)
 	}
 }
 
