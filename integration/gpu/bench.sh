@@ -6,7 +6,8 @@
 # restore + `cryo cuda resume`) side by side, at each size of
 # CRYO_BENCH_MIB (default "4096 16384"), several CUDA processes, and the
 # PyTorch inference server against its cold start. Then bench_report.py
-# writes $OUT/benchmarks-table.md and the plot $OUT/benchmarks.png.
+# writes $OUT/benchmarks-table.md and the plots $OUT/benchmarks.png and
+# $OUT/benchmarks-restore.png.
 #
 # A 16 GiB workload makes a ~17 GB image: each image is deleted before the
 # next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
@@ -29,7 +30,8 @@ mkdir -p "$OUT"
 	printf 'kernel\t%s\n' "$(uname -r)"
 	printf 'cpus\t%s\n' "$(nproc)"
 	printf 'memory\t%s\n' "$(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-	printf 'cryo\t%s\n' "$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo "${CRYO_COMMIT:-unknown}")"
+	# The commit of the binaries that ran (the bundle's), not of the checkout.
+	printf 'cryo\t%s\n' "$("$CRYO_BIN/cryo" version 2>/dev/null | sed -n '1s/.*(commit \([^,]*\),.*/\1/p')"
 	printf 'criu\t%s\n' "$(criu --version 2>/dev/null | sed -n 's/Version: //p')"
 	printf 'runc\t%s\n' "$("${CRYO_RUNC:-runc}" --version 2>/dev/null | sed -n '1s/runc version //p')"
 	printf 'python\t%s\n' "$("${CRYO_PYTHON:-python3}" -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null)"

@@ -164,6 +164,13 @@ def main():
 
     import matplotlib
     matplotlib.use("Agg")
+    title = f"({host.get('device', '?')}, driver {host.get('driver', '?')}, {host.get('date', '?')[:10]})"
+    plot_lines(rows, order, title, png_path)
+    plot_restore(rows, order, title, png_path[:-len(".png")] + "-restore.png")
+
+
+def plot_lines(rows, order, title, path):
+    """Checkpoint, restore and GPU free against the CUDA workload's size."""
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 5))
     series = [("cryo checkpoint", "o-"), ("raw checkpoint", "o--"), ("cryo restore to first output", "s-"),
@@ -182,12 +189,37 @@ def main():
                     ax.plot([key[1] / 1024], [r[fig_name]], marker, markersize=12, label=f"inference server: {fig_name}")
     ax.set_xlabel("GPU memory of the workload (GiB)")
     ax.set_ylabel("seconds")
-    ax.set_title(f"cryo vs raw driver + runc ({host.get('device', '?')}, driver {host.get('driver', '?')}, {host.get('date', '?')[:10]})", fontsize=9)
+    ax.set_title("cryo vs raw driver + runc " + title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    fig.savefig(path, dpi=110)
 
+
+def plot_restore(rows, order, title, path):
+    """Back to work: raw restore, cryo's restore, resume after a GPU-free pause, cold start, per workload."""
+    import matplotlib.pyplot as plt
+    bars = [("raw restore to first output", "raw restore"), ("cryo restore to first output", "cryo restore"),
+            ("cryo resume to first output", "resume after a GPU-free pause"), ("cold start to first answer", "cold start")]
+    keys = [k for k in order if "cryo restore to first output" in rows[k]]
+    if not keys:
+        return
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / len(bars)
+    for i, (fig_name, label) in enumerate(bars):
+        xs = [n + (i - (len(bars) - 1) / 2) * width for n, k in enumerate(keys) if fig_name in rows[k]]
+        ys = [rows[k][fig_name] for k in keys if fig_name in rows[k]]
+        if xs:
+            ax.bar(xs, ys, width, label=label)
+            for x, y in zip(xs, ys):
+                ax.annotate(f"{y:.1f}", (x, y), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(keys)), [f"{k[0]} {k[1] / 1024:g} GiB" for k in keys])
+    ax.set_ylabel("seconds to first output")
+    ax.set_title("back to work " + title, fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 if __name__ == "__main__":
     main()

@@ -27,6 +27,10 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
   CRYO_CRIU            the CRIU binary (default /usr/local/sbin/criu, then PATH)
   CRYO_CRIU_HUGE_FILL  0: CRIU fills restored memory as stock CRIU does, without
                        cryo's huge-page fill (read by CRIU; contrib/criu)
+  CRYO_CRIU_FILL_THREADS
+                       N: CRIU fills each restored process's memory from up to
+                       N threads (default: the online CPUs, at most 8; 1: one
+                       thread, as stock CRIU; read by CRIU; contrib/criu)
   CRYO_RUNC            the runc that cryo-runc wraps (default runc on PATH)
   CRYO_GPU_MAP         OLD-UUID=NEW-UUID[,...]: the target GPUs of a restore,
                        for every front end (--gpu-map)
