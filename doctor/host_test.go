@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,10 +55,27 @@ func TestCRIU(t *testing.T) {
 	want(t, cs[0], Fail, "make deps")
 	want(t, cs[1], Skip, "no CRIU")
 
+	want(t, cs[2], Skip, "no CRIU")
+
 	f.opts.Config.CRIU = "/usr/local/sbin/criu"
 	cs = f.env().checkCRIU(context.Background())
 	want(t, cs[0], OK, "4.")
 	want(t, cs[1], OK)
+	want(t, cs[2], OK, "huge pages and several threads")
+}
+
+// A CRIU without cryo's patches (the stock one that `make deps` installs
+// for baselines, or one with only the first patch) restores correctly but
+// slower: a warning naming what it lacks.
+func TestCRIUFill(t *testing.T) {
+	want(t, criuFill("/usr/local/libexec/cryo/criu-stock"), Warn, "without huge pages or several threads", "make deps")
+	f := newFixture(t)
+	one := f.path("criu-0001")
+	if err := os.WriteFile(one, []byte("\x7fELF...huge-page fill: on...\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want(t, criuFill(one), Warn, "without several threads")
+	want(t, criuFill(f.path("nowhere")), Skip, "cannot read")
 }
 
 // runc is needed by the container front ends only: missing, it warns on a

@@ -48,6 +48,10 @@ The checks:
   copy limit             $CRYO_COPY_TIMEOUT
   criu, criu check       CRIU's version against the kernel (4.1 or later on
                          Linux 6.13+, 4.2 or later on 6.16+) and "criu check"
+  criu fill              whether it is cryo's CRIU (contrib/criu), which fills
+                         a restored process's memory with huge pages and from
+                         several threads; a stock CRIU warns (restores of
+                         large processes several times slower)
   runc                   $CRYO_RUNC, else the first runc on PATH that is not cryo
   driver, driver version, gpu N
                          the NVIDIA driver and its checkpoint API (570 or later;
