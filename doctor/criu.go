@@ -35,6 +35,17 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path))
 }
 
+// criuBinary reads the CRIU executable behind path. The bundle's
+// sbin/criu is a script that runs ../libexec/criu with the bundle's
+// libraries (contrib/make-dist.sh): the patches are in that binary.
+func criuBinary(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("#!")) {
+		return b, err
+	}
+	return os.ReadFile(filepath.Join(filepath.Dir(path), "..", "libexec", filepath.Base(path)))
+}
+
 // criuFills are what cryo's CRIU patches (contrib/criu) add to a restore,
 // known by the log lines that the binary carries.
 var criuFills = []struct{ marker, what string }{
@@ -46,7 +57,7 @@ var criuFills = []struct{ marker, what string }{
 // memory page by page from one thread, several times slower (0.35 s
 // against 2.64 s for 4 GiB on an H200 host), so it only warns.
 func criuFill(path string) Check {
-	b, err := os.ReadFile(path)
+	b, err := criuBinary(path)
 	if err != nil {
 		return Check{Name: "criu fill", Status: Skip, Detail: "cannot read " + path + ": " + err.Error()}
 	}

@@ -66,7 +66,8 @@ func TestCRIU(t *testing.T) {
 
 // A CRIU without cryo's patches (the stock one that `make deps` installs
 // for baselines, or one with only the first patch) restores correctly but
-// slower: a warning naming what it lacks.
+// slower: a warning naming what it lacks. The bundle's wrapper script is
+// looked through.
 func TestCRIUFill(t *testing.T) {
 	want(t, criuFill("/usr/local/libexec/cryo/criu-stock"), Warn, "without huge pages or several threads", "make deps")
 	f := newFixture(t)
@@ -75,6 +76,17 @@ func TestCRIUFill(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, criuFill(one), Warn, "without several threads")
+	// The bundle's sbin/criu is a script running ../libexec/criu.
+	f.mkdir("bundle/sbin")
+	f.mkdir("bundle/libexec")
+	script := f.path("bundle/sbin/criu")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec ../libexec/criu \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.path("bundle/libexec/criu"), []byte("huge-page fill: ...parallel fill: "), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want(t, criuFill(script), OK, "huge pages and several threads")
 	want(t, criuFill(f.path("nowhere")), Skip, "cannot read")
 }
 
