@@ -61,6 +61,19 @@ def shim_section(rows):
     return out
 
 
+def table(rows, order, marker, intro, columns, row):
+    """One optional table: the workloads that have the figure marker, one
+    row each from row(key, getter), after the workload and its size."""
+    keys = [k for k in order if marker in rows[k]]
+    if not keys:
+        return []
+    out = ["\n" + intro + "\n", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for key in keys:
+        cells = row(key, rows[key].get)
+        out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | " + " | ".join(cells) + " |")
+    return out
+
+
 def load(path):
     """One value per figure (the last one given), and the keys in order."""
     every = load_all(path)
@@ -121,42 +134,35 @@ def main():
                  r.get("raw runc restore"), r.get("raw driver resume")]
         out.append(f"| {w} | {mib / 1024:g} GiB | " + " | ".join("—" if c is None else f"{c:.2f}" for c in cells) + " |")
 
-    cold = [k for k in order if "cold start to first answer, page cache dropped" in rows[k]]
-    if cold:
-        out.append("\nThe inference server with the page cache dropped before its cold start and before the restore:\n")
-        out.append("| workload | GPU memory | cold start to first answer | cryo restore to first output | cold/restore | raw restore to first output | cryo/raw |")
-        out.append("|---|---|---|---|---|---|---|")
-        for key in cold:
-            r = rows[key]
-            a, b = r.get("cold start to first answer, page cache dropped"), r.get("cryo restore to first output, page cache dropped")
-            c = r.get("raw restore to first output, page cache dropped")
-            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(a)} | {s(b)} | {ratio(a, b)} | {s(c)} | {ratio(b, c)} |")
+    def cold_row(key, g):
+        a, b = g("cold start to first answer, page cache dropped"), g("cryo restore to first output, page cache dropped")
+        c = g("raw restore to first output, page cache dropped")
+        return [s(a), s(b), ratio(a, b), s(c), ratio(b, c)]
+    out += table(rows, order, "cold start to first answer, page cache dropped",
+                 "The inference server with the page cache dropped before its cold start and before the restore:",
+                 ["workload", "GPU memory", "cold start to first answer", "cryo restore to first output", "cold/restore", "raw restore to first output", "cryo/raw"],
+                 cold_row)
 
-    paused = [k for k in order if "cryo resume to first output" in rows[k]]
-    if paused:
-        out.append("\nThe GPU-free pause (`runc pause` through cryo-runc: CUDA suspended, then the container frozen) and its resume, against the restore of a checkpoint of the same workload:\n")
-        out.append("| workload | GPU memory | pause | GPU free after | resume to first output | cryo restore to first output | raw restore to first output | resume/raw restore |")
-        out.append("|---|---|---|---|---|---|---|---|")
-        for key in paused:
-            r = rows[key]
-            g = r.get
-            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(g('cryo pause'))} | {s(g('cryo pause GPU free'))} | {s(g('cryo resume to first output'))} | "
-                       f"{s(g('cryo restore to first output'))} | {s(g('raw restore to first output'))} | "
-                       f"{ratio(g('cryo resume to first output'), g('raw restore to first output'))} |")
+    def pause_row(key, g):
+        return [s(g("cryo pause")), s(g("cryo pause GPU free")), s(g("cryo resume to first output")),
+                s(g("cryo restore to first output")), s(g("raw restore to first output")),
+                ratio(g("cryo resume to first output"), g("raw restore to first output"))]
+    out += table(rows, order, "cryo resume to first output",
+                 "The GPU-free pause (`runc pause` through cryo-runc: CUDA suspended, then the container frozen) and its resume, against the restore of a checkpoint of the same workload:",
+                 ["workload", "GPU memory", "pause", "GPU free after", "resume to first output", "cryo restore to first output", "raw restore to first output", "resume/raw restore"],
+                 pause_row)
 
-    multi = [k for k in order if "cryo cuda suspend (sequential)" in rows[k]]
-    if multi:
-        out.append("\nSeveral CUDA processes, one `cryo cuda suspend`/`resume` call: the driver calls one process after another (`--parallel 1`), then all at once (the default):\n")
-        out.append("| processes | GPU memory in all | suspend: sequential | suspend: parallel | speed-up | GPU free: sequential | GPU free: parallel | resume: sequential | resume: parallel | speed-up |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
-        for key in multi:
-            r = rows[key]
-            g = lambda f: r.get(f)
-            out.append(f"| {key[0]} | {key[1] / 1024:g} GiB | {s(g('cryo cuda suspend (sequential)'))} | {s(g('cryo cuda suspend (parallel)'))} | "
-                       f"{ratio(g('cryo cuda suspend (sequential)'), g('cryo cuda suspend (parallel)'))} | "
-                       f"{s(g('cryo GPU free (sequential)'))} | {s(g('cryo GPU free (parallel)'))} | "
-                       f"{s(g('cryo cuda resume (sequential)'))} | {s(g('cryo cuda resume (parallel)'))} | "
-                       f"{ratio(g('cryo cuda resume (sequential)'), g('cryo cuda resume (parallel)'))} |")
+    def multi_row(key, g):
+        return [s(g("cryo cuda suspend (sequential)")), s(g("cryo cuda suspend (parallel)")),
+                ratio(g("cryo cuda suspend (sequential)"), g("cryo cuda suspend (parallel)")),
+                s(g("cryo GPU free (sequential)")), s(g("cryo GPU free (parallel)")),
+                s(g("cryo cuda resume (sequential)")), s(g("cryo cuda resume (parallel)")),
+                ratio(g("cryo cuda resume (sequential)"), g("cryo cuda resume (parallel)"))]
+    out += table(rows, order, "cryo cuda suspend (sequential)",
+                 "Several CUDA processes, one `cryo cuda suspend`/`resume` call: the driver calls one process after another (`--parallel 1`), then all at once (the default):",
+                 ["processes", "GPU memory in all", "suspend: sequential", "suspend: parallel", "speed-up", "GPU free: sequential", "GPU free: parallel",
+                  "resume: sequential", "resume: parallel", "speed-up"],
+                 multi_row)
     for extra in sys.argv[5:]:
         extra_rows = load_all(extra)
         out += criu_section(extra_rows) + shim_section(extra_rows)
