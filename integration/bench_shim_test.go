@@ -13,8 +13,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
-	"github.com/containerd/containerd/v2/pkg/oci"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // TestBenchShim compares, side by side in one run and for the same
@@ -215,25 +213,7 @@ func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
 
 // container creates a container of the workload on the cryo runtime.
 func (w *shimWorkload) container(d *daemon, id string) client.Container {
-	t := w.t
-	ctx := namespacedCtx()
-	img, err := d.client.GetImage(ctx, w.image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(w.args...), oci.WithEnv([]string{"LD_LIBRARY_PATH=/usr/lib"})}
-	if w.gpu {
-		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace))
-		for _, dev := range gpuDevices {
-			opts = append(opts, oci.WithLinuxDevice(dev, "rwm"))
-		}
-	}
-	c, err := d.client.NewContainer(ctx, id, client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
-		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(opts...))
-	if err != nil {
-		t.Fatalf("new container %s: %v", id, err)
-	}
-	return c
+	return d.newCryoContainer(w.t, id, w.image, w.args, w.gpu, w.gpu)
 }
 
 // startTaskLogged starts a container's task with its output in logPath.

@@ -173,23 +173,31 @@ func TestGPUClone(t *testing.T) {
 // or a network namespace of its own.
 func (d *daemon) newGPUContainerNet(t *testing.T, id string, hostNet bool) client.Container {
 	t.Helper()
+	return d.newCryoContainer(t, id, gpuImage, []string{"/bin/cudamem", gpuMiB(), "100"}, hostNet, true)
+}
+
+// newCryoContainer creates a container of image running args on the cryo
+// runtime, with the host's network (hostNet) and the GPU devices (gpu).
+func (d *daemon) newCryoContainer(t testing.TB, id, image string, args []string, hostNet, gpu bool) client.Container {
+	t.Helper()
 	ctx := namespacedCtx()
-	img, err := d.client.GetImage(ctx, gpuImage)
+	img, err := d.client.GetImage(ctx, image)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs("/bin/cudamem", gpuMiB(), "100"),
-		oci.WithEnv([]string{"LD_LIBRARY_PATH=/usr/lib"})}
+	opts := []oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(args...), oci.WithEnv([]string{"LD_LIBRARY_PATH=/usr/lib"})}
 	if hostNet {
 		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace))
 	}
-	for _, dev := range gpuDevices {
-		opts = append(opts, oci.WithLinuxDevice(dev, "rwm"))
+	if gpu {
+		for _, dev := range gpuDevices {
+			opts = append(opts, oci.WithLinuxDevice(dev, "rwm"))
+		}
 	}
 	c, err := d.client.NewContainer(ctx, id, client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
 		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(opts...))
 	if err != nil {
-		t.Fatalf("new GPU container: %v", err)
+		t.Fatalf("new container %s: %v", id, err)
 	}
 	return c
 }
