@@ -314,8 +314,11 @@ func (d *daemon) settle(id string, pid int) string {
 			st, serr := task.Status(ctx)
 			err = serr
 			if serr == nil && st.Status == client.Stopped {
+				// containerd 1.7 may be deleting it too (its dead-shim
+				// cleanup): gone only once containerd no longer has it,
+				// else a new task of the container "already exists".
 				_, _ = task.Delete(ctx)
-				err = errdefs.ErrNotFound
+				_, err = c.Task(ctx, nil)
 			}
 			if serr == nil && st.Status == client.Running {
 				p, perr := fakecuda.ReadPage(pid)
