@@ -35,6 +35,28 @@ func TestFindDeadPID(t *testing.T) {
 	mustContain(t, err, fmt.Sprint(pid))
 }
 
+// FindLive skips a pid that has exited, so a container's short-lived
+// children do not fail its checkpoint, and fails only when all are gone.
+func TestFindLiveSkipsExited(t *testing.T) {
+	d := newDriver()
+	a, dead := startApp(t), deadPID(t)
+	procs, skipped, err := d.FindLive(context.Background(), []int{a.PID, dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Process{{PID: a.PID, State: StateRunning}}; !reflect.DeepEqual(procs, want) {
+		t.Fatalf("found %+v, want %+v", procs, want)
+	}
+	if want := []Skipped{{PID: dead, Reason: reasonExited}}; !reflect.DeepEqual(skipped, want) {
+		t.Fatalf("skipped %+v, want %+v", skipped, want)
+	}
+	_, _, err = d.FindLive(context.Background(), []int{dead})
+	if !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("all gone: got %v, want ErrNoProcess", err)
+	}
+	mustContain(t, err, fmt.Sprint(dead))
+}
+
 func TestPIDsOfCgroup(t *testing.T) {
 	dir := t.TempDir()
 	write := func(rel, text string) {

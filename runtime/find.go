@@ -7,15 +7,16 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr"
 )
 
-// findAttempts bounds how often the process list is taken again when a
-// process exits between the listing and the scan.
+// findAttempts bounds how often the process list is taken again when
+// every listed process has exited by the time of the scan.
 const findAttempts = 3
 
 // findCUDA lists t's processes and finds the CUDA ones among them. A
-// container's short-lived processes (a health check, a shell) may exit
-// between the listing and the scan, which the driver layer reports as
-// ErrNoProcess; that is no reason to fail a checkpoint, so the list is
-// taken again. A pid that stays gone fails the call after findAttempts.
+// container's short-lived processes (a health check, a shell loop's
+// sleep) may exit between the listing and the scan; FindLive skips them,
+// since a process that is gone needs no checkpoint. Only when every listed
+// pid is gone is the list taken again, and that failing findAttempts times
+// fails the call with ErrNoProcess.
 func (o *Orchestrator) findCUDA(ctx context.Context, t Target) ([]int, []cudacr.Process, []cudacr.Skipped, error) {
 	var err error
 	for i := 0; i < findAttempts; i++ {
@@ -26,7 +27,7 @@ func (o *Orchestrator) findCUDA(ctx context.Context, t Target) ([]int, []cudacr.
 		if len(pids) == 0 {
 			return nil, nil, nil, ErrNoProcess
 		}
-		procs, skipped, ferr := o.driver().Find(ctx, pids)
+		procs, skipped, ferr := o.driver().FindLive(ctx, pids)
 		if ferr == nil {
 			return pids, procs, skipped, nil
 		}

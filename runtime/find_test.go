@@ -10,8 +10,8 @@ import (
 	"github.com/cryo-gpu/cryo/cudacr"
 )
 
-// A process that exits between the listing and the scan is no failure:
-// the list is taken again.
+// A process that exits between the listing and the scan is no failure: it
+// is skipped, and the list is taken again only when every pid is gone.
 func TestFindCUDARetriesVanishedProcess(t *testing.T) {
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -26,13 +26,14 @@ func TestFindCUDARetriesVanishedProcess(t *testing.T) {
 		return []int{os.Getpid()}, nil
 	}}
 	pids, procs, skipped, err := New(testConfig).findCUDA(context.Background(), target)
-	if err != nil || calls != 2 || len(pids) != 1 || len(procs) != 0 || len(skipped) != 1 {
+	if err != nil || calls != 1 || len(pids) != 2 || len(procs) != 0 || len(skipped) != 2 || skipped[1].Reason != "exited during the scan" {
 		t.Fatalf("pids %v procs %v skipped %v err %v after %d listings", pids, procs, skipped, err, calls)
 	}
 
-	// A pid that stays gone still fails, naming it.
-	target.PIDs = func(context.Context) ([]int, error) { return []int{dead.Process.Pid}, nil }
-	if _, _, _, err := New(testConfig).findCUDA(context.Background(), target); !errors.Is(err, cudacr.ErrNoProcess) {
-		t.Fatalf("a vanished pid: %v", err)
+	// A listing whose pids are all gone is taken again; staying gone fails.
+	calls = 0
+	target.PIDs = func(context.Context) ([]int, error) { calls++; return []int{dead.Process.Pid}, nil }
+	if _, _, _, err := New(testConfig).findCUDA(context.Background(), target); !errors.Is(err, cudacr.ErrNoProcess) || calls != findAttempts {
+		t.Fatalf("a vanished pid: %v after %d listings", err, calls)
 	}
 }
