@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
 )
 
@@ -57,4 +60,17 @@ func TestPodmanPauseUnpause(t *testing.T) {
 	}
 	p.podman(t, "unpause", "frozen")
 	p.requireContinued(t, "frozen", podmanLastTick(p.ticks(t, "frozen")))
+
+	// Removing a paused container removes its pause record with it: a later
+	// container of the same name must not inherit it.
+	p.podman(t, "pause", "app")
+	id := strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.Id}}", "app"))
+	record := filepath.Join(config.DefaultLockDir, "paused-id-"+id+".lock.json")
+	if _, err := os.Stat(record); err != nil {
+		t.Fatalf("pause record of the paused container: %v", err)
+	}
+	p.podman(t, "rm", "-f", "app")
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Fatalf("pause record after podman rm -f: %v, want it gone", err)
+	}
 }

@@ -28,3 +28,21 @@ func TestParseCROpts(t *testing.T) {
 		t.Fatalf("default image path %q", o.imagePath)
 	}
 }
+
+func TestDeleteID(t *testing.T) {
+	for _, c := range []struct {
+		rest []string
+		want string
+	}{
+		{[]string{"ctr"}, "ctr"},
+		{[]string{"--force", "ctr"}, "ctr"},
+		{[]string{"-f", "ctr"}, "ctr"},
+		{[]string{"--help"}, ""},
+		{[]string{"a", "b"}, ""},
+		{nil, ""},
+	} {
+		if got := deleteID(c.rest); got != c.want {
+			t.Errorf("deleteID(%q) = %q, want %q", c.rest, got, c.want)
+		}
+	}
+}

@@ -69,6 +69,8 @@ func Main(args []string) int {
 		return w.pauseCmd(ctx)
 	case "resume":
 		return w.resumeCmd(ctx)
+	case "delete":
+		return w.deleteCmd()
 	case "create", "run":
 		w.prepare()
 	}

@@ -47,6 +47,40 @@ func (w *wrapper) resumeCmd(ctx context.Context) int {
 	return 0
 }
 
+// deleteCmd wraps `runc delete [--force] ID` of a container that a
+// GPU-free pause left a record for: the record goes once runc has deleted
+// the container, so that a later container of the same name does not
+// inherit it. It stays when runc refuses, since the paused processes then
+// still need it to resume. Every other delete is runc's alone.
+func (w *wrapper) deleteCmd() int {
+	id := deleteID(w.cmd.rest)
+	o := w.orchestrator()
+	if id == "" || !o.HasPause(id) {
+		return w.exec()
+	}
+	code, err := w.runRunc()
+	if err != nil {
+		w.log.error("%v", err)
+		return 1
+	}
+	if code == 0 {
+		o.ForgetPause(id)
+	}
+	return code
+}
+
+// deleteID is the container of `delete [-f|--force] ID`, "" for any
+// other form (help, several ids), which runc handles alone.
+func deleteID(rest []string) string {
+	var args []string
+	for _, a := range rest {
+		if a != "-f" && a != "--force" && a != "-force" {
+			args = append(args, a)
+		}
+	}
+	return pauseID(args)
+}
+
 // runcStep runs the real runc with the caller's exact command line, as one
 // step of the orchestration.
 func (w *wrapper) runcStep(context.Context) error {

@@ -89,3 +89,9 @@ func (o *Orchestrator) removePause(id string) {
 
 // ForgetPause removes the pause record of a container that is deleted.
 func (o *Orchestrator) ForgetPause(id string) { o.removePause(id) }
+
+// HasPause reports whether id has a pause record, readable or not.
+func (o *Orchestrator) HasPause(id string) bool {
+	_, err := os.Lstat(o.pausePath(id))
+	return err == nil
+}

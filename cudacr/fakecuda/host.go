@@ -1,6 +1,7 @@
 package fakecuda
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -14,7 +15,12 @@ type Host struct {
 
 // NewHost returns a host of n GPUs whose UUIDs start with GPU-<prefix>-
 // (eight hex digits), so that two hosts of a test have different GPUs.
+// Another prefix panics: the fake driver would not parse such a UUID, and
+// every restore would fail with CUDA_ERROR_INVALID_VALUE far from the cause.
 func NewHost(n int, prefix string) Host {
+	if _, err := hex.DecodeString(prefix); err != nil || len(prefix) != 8 {
+		panic(fmt.Sprintf("fakecuda.NewHost: UUID prefix %q is not eight hex digits", prefix))
+	}
 	var h Host
 	var specs []string
 	for i := 0; i < n; i++ {
