@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/runtime"
 )
 
@@ -23,6 +24,7 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 			{"criu", Fail, err.Error(), criuFix},
 			{Name: "criu check", Status: Skip, Detail: "no CRIU to run"},
 			{Name: "criu fill", Status: Skip, Detail: "no CRIU"},
+			{Name: "runc criu", Status: Skip, Detail: "no CRIU"},
 		}
 	}
 	if info.Kernel == "" || e.host.Uname != "" {
@@ -32,7 +34,34 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 	if err := info.Check(); err != nil {
 		res[0] = Check{"criu", Fail, err.Error(), criuFix}
 	}
-	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path))
+	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
+}
+
+// runcCRIU: containers are dumped and restored by runc, which runs the
+// `criu` it finds on PATH by name. cryo-runc and the shim put $CRYO_CRIU's
+// directory first on that PATH (config.CRIUFirst); this says when runc
+// would still find another CRIU, which cryo never checked. The PATH is
+// this process's: a daemon's may differ, but it is the best guess here.
+func runcCRIU(environ []string, configured, checked string) Check {
+	path := config.Lookup(config.CRIUFirst(environ, configured), "PATH")
+	if path == "" {
+		path = config.DefaultPath
+	}
+	var found string
+	if all := lookIn(filepath.SplitList(path), "criu"); len(all) > 0 {
+		found = all[0]
+	}
+	if found != "" && sameFile(found, checked) {
+		return Check{Name: "runc criu", Status: OK, Detail: "runc finds the same CRIU on PATH (" + found + ")"}
+	}
+	fix := "set CRYO_CRIU to " + checked + " in the environment of containerd and of cryo-runc (a path ending in /criu, which cryo puts first on runc's PATH)"
+	if filepath.Base(checked) != "criu" {
+		fix = "give CRYO_CRIU a path whose file is named criu (a symbolic link to " + checked + " will do): runc looks CRIU up by that name"
+	}
+	if found == "" {
+		return Check{"runc criu", Warn, "runc finds no criu on PATH (" + path + "): containers cannot be checkpointed", fix}
+	}
+	return Check{"runc criu", Warn, "runc would run " + found + ", not the CRIU checked above (" + checked + "): containers would be dumped and restored with it", fix}
 }
 
 // criuBinary reads the CRIU executable behind path. The bundle's

@@ -90,6 +90,26 @@ func TestCRIUFill(t *testing.T) {
 	want(t, criuFill(f.path("nowhere")), Skip, "cannot read")
 }
 
+// runc runs the criu it finds on PATH: the check says whether that is the
+// CRIU cryo checked, once $CRYO_CRIU's directory leads PATH.
+func TestRuncCRIU(t *testing.T) {
+	f := newFixture(t)
+	f.mkdir("a")
+	f.mkdir("b")
+	for _, p := range []string{"a/criu", "b/criu", "b/criu-4.2"} {
+		if err := os.WriteFile(f.path(p), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"PATH=" + f.path("a")}
+	want(t, runcCRIU(env, "", f.path("a/criu")), OK, "same CRIU", f.path("a/criu"))
+	// CRYO_CRIU=b/criu goes first on runc's PATH.
+	want(t, runcCRIU(env, f.path("b/criu"), f.path("b/criu")), OK, "same CRIU")
+	// Not named criu: runc cannot be pointed at it.
+	want(t, runcCRIU(env, f.path("b/criu-4.2"), f.path("b/criu-4.2")), Warn, "would run "+f.path("a/criu"), "named criu")
+	want(t, runcCRIU([]string{"PATH=" + f.path("nowhere")}, "", f.path("a/criu")), Warn, "finds no criu")
+}
+
 // runc is needed by the container front ends only: missing, it warns on a
 // host without them and fails where Podman or containerd is installed.
 // CRYO_RUNC names it explicitly, and a runc on PATH that is cryo itself

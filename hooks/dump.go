@@ -56,7 +56,7 @@ func postDump(ctx context.Context, o *cryoruntime.Orchestrator) error {
 		return err
 	}
 	t := cryoruntime.Target{
-		ID:   containerID(),
+		ID: containerID(),
 		PIDs: func(context.Context) ([]int, error) {
 			if pid <= 0 {
 				return nil, nil

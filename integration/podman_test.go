@@ -179,8 +179,11 @@ func exportedManifest(t *testing.T, export string) *snapshot.Manifest {
 
 // The main path: export a checkpoint, remove the container, import it; the
 // app continues where it was, and the export carries the GPU manifest.
+// runc dumps and restores with the CRIU that CRYO_CRIU names, which is not
+// on PATH at all.
 func TestPodmanExportImport(t *testing.T) {
-	p := newPodman(t)
+	criu := newLoggingCRIU(t)
+	p := newPodman(t, "CRYO_CRIU="+criu.path)
 	p.runApp(t, "app")
 	export := filepath.Join(p.dir, "app.tar.zst")
 	out := p.podman(t, "container", "checkpoint", "--export", export, "app")
@@ -192,8 +195,15 @@ func TestPodmanExportImport(t *testing.T) {
 	if !stepTakenBefore(m, "suspend", "dump") {
 		t.Fatalf("CUDA was not suspended before the dump: steps %+v", m.Steps)
 	}
+	dumps := criu.swrks()
+	if dumps == 0 {
+		t.Fatalf("runc did not dump with CRYO_CRIU=%s", criu.path)
+	}
 	p.podman(t, "rm", "-f", "app")
 	p.podman(t, "container", "restore", "--import", export)
+	if criu.swrks() == dumps {
+		t.Fatalf("runc did not restore with CRYO_CRIU=%s", criu.path)
+	}
 	if st := p.state(t, "app"); st != "running" {
 		t.Fatalf("restored container is %s", st)
 	}

@@ -12,9 +12,6 @@ import (
 	"github.com/cryo-gpu/cryo/config"
 )
 
-// defaultPath is searched when the caller passed no PATH.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 // errNoRunc: the real runc could not be found.
 var errNoRunc = errors.New("real runc not found")
 
@@ -36,7 +33,7 @@ func realRunc(cfg config.Config) (string, error) {
 	path := config.Lookup(cfg.Environ, "PATH")
 	if path == "" {
 		// Podman runs some runtime commands with no PATH at all.
-		path = defaultPath
+		path = config.DefaultPath
 	}
 	for _, dir := range filepath.SplitList(path) {
 		p := filepath.Join(dir, "runc")
@@ -61,8 +58,14 @@ func isSelf(p string) bool {
 // descriptors, the console socket, signals and the exit status are exactly
 // runc's. It returns only on failure.
 func (w *wrapper) execRunc() error {
-	err := syscall.Exec(w.runc, append([]string{w.runc}, w.cmd.argv()...), w.cfg.Environ)
+	err := syscall.Exec(w.runc, append([]string{w.runc}, w.cmd.argv()...), w.runcEnv())
 	return fmt.Errorf("exec %s: %w", w.runc, err)
+}
+
+// runcEnv is cryo-runc's environment with $CRYO_CRIU's directory first on
+// PATH, where runc looks for criu.
+func (w *wrapper) runcEnv() []string {
+	return config.CRIUFirst(w.cfg.Environ, w.cfg.CRIU)
 }
 
 // runcCmd is runc as a child with this process's stdio and cryo-runc's environment
@@ -71,7 +74,7 @@ func (w *wrapper) execRunc() error {
 func (w *wrapper) runcCmd(extraEnv ...string) *exec.Cmd {
 	cmd := exec.Command(w.runc, w.cmd.argv()...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(append([]string(nil), w.cfg.Environ...), extraEnv...)
+	cmd.Env = append(append([]string(nil), w.runcEnv()...), extraEnv...)
 	return cmd
 }
 

@@ -13,10 +13,12 @@ package shim
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/containerd/containerd/v2/pkg/shim"
 	ctrdversion "github.com/containerd/containerd/v2/version"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/version"
 )
 
@@ -41,6 +43,17 @@ func Main() {
 		fmt.Printf("%s:\n  Version:  %s\n  Commit:   %s\n  containerd shim library: %s\n", BinaryName, version.String(), version.Commit, ctrdversion.Version)
 		return
 	}
+	criuFirstOnPath()
 	registerTaskPlugin()
 	shim.Run(context.Background(), newManager())
+}
+
+// criuFirstOnPath puts $CRYO_CRIU's directory first on the shim's PATH:
+// containerd's runc shim code runs runc with the shim's environment, and
+// runc starts the criu it finds on PATH, not the one cryo checked.
+func criuFirstOnPath() {
+	env := config.CRIUFirst(os.Environ(), os.Getenv(config.EnvCRIU))
+	if p := config.Lookup(env, "PATH"); p != os.Getenv("PATH") {
+		os.Setenv("PATH", p)
+	}
 }

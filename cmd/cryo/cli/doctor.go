@@ -52,6 +52,9 @@ The checks:
                          a restored process's memory with huge pages and from
                          several threads; a stock CRIU warns (restores of
                          large processes several times slower)
+  runc criu              the criu runc would run: runc looks it up on PATH by
+                         name, and cryo-runc and the shim put $CRYO_CRIU's
+                         directory first there; another CRIU warns
   runc                   $CRYO_RUNC, else the first runc on PATH that is not cryo
   driver, driver version, gpu N
                          the NVIDIA driver and its checkpoint API (570 or later;

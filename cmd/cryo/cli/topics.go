@@ -24,7 +24,9 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
 
   CRYO_LIBCUDA         the CUDA driver library (default libcuda.so.1)
   CRYO_LIBNVML         the NVML library (default libnvidia-ml.so.1)
-  CRYO_CRIU            the CRIU binary (default /usr/local/sbin/criu, then PATH)
+  CRYO_CRIU            the CRIU binary (default /usr/local/sbin/criu, then PATH);
+                       for runc, which looks criu up on PATH by name, cryo-runc
+                       and the shim put its directory first on PATH
   CRYO_CRIU_HUGE_FILL  0: CRIU fills restored memory as stock CRIU does, without
                        cryo's huge-page fill (read by CRIU; contrib/criu)
   CRYO_CRIU_FILL_THREADS
