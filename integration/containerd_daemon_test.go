@@ -50,6 +50,8 @@ type daemon struct {
 	client    *client.Client
 	gpu       bool   // the real NVIDIA driver, not the fake one
 	cri       string // the CRI plugin's configuration; empty: CRI disabled
+	// criu, when set before start, is containerd's CRYO_CRIU.
+	criu *loggingCRIU
 }
 
 func startDaemon(t testing.TB, v ctrdVersion) *daemon {
@@ -108,6 +110,9 @@ func (d *daemon) config() string {
 func (d *daemon) env() []string {
 	path := binDir() + ":" + d.bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + os.Getenv("PATH")
 	env := []string{"PATH=" + path}
+	if d.criu != nil {
+		env = append(env, "CRYO_CRIU="+d.criu.path)
+	}
 	if d.gpu {
 		return env
 	}

@@ -14,12 +14,16 @@ import (
 // TestContainerd runs cryo's shim under containerd 1.7 and 2.x, each started
 // by the test with its own root, state and socket, and the fake CUDA driver.
 // Subtests share one daemon per version and its imported test image.
+// containerd's CRYO_CRIU is a CRIU that is not on PATH: runc must run it.
 func TestContainerd(t *testing.T) {
 	requireRoot(t)
 	for _, v := range ctrdVersions {
 		t.Run(v.name, func(t *testing.T) {
 			start := time.Now()
-			d := startDaemon(t, v)
+			d := newDaemon(t, v, false)
+			criu := newLoggingCRIU(t)
+			d.criu = &criu
+			d.start()
 			d.importTestImage()
 			for _, c := range containerdCases {
 				t.Run(c.name, func(t *testing.T) {
@@ -97,13 +101,21 @@ func testTaskCheckpointExit(d *daemon) {
 }
 
 // testContainerCheckpointRestore: `ctr container checkpoint --task --rw`
-// then `ctr container restore --live --rw` into a new container.
+// then `ctr container restore --live --rw` into a new container; runc
+// dumps and restores with containerd's CRYO_CRIU.
 func testContainerCheckpointRestore(d *daemon) {
 	d.runApp("cc")
 	ref := "localhost/cryo/checkpoint:cc"
 	before := d.containerCheckpoint("cc", ref)
+	dumps := d.criu.runcSwrks()
+	if dumps == 0 {
+		d.t.Fatalf("runc did not dump with containerd's CRYO_CRIU=%s", d.criu.path)
+	}
 	d.remove("cc")
 	d.ctr("container", "restore", "--live", "--rw", "cc-restored", ref)
+	if d.criu.runcSwrks() == dumps {
+		d.t.Fatalf("runc did not restore with containerd's CRYO_CRIU=%s", d.criu.path)
+	}
 	d.attach("cc-restored")
 	d.waitTicks("cc-restored", 3)
 	assertContinues(d.t, d.logPath("cc-restored"), before)

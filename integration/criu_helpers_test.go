@@ -224,23 +224,24 @@ func (p *hugeProc) waitGone(t testing.TB) {
 }
 
 // loggingCRIU is a `criu` in a directory of its own that records each
-// command line and runs the patched CRIU: given as CRYO_CRIU, it shows
-// which CRIU runc really ran.
+// command line, with the name of the process that ran it, and runs the
+// patched CRIU: given as CRYO_CRIU, it shows which CRIU runc really ran.
 type loggingCRIU struct{ path, calls string }
 
 func newLoggingCRIU(t *testing.T) loggingCRIU {
 	t.Helper()
 	dir := t.TempDir()
 	c := loggingCRIU{path: filepath.Join(dir, "criu"), calls: filepath.Join(dir, "calls")}
-	script := "#!/bin/sh\necho \"$*\" >> " + c.calls + "\nexec " + patchedCRIU(t) + " \"$@\"\n"
+	script := "#!/bin/sh\necho \"$(cat /proc/$PPID/comm): $*\" >> " + c.calls + "\nexec " + patchedCRIU(t) + " \"$@\"\n"
 	if err := os.WriteFile(c.path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// swrks counts the CRIU service sessions runc started through it.
-func (c loggingCRIU) swrks() int {
+// runcSwrks counts the CRIU service sessions (dumps, restores, version
+// queries) that runc started through it.
+func (c loggingCRIU) runcSwrks() int {
 	b, _ := os.ReadFile(c.calls)
-	return strings.Count(string(b), "swrk")
+	return strings.Count(string(b), "runc: swrk")
 }

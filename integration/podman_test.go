@@ -195,13 +195,13 @@ func TestPodmanExportImport(t *testing.T) {
 	if !stepTakenBefore(m, "suspend", "dump") {
 		t.Fatalf("CUDA was not suspended before the dump: steps %+v", m.Steps)
 	}
-	dumps := criu.swrks()
+	dumps := criu.runcSwrks()
 	if dumps == 0 {
 		t.Fatalf("runc did not dump with CRYO_CRIU=%s", criu.path)
 	}
 	p.podman(t, "rm", "-f", "app")
 	p.podman(t, "container", "restore", "--import", export)
-	if criu.swrks() == dumps {
+	if criu.runcSwrks() == dumps {
 		t.Fatalf("runc did not restore with CRYO_CRIU=%s", criu.path)
 	}
 	if st := p.state(t, "app"); st != "running" {
