@@ -179,10 +179,15 @@ func busy(f *os.File, target string) error {
 	return e
 }
 
+// readHolder parses the holder's line. Only the first line counts: a new
+// holder writes its line over the old one before it cuts the file, so a
+// read in between sees the new line followed by the rest of a longer old
+// one ("505 pause of container cc\ncc\n" after "505 checkpoint of …").
 func readHolder(f *os.File) (int, string) {
 	buf := make([]byte, 512)
 	n, _ := f.ReadAt(buf, 0)
-	pid, what, ok := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	pid, what, ok := strings.Cut(strings.TrimSpace(line), " ")
 	if !ok {
 		return 0, ""
 	}

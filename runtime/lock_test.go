@@ -108,6 +108,31 @@ func TestLockDiesWithHolder(t *testing.T) {
 	l.Release()
 }
 
+// A holder's line read while a new holder rewrites it over a longer old
+// one: only the first line names the holder.
+func TestReadHolderFirstLine(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for text, want := range map[string]string{
+		"505 pause of container cc\ncc\n":  "pause of container cc",
+		"505 checkpoint of container cc\n": "checkpoint of container cc",
+		"505 restore of container cc":      "restore of container cc",
+	} {
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte(text), 0); err != nil {
+			t.Fatal(err)
+		}
+		if pid, what := readHolder(f); pid != 505 || what != want {
+			t.Errorf("readHolder(%q) = %d %q, want 505 %q", text, pid, what, want)
+		}
+	}
+}
+
 func TestLockFileName(t *testing.T) {
 	if got := fileName("id-abc_1.2"); got != "id-abc_1.2.lock" {
 		t.Fatal(got)
