@@ -21,10 +21,15 @@ func testTaskPauseResume(d *daemon) {
 	d.runApp("pz")
 	pid := d.taskPid("pz")
 	d.pauseAndCheck("pz", pid)
+	// containerd refuses to delete a paused task; the pause record stays,
+	// so the resume still brings CUDA back.
+	if out, err := d.ctrErr("task", "delete", "pz"); err == nil {
+		d.t.Fatalf("ctr task delete of a paused task succeeded:\n%s", out)
+	}
 	d.ctr("task", "resume", "pz")
 	d.assertRunsOn("pz")
 	if p, err := fakecuda.ReadPage(pid); err != nil || p.State != 0 || p.Restores != 1 {
-		d.t.Fatalf("CUDA after ctr task resume: %+v (%v), want running after one restore", p, err)
+		d.t.Fatalf("CUDA after a refused delete and ctr task resume: %+v (%v), want running after one restore", p, err)
 	}
 
 	d.pauseAndCheck("pz", pid)

@@ -161,13 +161,18 @@ func (s *service) takeRestore(id string) (pendingRestore, bool) {
 
 // Delete forgets a restore that was created but never started, and
 // removes its image's work directory, and the record of a GPU-free pause
-// that the task did not live to resume.
+// that the task did not live to resume. The record goes only once the
+// runc service has deleted the task: it refuses a paused one, whose
+// resume still needs the record to bring CUDA back.
 func (s *service) Delete(ctx context.Context, r *taskv3.DeleteRequest) (*taskv3.DeleteResponse, error) {
 	if r.ExecID == "" {
 		if pending, ok := s.takeRestore(r.ID); ok {
 			removeWork(ctx, r.ID, pending.work)
 		}
+	}
+	resp, err := s.TTRPCTaskService.Delete(ctx, r)
+	if err == nil && r.ExecID == "" {
 		s.orch(ctx).ForgetPause(r.ID)
 	}
-	return s.TTRPCTaskService.Delete(ctx, r)
+	return resp, err
 }
