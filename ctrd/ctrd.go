@@ -27,6 +27,10 @@ var (
 	ErrBaseImage = errors.New("base image missing")
 	// ErrNoGPU: a GPU asked for by --gpus is not one of this host's.
 	ErrNoGPU = errors.New("no such GPU on this host")
+	// ErrMount: a --mount that cannot be read.
+	ErrMount = errors.New("bad mount")
+	// ErrMissingMount: the checkpoint needs a mount the new container lacks.
+	ErrMissingMount = errors.New("mount missing")
 )
 
 // Options says which containerd to talk to.

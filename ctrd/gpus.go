@@ -2,14 +2,13 @@ package ctrd
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 )
@@ -101,17 +100,15 @@ func hostNode(path string) (specs.LinuxDevice, error) {
 	if _, ok := cudacr.NodeMinor("/dev/" + name); !ok {
 		return specs.LinuxDevice{}, fmt.Errorf("%s is not a GPU's device node (nvidiaN); remedy: give a GPU index, a UUID or a /dev/nvidiaN path: %w", path, ErrNoGPU)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return specs.LinuxDevice{}, fmt.Errorf("device node %s: %w; remedy: load the NVIDIA driver and create its nodes (nvidia-modprobe, or nvidia-smi once): %w", path, err, ErrNoGPU)
+	n, err := charDevice(path)
+	if errors.Is(err, errNotCharDevice) {
+		return n, fmt.Errorf("%s is not a character device; remedy: give a GPU's device node: %w", path, ErrNoGPU)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
-		return specs.LinuxDevice{}, fmt.Errorf("%s is not a character device; remedy: give a GPU's device node: %w", path, ErrNoGPU)
+	if err != nil {
+		return n, fmt.Errorf("device node %s: %w; remedy: load the NVIDIA driver and create its nodes (nvidia-modprobe, or nvidia-smi once): %w", path, err, ErrNoGPU)
 	}
-	mode, zero := os.FileMode(0o666), uint32(0)
-	return specs.LinuxDevice{Path: "/dev/" + name, Type: "c",
-		Major: int64(unix.Major(st.Rdev)), Minor: int64(unix.Minor(st.Rdev)),
-		FileMode: &mode, UID: &zero, GID: &zero}, nil
+	n.Path = "/dev/" + name
+	return n, nil
 }
 
 // ReplaceGPUs gives spec the GPU device nodes nodes in place of its own,

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	ctrdcontent "github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -29,15 +29,18 @@ import (
 type RestoreOptions struct {
 	Options
 	Name        string               // the new container's id; default: the checkpointed container's
-	Runtime     string               // default: the recorded runtime, else io.containerd.cryo.v2
-	Snapshotter string               // default: the recorded one, else containerd's default
+	Runtime     string               // default: io.containerd.cryo.v2, never the recorded runtime
+	Snapshotter string               // default: containerd's, never the recorded one
 	LogPath     string               // the task's stdout and stderr; "" discards them
 	Log         func(string, ...any) // progress lines; nil: silent
 	// GPUs, when set, are the restored container's GPUs in place of the
-	// recorded ones (items of ResolveGPUs; see ReplaceGPUs). Inventory
-	// reads the host's GPUs for items given by index or UUID.
+	// recorded ones (items of ResolveGPUs). Inventory reads the host's
+	// GPUs for items given by index or UUID.
 	GPUs      []string
 	Inventory Inventory
+	// Mounts are the user's mounts (ParseMount), the only ones the new
+	// container gets besides containerd's defaults.
+	Mounts []specs.Mount
 }
 
 // Restored is the container that Restore created.
@@ -51,42 +54,51 @@ type Restored struct {
 // in dir into containerd: it writes the rw layer (and, for a runtime that
 // cannot name a directory, the CRIU images: see checkpointOpt) into the
 // daemon's content store under a lease, creates container o.Name from
-// the base image (which must already be in the namespace), the rw layer and
-// the carried spec, on the cryo runtime, and starts its task from the
-// checkpoint, as `ctr container restore` would. The shim checks the GPUs
-// and resumes CUDA.
+// the base image (which must already be in the namespace) and the rw
+// layer, with a new spec made from the base image and o alone (see
+// carried), on o.Runtime, and starts its task from the checkpoint. The
+// shim checks the GPUs and resumes CUDA.
 func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, error) {
 	meta, err := ociimage.ReadContainerdMeta(dir)
 	if err != nil {
 		return nil, err
 	}
-	var spec specs.Spec
-	if err := readJSONFile(filepath.Join(dir, ociimage.SpecDumpName), &spec); err != nil {
-		return nil, fmt.Errorf("spec of the checkpoint: %w", err)
+	rec, err := readCarried(dir)
+	if err != nil {
+		return nil, err
 	}
 	o.Name = cmp.Or(o.Name, meta.Name, meta.ID)
-	o.Runtime = cmp.Or(o.Runtime, meta.OCIRuntime, CryoRuntime)
-	o.Snapshotter = cmp.Or(o.Snapshotter, meta.Snapshotter)
-	var gpus string // the GPU nodes that replace the recorded ones, for the log
-	if len(o.GPUs) > 0 {
-		nodes, err := ResolveGPUs(ctx, o.GPUs, o.Inventory)
-		if err != nil {
-			return nil, fmt.Errorf("restore container %s: give it GPUs: %w", o.Name, err)
-		}
-		ReplaceGPUs(&spec, nodes)
-		gpus = strings.Join(nodePaths(nodes), ", ")
-	}
-	if meta.RootfsImageName == "" {
-		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
-	}
+	o.Runtime = cmp.Or(o.Runtime, CryoRuntime)
 	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
 	if r.logf == nil {
 		r.logf = func(string, ...any) {}
 	}
-	if gpus != "" {
-		r.logf("container %s gets the GPU nodes %s in place of the recorded ones", o.Name, gpus)
+	gpus, err := r.gpuNodes(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("restore container %s: give it GPUs: %w", o.Name, err)
 	}
-	return r.run(ctx, &spec)
+	if meta.RootfsImageName == "" {
+		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
+	}
+	r.noteRuntime()
+	return r.run(ctx, specOpts(rec, o.Mounts, gpus))
+}
+
+// noteRuntime says so when the restore does not run on the recorded
+// runtime: it tells where the checkpoint ran, and is no instruction.
+func (r *ctrdRestore) noteRuntime() {
+	if m := r.meta; m.OCIRuntime != "" && m.OCIRuntime != r.o.Runtime {
+		r.logf("the checkpoint was taken on runtime %s; restoring on %s (pass --runtime to choose)", m.OCIRuntime, r.o.Runtime)
+	}
+}
+
+// noteSnapshotter does the same for the snapshotter, once containerd has
+// named the one it chose.
+func (r *ctrdRestore) noteSnapshotter(ctx context.Context, ctr client.Container) {
+	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+	if m := r.meta; err == nil && m.Snapshotter != "" && m.Snapshotter != info.Snapshotter {
+		r.logf("the checkpoint was taken on snapshotter %s; restoring on %s (pass --snapshotter to choose)", m.Snapshotter, info.Snapshotter)
+	}
 }
 
 type ctrdRestore struct {
@@ -97,7 +109,7 @@ type ctrdRestore struct {
 	logf func(string, ...any)
 }
 
-func (r *ctrdRestore) run(ctx context.Context, spec *specs.Spec) (res *Restored, err error) {
+func (r *ctrdRestore) run(ctx context.Context, spec func(client.Image) []oci.SpecOpts) (res *Restored, err error) {
 	c, ctx, err := r.o.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -126,15 +138,17 @@ func (r *ctrdRestore) run(ctx context.Context, spec *specs.Spec) (res *Restored,
 	if r.o.Snapshotter != "" {
 		opts = append(opts, client.WithSnapshotter(r.o.Snapshotter))
 	}
-	opts = append(opts, client.WithNewSnapshot(r.o.Name+"-snapshot", img))
+	// The spec comes before the rw layer: WithImageConfig looks a user
+	// name up in the rootfs's /etc/passwd, which must be the base image's,
+	// not one that the checkpoint's diff rewrote.
+	opts = append(opts, client.WithNewSnapshot(r.o.Name+"-snapshot", img), client.WithNewSpec(spec(img)...))
 	if rw, ok, err := r.writeRW(ctx); err != nil {
 		return nil, err
 	} else if ok {
 		opts = append(opts, applyRW(rw))
 	}
-	renameCgroup(spec, r.meta, r.o.Namespace, r.o.Name)
-	opts = append(opts, client.WithSpec(spec), client.WithRuntime(r.o.Runtime, nil))
-	r.logf("creating container %s (%s, runtime %s)", r.o.Name, img.Name(), r.o.Runtime)
+	opts = append(opts, client.WithRuntime(r.o.Runtime, nil))
+	r.logf("creating container %s (%s, runtime %s; its spec from the base image and the flags)", r.o.Name, img.Name(), r.o.Runtime)
 	ctr, err := c.NewContainer(ctx, r.o.Name, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", r.o.Name, err)
@@ -144,6 +158,7 @@ func (r *ctrdRestore) run(ctx context.Context, spec *specs.Spec) (res *Restored,
 			_ = ctr.Delete(context.WithoutCancel(ctx), client.WithSnapshotCleanup)
 		}
 	}()
+	r.noteSnapshotter(ctx, ctr)
 	return r.startTask(ctx, ctr, criu)
 }
 
@@ -272,24 +287,6 @@ func applyRW(rw ocispec.Descriptor) client.NewContainerOpts {
 	}
 }
 
-var nsIDCgroup = regexp.MustCompile(`^/[^/]+/[^/]+$`)
-
-// renameCgroup gives the restored container its own cgroup: containerd's
-// default "/NS/ID" becomes "/NS/NAME"; otherwise only a last element that
-// names the old container is replaced.
-func renameCgroup(spec *specs.Spec, meta ociimage.ContainerdMeta, ns, name string) {
-	if spec.Linux == nil || spec.Linux.CgroupsPath == "" {
-		return
-	}
-	p := spec.Linux.CgroupsPath
-	switch {
-	case nsIDCgroup.MatchString(p) && (meta.Namespace == "" || strings.HasPrefix(p, "/"+meta.Namespace+"/")):
-		spec.Linux.CgroupsPath = "/" + ns + "/" + name
-	case meta.ID != "" && strings.HasSuffix(p, meta.ID):
-		spec.Linux.CgroupsPath = strings.TrimSuffix(p, meta.ID) + name
-	}
-}
-
 // startTask creates the task from the checkpoint and starts it: the
 // shim runs `runc restore` and resumes CUDA on Start.
 func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, withCheckpoint client.NewTaskOpts) (*Restored, error) {
@@ -302,17 +299,26 @@ func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, withC
 	r.logf("restoring %s from the checkpoint (runtime %s)", ctr.ID(), r.o.Runtime)
 	task, err := ctr.NewTask(ctx, creator, withCheckpoint)
 	if err != nil {
-		return nil, fmt.Errorf("restore task %s: %w; remedy: read the shim's lines in containerd's log", ctr.ID(), err)
+		return nil, r.taskErr("restore task", ctr.ID(), err, "read the shim's lines in containerd's log")
 	}
 	if err := task.Start(ctx); err != nil {
 		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
-		return nil, fmt.Errorf("start restored task %s: %w; remedy: read the shim's lines in containerd's log (CRIU's restore log is quoted there)", ctr.ID(), err)
+		return nil, r.taskErr("start restored task", ctr.ID(), err, "read the shim's lines in containerd's log (CRIU's restore log is quoted there)")
 	}
 	// The shim holds the stdin FIFO open: its name can go.
 	if tio := task.IO(); tio != nil {
 		_ = tio.Close()
 	}
 	return &Restored{ID: ctr.ID(), Namespace: r.o.Namespace, PID: task.Pid()}, nil
+}
+
+// taskErr reports a failed task: a mount the new spec lacks by its name
+// (missingMount), anything else with remedy.
+func (r *ctrdRestore) taskErr(what, id string, err error, remedy string) error {
+	if m := missingMount(id, ociimage.CRIUDir(r.dir), err); m != nil {
+		return m
+	}
+	return fmt.Errorf("%s %s: %w; remedy: %s", what, id, err, remedy)
 }
 
 func readJSONFile(p string, v any) error {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
 
 	"github.com/cryo-gpu/cryo/ctrd"
@@ -34,12 +35,16 @@ restores it by its kind:
     while the CRIU images stay in the verified work directory, which the
     task names (runc's CriuImagePath); container --name is created from
     the base image (which must already be in the namespace: cryo does not
-    pull it), the rw layer and the carried spec on the cryo runtime, and
-    its task is restored and started; its stdout and stderr go to --log.
-    It prints the container and the pid. --gpus gives it other GPUs than
-    those it ran on, as a device plugin gives a restored pod other GPUs:
-    the spec's GPU device nodes and their device-cgroup rules become those
-    of the GPUs listed, and the shim remaps the CUDA processes onto them. A GPU this host lacks is refused
+    pull it) and the rw layer, on --runtime (default the cryo runtime),
+    and its task is restored and started; its stdout and stderr go to
+    --log. It prints the container and the pid. The container's spec is
+    made as "ctr run" makes one, from the base image and the flags alone:
+    the spec in the image is never used (no hooks, mounts, devices,
+    capabilities, namespaces or runtime of its choosing), only its
+    terminal flag; --mount adds a mount. --gpus gives it other GPUs than
+    those it ran on, as a device plugin gives a restored pod other GPUs;
+    without it, it gets this host's nodes of the GPUs it ran on. The shim
+    remaps the CUDA processes onto them. A GPU this host lacks is refused
     before anything reaches containerd.
 
 A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.
@@ -97,6 +102,10 @@ func restoreImage(cmd *cobra.Command, ref, dir string) error {
 	if err := flagsFitKind(cmd, ref, im.Kind()); err != nil {
 		return err
 	}
+	mounts, err := mountFlags(cmd)
+	if err != nil {
+		return err
+	}
 	if im.Kind() == ociimage.KindPodman {
 		// Podman would refuse a name in use only after the import; say it
 		// before anything is unpacked.
@@ -118,7 +127,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) error {
 	case ociimage.KindPodman:
 		return restorePodman(ctx, cmd, dir)
 	case ociimage.KindContainerd:
-		return restoreContainerd(ctx, cmd, asJSON, dir)
+		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}
 	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
 }
@@ -133,6 +142,8 @@ func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
 		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md): %w", ref, ociimage.ErrNotRestorable)
 	case set("gpus") && kind != ociimage.KindContainerd:
 		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
+	case set("mount") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd; remedy: restore without --mount: %w", ref, kind, ctrd.ErrMount)
 	case set("gpu-map") && kind != ociimage.KindProcess:
 		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
 	case fBool(cmd, "containerd") && kind != ociimage.KindContainerd:
@@ -154,7 +165,7 @@ func otherGPUsRemedy(kind ociimage.Kind) string {
 	return "restore without --gpus/--gpu-map"
 }
 
-func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir string) error {
+func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir string, mounts []specs.Mount) error {
 	res, err := ctrd.Restore(ctx, dir, ctrd.RestoreOptions{
 		Options: containerdOptions(cmd),
 		Name:    fString(cmd, "name"), Runtime: fString(cmd, "runtime"), Snapshotter: fString(cmd, "snapshotter"),
@@ -162,6 +173,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		Log:       func(f string, a ...any) { fmt.Fprintf(messages(), f+"\n", a...) },
 		GPUs:      splitGPUs(fString(cmd, "gpus")),
 		Inventory: cudacr.New(runtimeDriverOptions()).Inventory,
+		Mounts:    mounts,
 	})
 	if err != nil {
 		return err
@@ -172,6 +184,23 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 	fmt.Fprintf(messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
 	fmt.Fprintln(stdout, res.PID)
 	return nil
+}
+
+// mountFlags reads each --mount.
+func mountFlags(cmd *cobra.Command) ([]specs.Mount, error) {
+	vals, err := cmd.Flags().GetStringArray("mount")
+	if err != nil {
+		return nil, err
+	}
+	var out []specs.Mount
+	for _, v := range vals {
+		m, err := ctrd.ParseMount(v)
+		if err != nil {
+			return nil, usageErrorf(cmd, "%w", err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // splitGPUs splits --gpus at its commas.

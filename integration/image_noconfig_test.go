@@ -1,0 +1,227 @@
+package integration
+
+// A containerd checkpoint image carries the container's spec (spec.dump)
+// and its runtime (config.dump), and whoever builds the image writes both.
+// The attacker here takes a real checkpoint, unpacks its image with cryo,
+// gives the spec hooks that run on the host, a bind mount of a host
+// directory, a device, every capability, the host's network namespace, its
+// own cgroup and runtime annotations, names runc's runtime in place of
+// cryo's, and builds the image again with cryo, so that its digests and
+// cryo's manifest hold. `cryo image restore --containerd` must take none of
+// it: the restored container is made from the base image and the flags, and
+// its process goes on from the checkpoint.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestImageRestoreIgnoresImageConfig(t *testing.T) {
+	for _, v := range ctrdVersions {
+		t.Run(v.name, func(t *testing.T) {
+			node := newCtrdNode(t, v)
+			node.importTestImage()
+			n := func(t *testing.T) *ctrdNode { return &ctrdNode{daemon: node.with(t), imgNode: node.imgNode} }
+			t.Run("CraftedSpec", func(t *testing.T) { testCraftedSpecIgnored(t, n(t), v) })
+			t.Run("MissingMount", func(t *testing.T) { testMissingMountNamed(t, n(t), v) })
+		})
+	}
+}
+
+// attack is what the crafted image asks for, to look for afterwards.
+type attack struct {
+	ref     string
+	markers []string // files the hooks would create on the host
+	hostDir string   // the host directory it would bind-mount
+}
+
+const (
+	attackMountDst = "/hostroot"
+	attackDevice   = "/dev/hostmem"
+	attackCgroup   = "/cryo-attacker"
+	attackRuntime  = "io.containerd.runc.v2"
+)
+
+var attackAnnotations = map[string]string{
+	"org.criu.config":  "/tmp/attacker-criu.conf",
+	"cdi.k8s.io/cryo":  "nvidia.com/gpu=all",
+	"cryo.io/attacker": "1",
+}
+
+func testCraftedSpecIgnored(t *testing.T, n *ctrdNode, v ctrdVersion) {
+	app, clone := uniqueID("app"), uniqueID("clone")
+	n.runApp(app)
+	ckpt, tick := n.taskCheckpoint(app, "--exit")
+	n.waitStopped(app)
+	ref := "localhost/ckpt/noconfig-" + v.dir + ":1"
+	n.cryo(t, "image", "build", "--containerd", ckpt, ref)
+	a := craftImage(t, n, ref, "localhost/ckpt/noconfig-"+v.dir+":crafted")
+
+	log := n.logPath(clone)
+	out := n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, a.ref)
+	wantIn(t, out, "restored container "+clone, "taken on runtime "+attackRuntime+"; restoring on "+cryoRuntime)
+	// The runtime runs hooks while it creates the task: by now they would have.
+	for _, m := range a.markers {
+		if _, err := os.Stat(m); err == nil {
+			t.Errorf("a hook of the image ran on the host: %s exists", m)
+		}
+	}
+	checkFreshSpec(t, n, clone, a)
+	if out, err := n.ctrErr("task", "exec", "--exec-id", "peek", clone, "/bin/cat", attackMountDst+"/secret"); err == nil {
+		t.Errorf("the container reads the host directory %s: %q", a.hostDir, out)
+	}
+	n.waitTicksIn(log, 5)
+	if first := ctrdTicks(t, log)[0]; first <= tick {
+		t.Fatalf("restored app printed tick %d first, want just after %d (a continuation, not a restart)", first, tick)
+	}
+	n.remove(clone)
+	n.remove(app)
+}
+
+// craftImage unpacks ref with cryo, rewrites its spec and runtime as an
+// attacker would, and builds the result as crafted with cryo.
+func craftImage(t *testing.T, n *ctrdNode, ref, crafted string) attack {
+	dir := filepath.Join(t.TempDir(), "unpacked")
+	n.imgNode.cryo(t, "image", "unpack", ref, dir)
+	marks := t.TempDir()
+	a := attack{ref: crafted, hostDir: t.TempDir(),
+		markers: []string{filepath.Join(marks, "prestart"), filepath.Join(marks, "createRuntime")}}
+	if err := os.WriteFile(filepath.Join(a.hostDir, "secret"), []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	readJSON(t, filepath.Join(dir, "spec.dump"), &s)
+	touch := func(m string) specs.Hook {
+		return specs.Hook{Path: "/bin/sh", Args: []string{"sh", "-c", "touch " + m}}
+	}
+	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{touch(a.markers[0])}, CreateRuntime: []specs.Hook{touch(a.markers[1])}}
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: attackMountDst, Type: "bind", Source: a.hostDir, Options: []string{"rbind", "rw"}})
+	s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: attackDevice, Type: "c", Major: 1, Minor: 1})
+	s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Access: "rwm"})
+	s.Linux.CgroupsPath = attackCgroup
+	s.Annotations = attackAnnotations
+	ctx := namespacedCtx()
+	for _, o := range []oci.SpecOpts{oci.WithAllKnownCapabilities, oci.WithHostNamespace(specs.NetworkNamespace)} {
+		if err := o(ctx, nil, nil, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeJSON(t, filepath.Join(dir, "spec.dump"), s)
+	var meta map[string]any
+	readJSON(t, filepath.Join(dir, "config.dump"), &meta)
+	meta["runtime"] = attackRuntime
+	writeJSON(t, filepath.Join(dir, "config.dump"), meta)
+	wantIn(t, n.imgNode.cryo(t, "image", "build", dir, crafted), "built "+crafted)
+	wantIn(t, n.imgNode.cryo(t, "inspect", crafted), "Kind:         containerd")
+	return a
+}
+
+// checkFreshSpec reads the restored container back from containerd: its
+// spec and runtime must be what `ctr run` of the base image would give.
+func checkFreshSpec(t *testing.T, n *ctrdNode, id string, a attack) {
+	ctx := namespacedCtx()
+	c, err := n.client.LoadContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Runtime.Name != cryoRuntime {
+		t.Errorf("runtime %s, want %s", info.Runtime.Name, cryoRuntime)
+	}
+	s, err := c.Spec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := s.Hooks; h != nil && len(h.Prestart)+len(h.CreateRuntime)+len(h.CreateContainer)+len(h.StartContainer)+len(h.Poststart)+len(h.Poststop) > 0 {
+		t.Errorf("the spec has hooks: %+v", *h)
+	}
+	for _, m := range s.Mounts {
+		if m.Source == a.hostDir || m.Destination == attackMountDst {
+			t.Errorf("the spec mounts %s at %s", m.Source, m.Destination)
+		}
+	}
+	for _, d := range s.Linux.Devices {
+		if d.Path == attackDevice {
+			t.Errorf("the spec has the device %s (%d:%d)", d.Path, d.Major, d.Minor)
+		}
+	}
+	for _, r := range s.Linux.Resources.Devices {
+		if r.Allow && r.Major == nil && r.Minor == nil {
+			t.Errorf("the spec allows every device: %+v", r)
+		}
+	}
+	if !slices.ContainsFunc(s.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
+		return ns.Type == specs.NetworkNamespace && ns.Path == ""
+	}) {
+		t.Errorf("the container has no network namespace of its own: %+v", s.Linux.Namespaces)
+	}
+	if want := "/" + testNamespace + "/" + id; s.Linux.CgroupsPath != want {
+		t.Errorf("cgroup %s, want %s", s.Linux.CgroupsPath, want)
+	}
+	for k := range attackAnnotations {
+		if v, ok := s.Annotations[k]; ok {
+			t.Errorf("the spec carries the annotation %s=%s", k, v)
+		}
+	}
+	def, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := s.Process.Capabilities, def.Process.Capabilities
+	if !slices.Equal(got.Bounding, want.Bounding) || !slices.Equal(got.Effective, want.Effective) || !slices.Equal(got.Permitted, want.Permitted) {
+		t.Errorf("capabilities %v, want containerd's default %v", got.Bounding, want.Bounding)
+	}
+}
+
+// testMissingMountNamed: a checkpoint taken with a bind mount needs that
+// mount at restore. Without it, CRIU's refusal comes back naming the
+// mount and --mount, and nothing is left in containerd; with --mount the
+// process goes on.
+func testMissingMountNamed(t *testing.T, n *ctrdNode, v ctrdVersion) {
+	app, clone := uniqueID("mnt"), uniqueID("mnt-clone")
+	data := t.TempDir()
+	_ = os.MkdirAll(filepath.Join(n.dir, "logs"), 0o755)
+	n.ctr("run", "-d", "--runtime", cryoRuntime, "--log-uri", "file://"+n.logPath(app),
+		"--mount", "type=bind,src="+data+",dst=/data,options=rbind:rw", testImage, app, "/bin/fakecuda-app", "100")
+	n.waitTicks(app, 3)
+	ckpt, tick := n.taskCheckpoint(app, "--exit")
+	n.waitStopped(app)
+	ref := "localhost/ckpt/mount-" + v.dir + ":1"
+	n.cryo(t, "image", "build", "--containerd", ckpt, ref)
+
+	out := n.cryoFails(t, "image", "restore", "--containerd", "--name", clone, ref)
+	wantIn(t, out, "restore of "+clone+" failed", "mount at /data", "remedy: ", "--mount type=bind,src=HOST-DIR,dst=/data")
+	t.Logf("without the mount: %s", lastLines(out, 1))
+	if _, err := n.client.LoadContainer(namespacedCtx(), clone); err == nil {
+		t.Errorf("the failed restore left container %s behind", clone)
+	}
+	log := n.logPath(clone)
+	out = n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log,
+		"--mount", "type=bind,src="+data+",dst=/data", ref)
+	wantIn(t, out, "restored container "+clone)
+	n.waitTicksIn(log, 3)
+	assertContinues(t, log, tick)
+	n.remove(clone)
+	n.remove(app)
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
