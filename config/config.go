@@ -33,6 +33,10 @@ const (
 	EnvStampDir     = "CRYO_STAMP_DIR"      // verification records; default /var/lib/cryo/verified
 	EnvImageStore   = "CRYO_IMAGE_STORE"    // the local image store; default /var/lib/cryo/images
 	EnvRestoreDir   = "CRYO_RESTORE_DIR"    // work directories of restores; default /var/lib/cryo/restore
+	// EnvAnnotationRestore names the node's annotation restore policy (a
+	// JSON file, AnnotationPolicy); unset: the shim refuses every pod that
+	// names a checkpoint image in its annotations.
+	EnvAnnotationRestore = "CRYO_ANNOTATION_RESTORE"
 	// containerd's own variables, read by the CLI as ctr reads them.
 	EnvContainerdAddress   = "CONTAINERD_ADDRESS"   // containerd's socket; default /run/containerd/containerd.sock
 	EnvContainerdNamespace = "CONTAINERD_NAMESPACE" // containerd's namespace; default "default"
@@ -86,7 +90,10 @@ type Config struct {
 	StampDir      string
 	ImageStore    string
 	RestoreDir    string
-	TestHold      string
+	// AnnotationRestore is the annotation restore policy's file ("": off);
+	// LoadAnnotationPolicy reads it.
+	AnnotationRestore string
+	TestHold          string
 	// ContainerdAddress and ContainerdNamespace are ctr's variables, ""
 	// when unset (the CLI's flags then default to containerd's own).
 	ContainerdAddress, ContainerdNamespace string
@@ -140,6 +147,7 @@ func parse(environ []string) Config {
 		StampDir:            or(env[EnvStampDir], DefaultStampDir),
 		ImageStore:          imageStore(env),
 		RestoreDir:          or(env[EnvRestoreDir], DefaultRestoreDir),
+		AnnotationRestore:   env[EnvAnnotationRestore],
 		TestHold:            env[EnvTestHold],
 		ContainerdAddress:   env[EnvContainerdAddress],
 		ContainerdNamespace: env[EnvContainerdNamespace],

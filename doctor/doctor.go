@@ -84,6 +84,7 @@ func Run(ctx context.Context, opts Options) Report {
 	checks = append(checks, e.checkRunc(ctx, front))
 	checks = append(checks, e.checkDriver(ctx)...)
 	checks = append(checks, e.checkContainerd(ctx, front.containerd)...)
+	checks = append(checks, e.checkAnnotationRestore(front.containerd)...)
 	checks = append(checks, e.checkPodman(ctx, front.podman)...)
 	checks = append(checks, checkKubernetes())
 	return newReport(checks)

@@ -21,10 +21,12 @@ import (
 // criCheckpoint is what node 1 hands to node 2.
 type criCheckpoint struct {
 	archive string // the archive of CheckpointContainer
-	ref     string // its checkpoint image, in the registry
+	tag     string // its checkpoint image, in the registry
+	ref     string // the same, pinned by digest, as a pod names it
 	app     string // the app's image, in the registry
 	before  int    // the last tick the app printed before the checkpoint
 	after   int    // the last tick it printed on node 1 after it
+	node1   *criNode
 }
 
 func TestCRIRestore(t *testing.T) {
@@ -34,10 +36,13 @@ func TestCRIRestore(t *testing.T) {
 	t.Logf("node 1: checkpoint, build and push in %s", time.Since(start).Round(time.Millisecond))
 
 	// Node 2's shims inherit containerd's environment: their own image
-	// store and restore work directory, as on another machine.
+	// store and restore work directory, as on another machine, and the
+	// node's opt-in to restores from annotations: the pods' namespace may
+	// restore from the registry's ckpt/ repositories (plain HTTP).
 	dir := t.TempDir()
 	t.Setenv("CRYO_IMAGE_STORE", filepath.Join(dir, "store"))
 	t.Setenv("CRYO_RESTORE_DIR", filepath.Join(dir, "restore"))
+	usePolicy(t, allowOnly("default", []string{reg.addr + "/ckpt/"}, reg.addr))
 	n2 := startCRINodeAt(t, 1)
 	for _, c := range []struct {
 		name string
@@ -68,7 +73,7 @@ func checkpointOnNode1(t *testing.T, reg *imgRegistry, app string) criCheckpoint
 	n1.publishApp(app)
 	p := n1.runPodOf("source", criHandler, app)
 	p.exec("/bin/sh", "-c", "echo carried > /marker") // a rootfs change
-	ck := criCheckpoint{archive: filepath.Join(n1.dir, "checkpoint-source.tar"), ref: reg.addr + "/ckpt/cri-source:v1", app: app}
+	ck := criCheckpoint{archive: filepath.Join(n1.dir, "checkpoint-source.tar"), tag: reg.addr + "/ckpt/cri-source:v1", app: app, node1: n1}
 	ck.before = ctrdLastTick(t, p.logPath())
 	took := p.checkpoint(ck.archive)
 	n1.waitTicksIn(p.logPath(), 2)
@@ -77,13 +82,13 @@ func checkpointOnNode1(t *testing.T, reg *imgRegistry, app string) criCheckpoint
 	t.Logf("CheckpointContainer took %s; ticks %d before, %d after", took.Round(time.Millisecond), ck.before, ck.after)
 
 	builder := newNode(t, nil)
-	wantIn(t, builder.cryo(t, "image", "build", ck.archive, ck.ref), "built "+ck.ref)
-	builder.cryo(t, "image", "push", ck.ref)
+	wantIn(t, builder.cryo(t, "image", "build", ck.archive, ck.tag), "built "+ck.tag)
+	ck.ref = pinnedRef(ck.tag, builder.cryo(t, "image", "push", ck.tag))
 	return ck
 }
 
 // testCRIRestoreAnnotation: a new cryo pod on node 2 whose annotation names
-// the checkpoint image, with a container of the app's ordinary image,
+// the checkpoint image by digest, with a container of the app's ordinary image,
 // continues from the checkpointed tick (not from the start, and with its
 // CUDA state resumed: fakeTicks checks every tick), with the file it wrote
 // before the checkpoint (the kubelet archive's rootfs diff).
@@ -97,6 +102,7 @@ func testCRIRestoreAnnotation(n *criNode, ck criCheckpoint) {
 	}
 	n.assertContinues(p, ck)
 	p.assertMarker()
+	wantDigestLogged(n.t, n.log(), ck.ref)
 	p.remove()
 }
 

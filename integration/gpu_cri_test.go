@@ -30,19 +30,22 @@ const criDriverDir = "/usr/local/nvidia/lib64"
 func TestGPUCRIPodToPod(t *testing.T) {
 	uuids := gpuUUIDs(t, 2) // skips without a GPU, and with one
 	// The node's shims inherit containerd's environment: the image store
-	// that `cryo image build` writes into below is the one they read.
+	// that `cryo image build` writes into below is the one they read, and
+	// the policy that lets the pods' namespace restore from its repository.
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	t.Setenv("CRYO_IMAGE_STORE", store)
 	t.Setenv("CRYO_RESTORE_DIR", filepath.Join(dir, "restore"))
+	usePolicy(t, allowOnly("default", []string{"localhost/ckpt"}))
 	n := startGPUCRINode(t)
 
 	ck := checkpointGPUPod(t, n, uuids[0])
-	// A tag other than latest that the store holds is used without a pull:
-	// no registry is needed.
-	ck.ref = "localhost/ckpt/gpu-pod:v1"
-	took := timed(t, []string{"CRYO_IMAGE_STORE=" + store}, cryoBin(t, "cryo"), "image", "build", ck.archive, ck.ref)
+	// A tag of the pinned repository that the store holds with the pinned
+	// digest is used without a pull: no registry is needed.
+	ck.tag = "localhost/ckpt/gpu-pod:v1"
+	took := timed(t, []string{"CRYO_IMAGE_STORE=" + store}, cryoBin(t, "cryo"), "image", "build", ck.archive, ck.tag)
 	report(t, "cryo image build of the CRI archive", took)
+	ck.ref = "localhost/ckpt/gpu-pod@" + storedDigest(t, store, ck.tag)
 
 	p := n.newPod("gpu-restored", criHandler, map[string]string{imagerestore.AnnImage: ck.ref})
 	if err := p.createWith(p.gpuConfig(t, 1)); err != nil {

@@ -6,8 +6,11 @@ package integration
 // that checkpoint: the shim pulls and verifies the image, applies its
 // rootfs diff and restores, on containerd 1.7 and 2.x, without
 // containerd's own CRI restore. Node A checkpoints fakecuda-app and pushes
-// the image to a registry; node B creates a container from the app's
-// ordinary image with the annotation, through containerd's Go client.
+// the image to a registry; node B, whose policy lets containers outside
+// Kubernetes (namespace "") restore from the registries' ckpt/
+// repositories, creates a container from the app's ordinary image with
+// the annotation naming the image by digest, through containerd's Go
+// client.
 
 import (
 	"encoding/base64"
@@ -23,8 +26,10 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+	godigest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
@@ -45,16 +50,42 @@ type annotNode struct {
 	*daemon
 	store, work string
 	auth        string // the auth file in the daemon's environment (REGISTRY_AUTH_FILE)
+	// policy is the annotation restore policy file in the daemon's
+	// environment (CRYO_ANNOTATION_RESTORE), pol what it holds.
+	policy string
+	pol    config.AnnotationPolicy
 }
 
-func newAnnotNode(t *testing.T, v ctrdVersion) *annotNode {
+// newAnnotNode starts node B with a policy that lets namespace "" restore
+// from the ckpt/ repositories of the registries regs (plain HTTP), with
+// the node's credentials.
+func newAnnotNode(t *testing.T, v ctrdVersion, regs ...string) *annotNode {
 	dir := t.TempDir()
 	n := &annotNode{store: filepath.Join(dir, "store"), work: filepath.Join(dir, "restore"), auth: filepath.Join(dir, "auth.json")}
 	t.Setenv("CRYO_IMAGE_STORE", n.store)
 	t.Setenv("CRYO_RESTORE_DIR", n.work)
 	t.Setenv("REGISTRY_AUTH_FILE", n.auth)
+	var repos []string
+	for _, r := range regs {
+		repos = append(repos, r+"/ckpt/")
+	}
+	n.pol = allowOnly("", repos, regs...)
+	n.setNodeCredentials(t, true)
 	n.daemon = startDaemon(t, v)
 	return n
+}
+
+// setNodeCredentials rewrites the policy with namespace "" allowed the
+// node's credentials or not; the next restore reads it.
+func (n *annotNode) setNodeCredentials(t *testing.T, use bool) {
+	rule := n.pol.Namespaces[""]
+	rule.UseNodeCredentials = use
+	n.pol.Namespaces[""] = rule
+	if n.policy == "" {
+		n.policy = usePolicy(t, n.pol)
+		return
+	}
+	writeAnnotationPolicy(t, n.policy, n.pol)
 }
 
 func testImageAnnotation(t *testing.T, v ctrdVersion) {
@@ -68,24 +99,24 @@ func testImageAnnotation(t *testing.T, v ctrdVersion) {
 	a.waitStopped(app)
 	ref := reg.addr + "/ckpt/annot-" + v.dir + ":v1"
 	a.cryo(t, "image", "build", "--containerd", ckpt, ref)
-	dgst := strings.TrimSpace(a.imgNode.cryo(t, "image", "push", ref))
-	pinned := reg.addr + "/ckpt/annot-" + v.dir + "@" + dgst[strings.LastIndex(dgst, "\n")+1:]
+	pinned := pinnedRef(ref, a.imgNode.cryo(t, "image", "push", ref))
 
 	priv := startPrivateRegistry(t)
 	privRef := priv.addr + "/ckpt/private:v1"
 	a.cryo(t, "image", "build", "--containerd", ckpt, privRef)
-	a.imgNode.cryo(t, "image", "push", "--authfile", priv.authFile(t, t.TempDir(), privatePassword), privRef)
+	privPinned := pinnedRef(privRef, a.imgNode.cryo(t, "image", "push", "--authfile", priv.authFile(t, t.TempDir(), privatePassword), privRef))
 
-	b := newAnnotNode(t, v)
+	b := newAnnotNode(t, v, reg.addr, priv.addr)
 	b.ctr("images", "import", "--all-platforms", filepath.Join(a.dir, "image", "image.tar"))
 
-	step(t, "restored", func(t *testing.T) { b.restoresFromImage(t, ref, tick) })
+	step(t, "restored", func(t *testing.T) { b.restoresFromImage(t, pinned, tick) })
+	step(t, "policy", func(t *testing.T) { b.policyRefusals(t, pinned, ref) })
 	step(t, "deleted before start", func(t *testing.T) { b.deletedBeforeStart(t, pinned) })
-	step(t, "missing image", func(t *testing.T) { b.missingImage(t, reg.addr+"/ckpt/none:v1") })
+	step(t, "missing image", func(t *testing.T) { b.missingImage(t, reg.addr+"/ckpt/none@"+godigest.FromString("none").String()) })
 	step(t, "bare process image", func(t *testing.T) { b.processImage(t, a.imgNode, reg.addr+"/ckpt/bare:v1") })
-	step(t, "wrong GPU", func(t *testing.T) { b.wrongGPU(t, ref) })
-	step(t, "private registry", func(t *testing.T) { b.privateRegistry(t, priv, privRef, tick) })
-	step(t, "corrupt image", func(t *testing.T) { b.corruptImage(t, ref) })
+	step(t, "wrong GPU", func(t *testing.T) { b.wrongGPU(t, pinned) })
+	step(t, "private registry", func(t *testing.T) { b.privateRegistry(t, priv, privPinned, tick) })
+	step(t, "corrupt image", func(t *testing.T) { b.corruptImage(t, pinned) })
 }
 
 // step runs one part of the test and logs its time.
@@ -122,11 +153,21 @@ func (n *annotNode) newTask(c client.Container) (client.Task, error) {
 }
 
 // privateRegistry: the shim pulls with the node's credentials, from the
-// auth file its daemon's environment names; without them, or with wrong
+// auth file its daemon's environment names, only when the policy allows
+// the namespace to use them; otherwise, or without them, or with wrong
 // ones, Create fails at the pull.
 func (n *annotNode) privateRegistry(t *testing.T, reg *privateRegistry, ref string, before int) {
 	ann := map[string]string{imagerestore.AnnImage: ref}
-	_, err := n.refused(t, "noauth", ann)
+	reg.authFile(t, filepath.Dir(n.auth), privatePassword)
+	n.setNodeCredentials(t, false)
+	_, err := n.refused(t, "anonymous", ann)
+	wantIn(t, err.Error(), "step pull the checkpoint image "+ref, "anonymously", "use_node_credentials")
+	n.setNodeCredentials(t, true)
+
+	if err := os.Remove(n.auth); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.refused(t, "noauth", ann)
 	wantIn(t, err.Error(), "step pull the checkpoint image "+ref, "REGISTRY_AUTH_FILE")
 	reg.authFile(t, filepath.Dir(n.auth), "wrong")
 	_, err = n.refused(t, "badauth", ann)
@@ -167,6 +208,7 @@ func (n *annotNode) restoresFromImage(t *testing.T, ref string, before int) {
 		t.Errorf("restored task is %s", st)
 	}
 	wantIn(t, n.log(), "cryo: checkpoint image unpacked and verified", "pulled=true")
+	wantDigestLogged(t, n.log(), ref)
 	wantEmpty(t, n.work, "a restore from an image")
 }
 
@@ -189,10 +231,10 @@ func (n *annotNode) deletedBeforeStart(t *testing.T, ref string) {
 
 // processImage: a checkpoint of a bare process tree has no container to
 // restore into, and is refused by its kind.
-func (n *annotNode) processImage(t *testing.T, builder *imgNode, ref string) {
+func (n *annotNode) processImage(t *testing.T, builder *imgNode, tag string) {
 	_, dir, _ := checkpointApp(t, fakeDriverEnv(t, ""))
-	builder.cryo(t, "image", "build", dir, ref)
-	builder.cryo(t, "image", "push", ref)
+	builder.cryo(t, "image", "build", dir, tag)
+	ref := pinnedRef(tag, builder.cryo(t, "image", "push", tag))
 	_, err := n.refused(t, "bare", map[string]string{imagerestore.AnnImage: ref})
 	wantIn(t, err.Error(), "step check the checkpoint image "+ref, "bare process tree", "remedy: ")
 	if !errdefs.IsInvalidArgument(err) {
@@ -236,8 +278,8 @@ func (n *annotNode) wrongGPU(t *testing.T, ref string) {
 }
 
 // corruptImage: a layer of the image in the node's store is damaged, so
-// the unpack refuses it (a tag other than latest that the store has is
-// not pulled again); with the fresh policy the container starts from its
+// the unpack refuses it (a pinned image that the store has is not pulled
+// again); with the fresh policy the container starts from its
 // image instead.
 func (n *annotNode) corruptImage(t *testing.T, ref string) {
 	flipByte(t, biggestLayer(t, n.store, ref))

@@ -17,8 +17,11 @@ import (
 )
 
 // A container whose spec names a checkpoint image is restored from it, on
-// every containerd, without containerd's own CRI restore: Create prepares
-// the image (pull or local store, verified unpack into a private work
+// every containerd, without containerd's own CRI restore, when the node's
+// policy allows it (imagerestore.Authorize: the path is off by default,
+// and then open only to digest-pinned images of the repositories allowed
+// to the pod's namespace): Create prepares the image (pull or local store,
+// checked against its digest, verified unpack into a private work
 // directory), points the request's checkpoint at it and runs the checks
 // of every restore; after the runc service has mounted the rootfs, the
 // image's rootfs diff is applied; Start restores as for any checkpoint,
@@ -79,11 +82,13 @@ func (s *service) checkImageRestore(ctx context.Context, r *taskv3.CreateTaskReq
 			Outcome: "nothing was restored", Remedy: "fix the pod's " + imagerestore.Prefix + "* annotations (see docs/kubernetes.md)"}
 	}
 	began := time.Now()
-	work, err := imagerestore.Prepare(ctx, req.Ref, who, imagerestore.OptionsFrom(s.cfg))
+	work, err := imagerestore.Prepare(ctx, req, who, imagerestore.OptionsFrom(s.cfg))
 	if err != nil {
 		return pendingRestore{}, err
 	}
-	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image": req.Ref, "digest": work.Digest, "kind": string(work.Kind),
+	// The digest is what was restored, whatever the annotation's text.
+	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image": work.Ref, "digest": work.Digest, "namespace": work.Source.Namespace,
+		"node_credentials": work.Source.NodeCredentials, "plain_http": work.Source.Remote.PlainHTTP, "kind": string(work.Kind),
 		"pulled": work.Pulled, "elapsed_ms": time.Since(began).Milliseconds()}).Info("cryo: checkpoint image unpacked and verified")
 	r.Checkpoint = work.CRIUDir()
 	pending, err := s.checkRestore(ctx, r)
@@ -100,10 +105,10 @@ func (s *service) checkImageRestore(ctx context.Context, r *taskv3.CreateTaskReq
 // policy says fresh, logs the reason and starts the task from its image.
 func (s *service) imageRestoreRefused(ctx context.Context, r *taskv3.CreateTaskRequest, req imagerestore.Request, err error) (*taskv3.CreateTaskResponse, error) {
 	if req.OnFailure != imagerestore.PolicyFresh {
-		log.G(ctx).WithError(err).Error("cryo: restore from image refused")
+		log.G(ctx).WithError(err).WithFields(log.Fields{"id": r.ID, "image": req.Ref, "namespace": req.Namespace}).Error("cryo: restore from image refused")
 		return nil, toGRPC(err, true)
 	}
-	log.G(ctx).WithError(err).WithField("id", r.ID).
+	log.G(ctx).WithError(err).WithFields(log.Fields{"id": r.ID, "image": req.Ref, "namespace": req.Namespace}).
 		Warn("cryo: restore from image refused; starting the container fresh (" + imagerestore.AnnOnFailure + "=fresh)")
 	return s.createFresh(ctx, r)
 }

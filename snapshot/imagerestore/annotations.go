@@ -13,8 +13,8 @@ import (
 // KEY.<container name>, which wins over the pod-wide one.
 const (
 	Prefix = "cryo.io/"
-	// AnnImage names the checkpoint image: a reference
-	// (host/name:tag) or a digest-pinned one (host/name@sha256:…).
+	// AnnImage names the checkpoint image by a digest-pinned reference
+	// (host/name@sha256:…); a tag is refused (see Authorize).
 	AnnImage = Prefix + "checkpoint-image"
 	// AnnOnFailure is the policy when the restore cannot begin: "fail"
 	// (the default) or "fresh".
@@ -25,6 +25,10 @@ const (
 	// AnnCRIContainerType is "sandbox" for a pod's sandbox (pause)
 	// container and "container" for the others.
 	AnnCRIContainerType = "io.kubernetes.cri.container-type"
+	// AnnCRISandboxNamespace is where containerd's CRI (1.7 and 2.x) puts
+	// the pod's Kubernetes namespace. CRI sets it after it has copied the
+	// pod's annotations, so a pod cannot name another namespace with it.
+	AnnCRISandboxNamespace = "io.kubernetes.cri.sandbox-namespace"
 )
 
 // Policy is what happens to a container whose restore fails before any
@@ -45,6 +49,9 @@ type Request struct {
 	Ref       string // the checkpoint image
 	OnFailure Policy
 	Container string // the container's name (CRI), "" outside Kubernetes
+	// Namespace is the pod's Kubernetes namespace, "" outside Kubernetes:
+	// the node's policy allows repositories per namespace.
+	Namespace string
 }
 
 // FromAnnotations reads the request from a container spec's annotations:
@@ -57,6 +64,7 @@ func FromAnnotations(ann map[string]string) (req Request, ok bool, err error) {
 		return Request{OnFailure: PolicyFail}, false, nil
 	}
 	req.Container = ann[AnnCRIContainerName]
+	req.Namespace = ann[AnnCRISandboxNamespace] // never per container: CRI's own key
 	req.Ref = strings.TrimSpace(lookup(ann, AnnImage, req.Container))
 	policy := lookup(ann, AnnOnFailure, req.Container)
 	switch Policy(policy) {

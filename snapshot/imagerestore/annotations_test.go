@@ -27,6 +27,13 @@ func TestFromAnnotations(t *testing.T) {
 			Request{OnFailure: PolicyFail}, false, false},
 		{"bad policy", map[string]string{AnnImage: "reg.example/a:v1", AnnOnFailure: "retry"},
 			Request{Ref: "reg.example/a:v1", OnFailure: PolicyFail}, true, true},
+		{"namespace from CRI", map[string]string{AnnImage: "reg.example/a:v1", AnnCRIContainerName: "main", AnnCRISandboxNamespace: "team-a"},
+			Request{Ref: "reg.example/a:v1", OnFailure: PolicyFail, Container: "main", Namespace: "team-a"}, true, false},
+		// CRI's key is read as it is: a per-container form of it is
+		// nobody's, and outside Kubernetes the namespace is "".
+		{"no per-container namespace", map[string]string{AnnImage: "reg.example/a:v1", AnnCRIContainerName: "main",
+			AnnCRISandboxNamespace + ".main": "team-a"},
+			Request{Ref: "reg.example/a:v1", OnFailure: PolicyFail, Container: "main"}, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok, err := FromAnnotations(c.ann)
@@ -34,17 +41,6 @@ func TestFromAnnotations(t *testing.T) {
 				t.Fatalf("got %+v %v %v, want %+v %v bad=%v", got, ok, err, c.want, c.ok, c.badAnn)
 			}
 		})
-	}
-}
-
-func TestPinned(t *testing.T) {
-	for ref, want := range map[string]bool{
-		"reg.example/a:v1": true, "reg.example/a@sha256:" + sha: true,
-		"reg.example/a:latest": false, "reg.example/a": false, "not a ref": false,
-	} {
-		if got := pinned(ref); got != want {
-			t.Errorf("pinned(%q) = %v, want %v", ref, got, want)
-		}
 	}
 }
 

@@ -1,9 +1,13 @@
 // Package imagerestore prepares a container's restore from a checkpoint
-// image named by reference: it finds the image in cryo's local store or
-// pulls it with the node's registry credentials, refuses an image whose
-// processes did not come from a container, unpacks and verifies it into a
-// private work directory, and applies its rootfs diff to the new
-// container's root filesystem.
+// image named by reference: it checks the request against the node's
+// policy (Authorize: the path is off unless the node opts in, then only
+// digest-pinned images of the repositories allowed to the pod's
+// namespace), finds the pinned image in cryo's local store or pulls it
+// (anonymously unless the namespace may use the node's credentials, over
+// HTTPS unless the registry is listed as insecure), checks that it is the
+// pinned image, refuses an image whose processes did not come from a
+// container, unpacks and verifies it into a private work directory, and
+// applies its rootfs diff to the new container's root filesystem.
 //
 // It is the part of a restore that is the same for every front end that
 // starts a container from an image reference: the shim's Create of a

@@ -22,25 +22,39 @@ type Options struct {
 	Store      string // cryo's local image store
 	RestoreDir string // where work directories are made
 	Records    digest.Records
-	Remote     ociimage.RemoteOptions
-	Attempts   int // whole-pull attempts; 0: the store's default
+	// Policy is the node's annotation restore policy; PolicyErr, when its
+	// file could not be used (the path is then off).
+	Policy    config.AnnotationPolicy
+	PolicyErr error
+	// AuthFiles are the node's registry auth files, used only for the
+	// namespaces whose policy rule allows them.
+	AuthFiles []string
+	Attempts  int // whole-pull attempts; 0: the store's default
 }
 
-// OptionsFrom takes the image store, the work directory base and the
-// node's registry auth files from cfg.
+// OptionsFrom takes the image store, the work directory base, the node's
+// registry auth files and its annotation restore policy from cfg. The
+// policy file is read at every call, so that a change applies to the
+// next restore.
 func OptionsFrom(cfg config.Config) Options {
-	return Options{Store: cfg.ImageStore, RestoreDir: cfg.RestoreDir, Records: digest.RecordsFrom(cfg), Remote: ociimage.RemoteOptions{AuthFiles: cfg.AuthFiles}}
+	o := Options{Store: cfg.ImageStore, RestoreDir: cfg.RestoreDir, Records: digest.RecordsFrom(cfg), AuthFiles: cfg.AuthFiles}
+	o.Policy, o.PolicyErr = config.LoadAnnotationPolicy(cfg.AnnotationRestore)
+	return o
 }
 
 // Prepared is a checkpoint image unpacked and verified in a private work
 // directory, ready for a restore. Remove it once the restore has run: it
 // holds the processes' memory.
 type Prepared struct {
-	Ref    string
+	Ref    string // canonical, pinned by digest
 	Kind   ociimage.Kind
 	Digest string
 	Pulled bool   // false when the image was found in the local store
 	Dir    string // the work directory (0700)
+	// Source is how the node's policy allowed the image (zero for a
+	// checkpoint that did not come through Authorize).
+	Source Source
+	name   string // the name it has in the store
 }
 
 // CRIUDir is the CRIU image directory to restore from.
@@ -54,43 +68,69 @@ func (p *Prepared) Remove() error {
 	return os.RemoveAll(p.Dir)
 }
 
-// Prepare finds or pulls ref, checks that it is a container checkpoint,
-// and unpacks it verified (every layer against its digest, every CRIU file
-// against cryo's manifest) into a new work directory under
-// o.RestoreDir. id names the container in errors; each error is a
-// *snapshot.StepError naming the step and a remedy.
-func Prepare(ctx context.Context, ref, id string, o Options) (*Prepared, error) {
+// Prepare checks req against the node's policy (Authorize), finds the
+// pinned image in the local store or pulls it, checks that it is the
+// pinned image and a container checkpoint, and unpacks it verified (every
+// layer against its digest, every CRIU file against cryo's manifest) into
+// a new work directory under o.RestoreDir. id names the container in
+// errors; each error is a *snapshot.StepError naming the step and a
+// remedy.
+func Prepare(ctx context.Context, req Request, id string, o Options) (*Prepared, error) {
+	src, err := Authorize(req, id, o)
+	if err != nil {
+		return nil, err
+	}
 	st, err := ociimage.OpenStore(ctx, o.Store)
 	if err != nil {
 		return nil, stepError(id, "open cryo's image store", err, "check "+config.EnvImageStore+" in containerd's environment")
 	}
 	st.Records = o.Records
-	p := &Prepared{Ref: ref}
-	if p.Pulled, err = fetch(ctx, st, ref, o); err != nil {
-		return nil, stepError(id, "pull the checkpoint image "+ref, err, pullRemedy(err))
+	p := &Prepared{Source: src, Ref: src.Ref, Digest: src.Digest.String()}
+	ref := src.Ref
+	if p.name, p.Pulled, err = fetch(ctx, st, src, o.Attempts); err != nil {
+		return nil, stepError(id, "pull the checkpoint image "+ref, err, pullRemedy(err, src))
 	}
-	im, err := st.LoadImage(ctx, ref)
+	im, err := st.LoadImage(ctx, p.name)
+	if err == nil {
+		err = src.check(im)
+	}
 	if err != nil {
 		return nil, stepError(id, "read the checkpoint image "+ref, err, "")
 	}
-	p.Kind, p.Digest = im.Kind(), im.Desc.Digest.String()
+	p.Kind = im.Kind()
 	if err := containerKind(ref, im.Kind()); err != nil {
 		return nil, stepError(id, "check the checkpoint image "+ref, err,
 			"name an image built from a container checkpoint (`cryo image build --containerd`, a Podman or kubelet checkpoint)")
 	}
-	if p.Dir, err = NewWorkDir(o.RestoreDir); err != nil {
-		return nil, stepError(id, "make a work directory", err, "check "+config.EnvRestoreDir+" ("+o.RestoreDir+") and its free space")
+	if err := p.unpack(ctx, st, id, o.RestoreDir); err != nil {
+		return nil, err
 	}
-	if _, err := st.Unpack(ctx, ref, p.Dir, nil); err != nil {
+	return p, nil
+}
+
+// unpack makes the work directory and unpacks the image into it, then
+// checks that what was unpacked is still the pinned image: the store is
+// shared, and its name could have been moved between the check and the
+// unpack.
+func (p *Prepared) unpack(ctx context.Context, st *ociimage.Store, id, base string) error {
+	var err error
+	if p.Dir, err = NewWorkDir(base); err != nil {
+		return stepError(id, "make a work directory", err, "check "+config.EnvRestoreDir+" ("+base+") and its free space")
+	}
+	im, err := st.Unpack(ctx, p.name, p.Dir, nil)
+	if err == nil {
+		err = p.Source.check(im)
+	}
+	if err != nil {
 		p.Remove()
-		return nil, stepError(id, "unpack the checkpoint image "+ref, err, "")
+		return stepError(id, "unpack the checkpoint image "+p.Ref, err, "")
 	}
 	if _, err := os.Stat(filepath.Join(p.Dir, specDumpName)); err != nil {
 		p.Remove()
-		return nil, stepError(id, "check the checkpoint image "+ref, fmt.Errorf("%s holds no %s: %w", ref, specDumpName, ErrNotContainerCheckpoint),
+		return stepError(id, "check the checkpoint image "+p.Ref, fmt.Errorf("%s holds no %s: %w", p.Ref, specDumpName, ErrNotContainerCheckpoint),
 			"name an image built from a container checkpoint")
 	}
-	return p, nil
+	return nil
 }
 
 // specDumpName is the container's spec that every container checkpoint
@@ -98,16 +138,52 @@ func Prepare(ctx context.Context, ref, id string, o Options) (*Prepared, error) 
 // none.
 const specDumpName = ociimage.SpecDumpName
 
-// fetch makes ref present in the store, as a node treats a container image
-// with the default pull policy: a digest-pinned reference or a tag other
-// than "latest" that the store already has is used as it is; anything else
-// is pulled (blobs the store has are not sent again).
-func fetch(ctx context.Context, st *ociimage.Store, ref string, o Options) (bool, error) {
-	if _, err := st.Resolve(ctx, ref); err == nil && pinned(ref) {
-		return false, nil
+// fetch makes the pinned image present in the store and returns the name
+// it has there. A stored copy is used only when it is the pinned digest,
+// under the pinned name or another name of the same repository (a tag
+// pulled or built on the node), whoever put it there: the policy has
+// allowed this namespace that repository. Anything else is pulled,
+// skipping the blobs the store has, and checked against the pin.
+func fetch(ctx context.Context, st *ociimage.Store, src Source, attempts int) (string, bool, error) {
+	if name, ok := stored(ctx, st, src); ok {
+		return name, false, nil
 	}
-	_, err := st.Pull(ctx, ref, ociimage.TransferOptions{RemoteOptions: o.Remote, Attempts: o.Attempts})
-	return err == nil, notFound(err)
+	d, err := st.Pull(ctx, src.Ref, ociimage.TransferOptions{RemoteOptions: src.Remote, Attempts: attempts})
+	if err != nil {
+		return "", false, notFound(err)
+	}
+	if d.Digest != src.Digest {
+		return "", true, fmt.Errorf("the registry sent %s for %s: %w", d.Digest, src.Ref, ErrDigestMismatch)
+	}
+	return src.Ref, true, nil
+}
+
+// stored finds the pinned image in the store. A name of another
+// repository never counts, even with the same digest: a namespace allowed
+// its own repository must not reach another's image by naming its digest.
+func stored(ctx context.Context, st *ociimage.Store, src Source) (string, bool) {
+	if d, err := st.Resolve(ctx, src.Ref); err == nil && d.Digest == src.Digest {
+		return src.Ref, true
+	}
+	names, _ := st.List(ctx)
+	for _, name := range names {
+		r, err := registry.ParseReference(name)
+		if err != nil || r.Registry+"/"+r.Repository != src.repository() {
+			continue
+		}
+		if d, err := st.Resolve(ctx, name); err == nil && d.Digest == src.Digest {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// check refuses an image that is not the pinned one.
+func (s Source) check(im *ociimage.Image) error {
+	if im.Desc.Digest != s.Digest {
+		return fmt.Errorf("the image store holds %s under %s: %w", im.Desc.Digest, s.Ref, ErrDigestMismatch)
+	}
+	return nil
 }
 
 // notFound marks the registry's "no such image" with ErrImageNotFound,
@@ -122,22 +198,21 @@ func notFound(err error) error {
 	return &marked
 }
 
-// pullRemedy: damaged data is the image's fault, anything else the
-// reference's, the registry's or the node's credentials'.
-func pullRemedy(err error) string {
+// pullRemedy: damaged data is the image's fault; anything else the
+// reference's, the registry's, or the way this namespace may reach it.
+func pullRemedy(err error, src Source) string {
 	if errors.Is(err, ociimage.ErrIntegrity) {
 		return "" // the store's own: push the image again
 	}
-	return "check the reference, and that the node reaches the registry with its credentials (REGISTRY_AUTH_FILE in containerd's environment names the node's auth file)"
-}
-
-// pinned: the reference names a digest, or a tag other than latest.
-func pinned(ref string) bool {
-	r, err := registry.ParseReference(ref)
-	if err != nil {
-		return false
+	how := "anonymously (the node's policy gives " + nsLabel(src.Namespace) + " no node credentials: the image must be public, or the admin sets use_node_credentials)"
+	if src.NodeCredentials {
+		how = "with the node's credentials (REGISTRY_AUTH_FILE in containerd's environment names the node's auth file)"
 	}
-	return r.Reference != "" && r.Reference != "latest"
+	proto := "over HTTPS (a registry that speaks plain HTTP must be in the policy's insecure_registries)"
+	if src.Remote.PlainHTTP {
+		proto = "over plain HTTP (the policy lists it in insecure_registries)"
+	}
+	return "check the reference, and that the node reaches the registry " + how + ", " + proto
 }
 
 // containerKind refuses a checkpoint of a bare process tree: it has no

@@ -18,6 +18,9 @@ import (
 type RemoteOptions struct {
 	PlainHTTP bool // talk HTTP, not HTTPS (loopback registries are HTTP by default)
 	Insecure  bool // HTTPS without certificate verification
+	// NoLoopbackHTTP: a loopback registry gets HTTPS too, unless PlainHTTP
+	// (a pull on a pod's behalf must not reach the host's own services).
+	NoLoopbackHTTP bool
 	// AuthFiles are the registry auth files to search, in order (the
 	// entry point's config.Config.AuthFiles, after any named by a flag).
 	AuthFiles []string
@@ -50,7 +53,7 @@ func newRepository(ref string, o RemoteOptions) (*remote.Repository, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q is not an image reference (want host[:port]/name[:tag]): %w", ref, err)
 	}
-	repo.PlainHTTP = o.PlainHTTP || isLoopback(repo.Reference.Registry)
+	repo.PlainHTTP = o.PlainHTTP || !o.NoLoopbackHTTP && isLoopback(repo.Reference.Registry)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	if o.Insecure {
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}

@@ -55,6 +55,12 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
   CRYO_IMAGE_STORE     the local image store (default /var/lib/cryo/images for
                        root, ~/.local/share/cryo/images otherwise; --store); the
                        shim pulls the checkpoint images that pods name into it
+  CRYO_ANNOTATION_RESTORE
+                       the shim's policy file (JSON) for pods that name a
+                       checkpoint image (cryo.io/checkpoint-image): unset, or
+                       without "enabled": true, every such pod is refused; it
+                       lists the repositories each namespace may restore from
+                       (docs/kubernetes.md)
   CRYO_CRIU_HOOKS      1: cryo-runc prepares every container it creates so that a
                        direct "runc checkpoint" is CUDA-safe too
   CRYO_CRIU_ACTION     the action script those containers get (default
@@ -69,7 +75,8 @@ order: --authfile, $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
 ~/.config/containers/auth.json), then $DOCKER_CONFIG/config.json (else
 ~/.docker/config.json). The shim searches the same files from containerd's
 environment (containerd runs as root: /root/.docker/config.json, or
-REGISTRY_AUTH_FILE in its unit).`
+REGISTRY_AUTH_FILE in its unit), for the namespaces whose policy allows the
+node's credentials; its other pulls are anonymous.`
 
 const interruptedTopic = `Without --leave-running, CRIU leaves the dumped tree stopped, not killed: cryo
 kills it only after the digests and the manifest are written and the file
