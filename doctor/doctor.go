@@ -87,6 +87,7 @@ func Run(ctx context.Context, opts Options) Report {
 	checks = append(checks, e.checkAnnotationRestore(front.containerd)...)
 	checks = append(checks, e.checkPodman(ctx, front.podman)...)
 	checks = append(checks, checkKubernetes())
+	checks = append(checks, e.checkSignaturePolicy())
 	return newReport(checks)
 }
 

@@ -27,6 +27,8 @@ type TransferOptions struct {
 	Renderer *progress.Renderer
 	// Progress is an older form: plain progress lines on this writer.
 	Progress io.Writer
+	// Verify, when set, judges a pull's manifest before any layer moves.
+	Verify Verifier
 }
 
 // renderer is where the progress goes; nil: nowhere.
@@ -80,10 +82,16 @@ func (st *Store) Pull(ctx context.Context, ref string, o TransferOptions) (ocisp
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
+	if o.Verify != nil {
+		if err := o.Verify.VerifyPull(ctx, ref, md, repo); err != nil {
+			return ocispec.Descriptor{}, err
+		}
+	}
 	p := newTransferTask(o.renderer(), "pull "+ref, totalSize(*man)+md.Size)
 	src := &countingTarget{ReadOnlyTarget: repo, p: p}
+	// By digest: the manifest checked above, even if the tag has moved since.
 	d, err := transfer(ctx, "pull", ref, o, p, func() (ocispec.Descriptor, error) {
-		return oras.Copy(ctx, src, tagOf(repo), st.oci, ref, copyOptions(o, p))
+		return oras.Copy(ctx, src, md.Digest.String(), st.oci, ref, copyOptions(o, p))
 	})
 	if err == nil {
 		st.privateLayers(man.Layers)

@@ -49,7 +49,7 @@ func remoteOptions(cmd *cobra.Command) ociimage.RemoteOptions {
 }
 
 func transferOptions(cmd *cobra.Command) ociimage.TransferOptions {
-	return ociimage.TransferOptions{RemoteOptions: remoteOptions(cmd), Attempts: fInt(cmd, "retries"), Renderer: renderer(cmd)}
+	return ociimage.TransferOptions{RemoteOptions: remoteOptions(cmd), Attempts: fInt(cmd, "retries"), Renderer: renderer(cmd), Verify: pullVerifier(cmd)}
 }
 
 func openStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
@@ -167,14 +167,22 @@ missing.`,
 }
 
 func imagePullCommand() *cobra.Command {
-	return transferCommand(&cobra.Command{
+	cmd := transferCommand(&cobra.Command{
 		Use:   "pull REF",
 		Short: "pull a checkpoint image into the local store, verifying every blob",
 		Long: `Pulls REF's manifest and blobs into the local store, checking every blob
 against its digest, and prints the manifest digest on stdout. Blobs already
-in the store are not fetched again.`,
-		Example: "  cryo image pull localhost:5000/ckpt/train:v1",
+in the store are not fetched again.
+
+Where a signature policy is in force (--policy, $CRYO_SIGNATURE_POLICY or
+/etc/cryo/policy.json) or --signature-key is given, the manifest's digest
+must carry a cosign signature by the signer its rule names before any layer
+is fetched; the layers are then fetched by that digest, and the digest
+verified is recorded on stderr (docs/images.md, "Verifying signatures").`,
+		Example: "  cryo image pull localhost:5000/ckpt/train:v1\n  cryo image pull --signature-key cosign.pub registry.example/ckpt/train:v1",
 	}, (*ociimage.Store).Pull)
+	addTrustFlags(cmd.Flags())
+	return cmd
 }
 
 // transferCommand completes push or pull: one REF, the registry flags, and
@@ -264,6 +272,7 @@ holds the export layout: DIR/checkpoint is the CRIU image directory.`,
 	addDecryptFlags(fs)
 	fs.Bool("pull", false, "pull REF from its registry first")
 	addRemoteFlags(fs)
+	addTrustFlags(fs)
 	return cmd
 }
 

@@ -70,6 +70,7 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 	addCopyTimeout(fs)
 	addContainerdRestoreFlags(fs)
 	addRemoteFlags(fs)
+	addTrustFlags(fs)
 	addFormatFlags(cmd)
 	return cmd
 }

@@ -41,6 +41,7 @@ file differs; the exit status is 1 if one does.`,
 	fs := cmd.Flags()
 	addStoreFlag(fs)
 	addRemoteFlags(fs)
+	addTrustFlags(fs)
 	addDecryptFlags(fs)
 	fs.Bool("verify", false, "hash every file against the checkpoint's manifest and report the first that differs")
 	addFormatFlags(cmd)
@@ -123,7 +124,11 @@ func inspectTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error)
 	if !errors.Is(err, ociimage.ErrNotFound) {
 		return sum, err
 	}
-	return ociimage.InspectRemote(ctx, target, remoteOptions(cmd))
+	pinned, err := trustVerifier(cmd, "inspect").Pin(ctx, target, remoteOptions(cmd))
+	if err != nil {
+		return nil, err
+	}
+	return ociimage.InspectRemote(ctx, pinned, remoteOptions(cmd))
 }
 
 func printSummary(w io.Writer, s *ociimage.Summary) {

@@ -55,6 +55,7 @@ GPUs of --gpus if given; a bare-process checkpoint onto the GPUs of
 	addDecryptFlags(fs)
 	addContainerdRestoreFlags(fs)
 	addRemoteFlags(fs)
+	addTrustFlags(fs)
 	addFormatFlags(cmd)
 	return cmd
 }

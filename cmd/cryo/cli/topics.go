@@ -61,6 +61,11 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
                        without "enabled": true, every such pod is refused; it
                        lists the repositories each namespace may restore from
                        (docs/kubernetes.md)
+  CRYO_SIGNATURE_POLICY
+                       the signature policy file (JSON) of the checkpoint images
+                       cryo pulls, the shim's included (default
+                       /etc/cryo/policy.json when it exists; --policy): none,
+                       and pulls are not verified (docs/images.md)
   CRYO_CRIU_HOOKS      1: cryo-runc prepares every container it creates so that a
                        direct "runc checkpoint" is CUDA-safe too
   CRYO_CRIU_ACTION     the action script those containers get (default

@@ -1,0 +1,198 @@
+package integration
+
+// Signature verification of the checkpoint images cryo pulls by itself
+// (internal/imagetrust), through a real registry: the test signs as
+// cosign 3 does (a Sigstore bundle with an in-toto statement of the
+// manifest digest, attached to the image as an OCI referrer; the
+// registry has no referrers API, so oras keeps the referrers tag), with
+// sigstore-go's signing side, and plays the attacker who pushes unsigned
+// images, signs with their own key, or moves a signed tag.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/sign"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+// cosignKey is a signing key pair and its public key file (cosign.pub).
+type cosignKey struct {
+	kp  *sign.EphemeralKeypair
+	pub string
+}
+
+func newCosignKey(t *testing.T, name string) *cosignKey {
+	t.Helper()
+	kp, err := sign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(t.TempDir(), name+".pub")
+	if err := os.WriteFile(pub, []byte(pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &cosignKey{kp: kp, pub: pub}
+}
+
+// signature is the bundle `cosign sign` makes for the manifest digest d.
+func (k *cosignKey) signature(t *testing.T, repo string, d digest.Digest) []byte {
+	t.Helper()
+	stmt, _ := json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       []map[string]any{{"name": repo, "digest": map[string]string{"sha256": d.Encoded()}}},
+		"predicateType": "https://sigstore.dev/cosign/sign/v1",
+		"predicate":     map[string]any{},
+	})
+	pb, err := sign.Bundle(&sign.DSSEData{Data: stmt, PayloadType: "application/vnd.in-toto+json"}, k.kp, sign.BundleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&bundle.Bundle{Bundle: pb}).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const sigstoreBundleType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+
+// attachSignature pushes sig as an artifact whose subject is the manifest
+// d of ref's repository, as cosign's BUNDLE_SPEC lays it out.
+func attachSignature(t *testing.T, ref string, d digest.Digest, sig []byte) {
+	t.Helper()
+	ctx := context.Background()
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.PlainHTTP = true
+	subject, err := repo.Resolve(ctx, d.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := ocispec.Descriptor{MediaType: sigstoreBundleType, Digest: digest.FromBytes(sig), Size: int64(len(sig))}
+	if err := repo.Push(ctx, layer, bytes.NewReader(sig)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, sigstoreBundleType,
+		oras.PackManifestOptions{Subject: &subject, Layers: []ocispec.Descriptor{layer}})
+	if err != nil {
+		t.Fatalf("attach the signature to %s: %v", d, err)
+	}
+}
+
+// buildPush builds dir as ref on node n, pushes it and returns its digest.
+func buildPush(t *testing.T, n *imgNode, dir, ref string) digest.Digest {
+	t.Helper()
+	n.cryo(t, "image", "build", dir, ref)
+	out := strings.TrimSpace(n.cryo(t, "image", "push", ref))
+	d, err := digest.Parse(out[strings.LastIndex(out, "\n")+1:])
+	if err != nil {
+		t.Fatalf("push printed no digest: %v\n%s", err, out)
+	}
+	return d
+}
+
+// smallCheckpoint is a fake CRIU directory of 1 MiB of random pages.
+func smallCheckpoint(t *testing.T) string { return bigCheckpointDir(t, 1<<20) }
+
+// wantNotPulled: a refused pull left no layer of ref in n's store.
+func wantNotPulled(t *testing.T, a, n *imgNode, ref string) {
+	t.Helper()
+	layer := layerDigest(t, a, ref)
+	if _, err := os.Stat(filepath.Join(n.store, "blobs/sha256", strings.TrimPrefix(layer, "sha256:"))); err == nil {
+		t.Errorf("layer %s of the refused %s is in the store", layer, ref)
+	}
+}
+
+// TestImageSignature: under a policy that requires the key of ckpt/, a
+// signed checkpoint pulls and restores and the digest verified is
+// recorded; an unsigned image, one signed with another key, and a signed
+// tag moved to another image (bare, then with the old digest's signature
+// copied onto it) are refused before a layer moves, with the digest, the
+// rule and the cosign command that would sign it.
+func TestImageSignature(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	good, other := newCosignKey(t, "good"), newCosignKey(t, "other")
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(policy, []byte(`{"rules": [{"repository": "`+reg.addr+`/ckpt", "key": "`+good.pub+`"}]}`), 0o600)
+	a := newNode(t, env)
+	b := newNode(t, append(env, "CRYO_SIGNATURE_POLICY="+policy))
+	repo := reg.addr + "/ckpt"
+	rule := `rule "` + repo + `" of ` + policy + " (key " + good.pub + ")"
+
+	unsigned := repo + "/unsigned:v1"
+	d := buildPush(t, a, smallCheckpoint(t), unsigned)
+	wantIn(t, b.cryoFails(t, "image", "pull", unsigned), "pull of "+unsigned+" failed at step verify its signature",
+		string(d), "carries no signature", rule, "nothing was pulled", "cosign sign --key cosign.key "+repo+"/unsigned@"+string(d))
+	wantNotPulled(t, a, b, unsigned)
+	wantIn(t, b.cryoFails(t, "inspect", unsigned), "inspect of "+unsigned, "carries no signature")
+
+	byOther := repo + "/other:v1"
+	d = buildPush(t, a, smallCheckpoint(t), byOther)
+	attachSignature(t, byOther, d, other.signature(t, repo+"/other", d))
+	wantIn(t, b.cryoFails(t, "image", "pull", byOther), string(d), "none of the 1 signatures", rule)
+	wantNotPulled(t, a, b, byOther)
+
+	moved := repo + "/moved:v1"
+	old := buildPush(t, a, smallCheckpoint(t), moved)
+	sig := good.signature(t, repo+"/moved", old)
+	attachSignature(t, moved, old, sig)
+	d = buildPush(t, a, smallCheckpoint(t), moved)
+	wantIn(t, b.cryoFails(t, "image", "pull", moved), string(d), "carries no signature")
+	attachSignature(t, moved, d, sig) // the old digest's valid signature, copied
+	wantIn(t, b.cryoFails(t, "image", "pull", moved), string(d), "none of the 1 signatures")
+	wantNotPulled(t, a, b, moved)
+
+	app, dir, tick := checkpointApp(t, env)
+	signed := repo + "/app:v1"
+	d = buildPush(t, a, dir, signed)
+	attachSignature(t, signed, d, good.signature(t, repo+"/app", d))
+	wantIn(t, b.cryo(t, "inspect", signed), string(d))
+	work := filepath.Join(t.TempDir(), "work")
+	out := b.cryo(t, "image", "restore", "--pull", "--dir", work, signed)
+	wantIn(t, out, "verified "+signed+": "+string(d), rule)
+	if !strings.HasSuffix(strings.TrimSpace(out), strconv.Itoa(app.pid)) {
+		t.Fatalf("restore printed no pid %d:\n%s", app.pid, out)
+	}
+	app.waitTick(t, tick+3)
+}
+
+// TestImageSignatureKeyFlag: without a policy, pulls are unverified as
+// before; --signature-key requires that key's signature for one pull.
+func TestImageSignatureKeyFlag(t *testing.T) {
+	requireRoot(t)
+	reg := startRegistry(t)
+	good, other := newCosignKey(t, "good"), newCosignKey(t, "other")
+	a, b := newNode(t, nil), newNode(t, []string{"CRYO_SIGNATURE_POLICY="})
+	ref := reg.addr + "/team/ckpt:v1"
+	d := buildPush(t, a, smallCheckpoint(t), ref)
+	attachSignature(t, ref, d, good.signature(t, reg.addr+"/team/ckpt", d))
+
+	wantIn(t, b.cryoFails(t, "image", "pull", "--signature-key", other.pub, ref), string(d), "none of the 1 signatures", "--signature-key "+other.pub)
+	wantIn(t, b.cryo(t, "image", "pull", "--signature-key", good.pub, ref), "verified "+ref+": "+string(d), string(d))
+	if _, err := os.Stat(filepath.Join(b.store, "blobs/sha256", d.Encoded())); err != nil {
+		t.Errorf("the verified manifest is not in the store: %v", err)
+	}
+	out := newNode(t, nil).cryo(t, "image", "pull", ref)
+	if strings.Contains(out, "verified") {
+		t.Errorf("a pull without a policy claims a verification:\n%s", out)
+	}
+}
