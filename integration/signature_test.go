@@ -24,6 +24,9 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
 // cosignKey is a signing key pair and its public key file (cosign.pub).
@@ -195,4 +198,46 @@ func TestImageSignatureKeyFlag(t *testing.T) {
 	if strings.Contains(out, "verified") {
 		t.Errorf("a pull without a policy claims a verification:\n%s", out)
 	}
+}
+
+// TestAnnotationSignature: the shim's restore of a pod's checkpoint image
+// follows the signature policy of containerd's environment too. A node
+// whose annotation policy allows the namespace the repository, and whose
+// signature policy wants a key for it, refuses the unsigned image before
+// it pulls anything; once the digest is signed, the same pod spec
+// restores and goes on from the checkpoint.
+func TestAnnotationSignature(t *testing.T) {
+	reg := startRegistry(t)
+	ck := checkpointOnNode1(t, reg, reg.addr+"/cryo/app:v1")
+	key := newCosignKey(t, "node")
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	t.Setenv("CRYO_IMAGE_STORE", store)
+	t.Setenv("CRYO_RESTORE_DIR", filepath.Join(dir, "restore"))
+	usePolicy(t, config.AnnotationPolicy{Enabled: true, InsecureRegistries: []string{reg.addr},
+		Namespaces: map[string]config.NamespaceRule{"team": {Repositories: []string{reg.addr + "/ckpt/"}}}})
+	sigPolicy := filepath.Join(dir, "policy.json")
+	os.WriteFile(sigPolicy, []byte(`{"rules": [{"repository": "`+reg.addr+`/ckpt", "key": "`+key.pub+`"}]}`), 0o600)
+	t.Setenv("CRYO_SIGNATURE_POLICY", sigPolicy)
+	n := startCRINodeAt(t, 1).with(t)
+	d := digest.Digest(ck.ref[strings.LastIndex(ck.ref, "@")+1:])
+
+	p := n.newPodIn("team", "unsigned", map[string]string{imagerestore.AnnImage: ck.ref})
+	wantIn(t, p.refused().Error(), "verify the signature of the checkpoint image "+ck.ref, string(d), "carries no signature",
+		"permission denied", "cosign sign --key")
+	p.remove()
+	if _, err := os.Stat(filepath.Join(store, "blobs/sha256", d.Encoded())); err == nil {
+		t.Errorf("the unsigned image's manifest was pulled into the node's store")
+	}
+
+	attachSignature(t, ck.tag, d, key.signature(t, reg.addr+"/ckpt/cri-source", d))
+	p = n.newPodIn("team", "signed", map[string]string{imagerestore.AnnImage: ck.ref})
+	if err := p.create(testImage); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.start(); err != nil {
+		t.Fatalf("signed checkpoint image refused: %v\n%s", err, lastLines(n.log(), 30))
+	}
+	n.assertContinues(p, ck)
+	p.remove()
 }

@@ -11,6 +11,7 @@ import (
 	"oras.land/oras-go/v2/registry"
 
 	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/internal/imagetrust"
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/digest"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
@@ -87,6 +88,9 @@ func Prepare(ctx context.Context, req Request, id string, o Options) (*Prepared,
 	st.Records = o.Records
 	p := &Prepared{Source: src, Ref: src.Ref, Digest: src.Digest.String()}
 	ref := src.Ref
+	if err := imagetrust.VerifyPinned(ctx, ref, src.Digest, src.Remote); err != nil {
+		return nil, stepError(id, "verify the signature of the checkpoint image "+ref, err, "")
+	}
 	if p.name, p.Pulled, err = fetch(ctx, st, src, o.Attempts); err != nil {
 		return nil, stepError(id, "pull the checkpoint image "+ref, err, pullRemedy(err, src))
 	}
