@@ -125,3 +125,11 @@ func skipMagic(data []byte) (int, string) {
 	}
 	return off, ""
 }
+
+// ReadImage decodes the CRIU image name of dir into entries of msg's type,
+// with the same checks as the package's own reads: callers outside this
+// package (the restore's confinement check) read hostile images too. A
+// missing image is an error wrapping fs.ErrNotExist.
+func ReadImage(dir, name string, msg proto.Message) ([]proto.Message, error) {
+	return readImage(dir, name, msg)
+}
