@@ -40,6 +40,10 @@ const (
 	// containerd's own variables, read by the CLI as ctr reads them.
 	EnvContainerdAddress   = "CONTAINERD_ADDRESS"   // containerd's socket; default /run/containerd/containerd.sock
 	EnvContainerdNamespace = "CONTAINERD_NAMESPACE" // containerd's namespace; default "default"
+
+	// EnvRestoreTimeout bounds CRIU's part of a restore (Go duration);
+	// default DefaultRestoreTime.
+	EnvRestoreTimeout = "CRYO_RESTORE_TIMEOUT"
 )
 
 // Variables cryo sets for its own children; nobody else should.
@@ -97,6 +101,11 @@ type Config struct {
 	// ContainerdAddress and ContainerdNamespace are ctr's variables, ""
 	// when unset (the CLI's flags then default to containerd's own).
 	ContainerdAddress, ContainerdNamespace string
+	// RestoreTimeout bounds CRIU's part of every restore. RestoreTimeoutErr
+	// is set when the variable is not a positive duration: every restore
+	// is then refused, naming it, rather than run with a bound nobody chose.
+	RestoreTimeout    time.Duration
+	RestoreTimeoutErr error
 	// AuthFiles are the registry auth files to search, in order.
 	AuthFiles []string
 	// EnvFile is the environment file merged beneath the environment ("" if
@@ -155,6 +164,7 @@ func parse(environ []string) Config {
 		Environ:             environ,
 	}
 	c.CopyTimeout, c.Problems = copyTimeout(env[EnvCopyTimeout])
+	c.RestoreTimeout, c.RestoreTimeoutErr = restoreTimeout(env[EnvRestoreTimeout])
 	return c
 }
 

@@ -3,6 +3,7 @@ package runcwrap
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -12,9 +13,6 @@ import (
 	cryoruntime "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
-
-// startTimeout bounds the wait for a foreground restore to reach "running".
-const startTimeout = 10 * time.Minute
 
 // restore checks the checkpoint before runc sees it, runs `runc restore`,
 // and resumes CUDA in the restored processes.
@@ -71,9 +69,14 @@ func (w *wrapper) restoreTCP(o crOpts) {
 // restoreDetached is Podman's case (conmon runs `restore --detach`): runc
 // returns once the processes run, then CUDA is resumed.
 func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope) int {
+	cleanup := w.failedRestoreCleanup(o, scope)
+	removed := restoreRemoved
+	if cleanup == nil {
+		removed = ""
+	}
 	_, err := w.orchestrator().Restore(ctx, o.id, m, cryoruntime.Restorer{
-		Restore: func(context.Context) (int, error) {
-			code, err := w.runRunc(config.EnvOrchestrated + "=1")
+		Restore: func(ctx context.Context) (int, error) {
+			code, err := w.runRuncUntil(ctx, config.EnvOrchestrated+"=1")
 			if err != nil {
 				return 0, err
 			}
@@ -88,6 +91,8 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Man
 		Kill: func(ctx context.Context) {
 			_ = w.cli.runc().Kill(ctx, o.id, int(syscall.SIGKILL), &gorunc.KillOpts{All: true})
 		},
+		Cleanup: cleanup,
+		Removed: removed,
 	})
 	if err != nil {
 		w.log.error("%v", err)
@@ -99,8 +104,16 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *snapshot.Man
 // restoreForeground: runc restore without --detach waits for the container
 // to exit, so CUDA is resumed while it runs, once runc reports "running".
 // The lock is released once CUDA runs: runc stays until the container
-// exits, and the container may be checkpointed meanwhile.
+// exits, and the container may be checkpointed meanwhile. A runc that does
+// not report "running" within the restore's deadline is killed; whatever
+// a restore that never ran left is removed.
 func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.Manifest, scope cryoruntime.GPUScope, l *cryoruntime.Lock) int {
+	if err := w.cfg.RestoreTimeoutErr; err != nil {
+		w.log.error("%v", &cryoruntime.StepError{Op: "restore", ID: o.id, Step: cryoruntime.StepRestore, Err: err,
+			Outcome: "nothing was restored", Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"})
+		return 1
+	}
+	cleanup := w.failedRestoreCleanup(o, scope)
 	cmd := w.runcCmd(config.EnvOrchestrated + "=1")
 	if err := cmd.Start(); err != nil {
 		w.log.error("restore of container %s: start runc: %v", o.id, err)
@@ -108,35 +121,62 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *snapshot.M
 	}
 	exited := make(chan struct{})
 	resumed := make(chan struct{})
+	var ran, late bool
 	go func() {
 		defer close(resumed)
 		defer l.Release()
-		if w.waitRunning(ctx, o.id, exited) {
+		if ran, late = w.waitRunning(ctx, o.id, exited); ran {
 			if err := w.resume(ctx, o, m, scope); err != nil {
 				w.log.error("%v", err)
 			}
+		} else if late {
+			_ = cmd.Process.Kill()
 		}
 	}()
 	code := waitExit(cmd)
 	close(exited)
 	<-resumed
+	if !ran {
+		w.endForeground(ctx, o, cleanup, late)
+	}
 	return code
 }
 
-// waitRunning polls runc until the container runs; false if runc exited first.
-func (w *wrapper) waitRunning(ctx context.Context, id string, exited <-chan struct{}) bool {
-	deadline := time.After(startTimeout)
+// endForeground removes what a foreground restore that never ran left
+// (nothing, where runc cleaned up after a failure itself), and reports one
+// that was cut off at the deadline; runc reported any other failure.
+func (w *wrapper) endForeground(ctx context.Context, o crOpts, cleanup func(context.Context) error, late bool) {
+	outcome := "nothing was restored"
+	if cleanup != nil {
+		if err := cleanup(context.WithoutCancel(ctx)); err != nil {
+			outcome += "; " + err.Error()
+		} else {
+			outcome += "; " + restoreRemoved
+		}
+	}
+	if late {
+		w.log.error("%v", &cryoruntime.StepError{Op: "restore", ID: o.id, Step: cryoruntime.StepRestore,
+			Err: cryoruntime.RestoreDeadlineExceeded(w.cfg.RestoreTimeout, nil), Outcome: outcome, Remedy: cryoruntime.RestoreDeadlineRemedy})
+	} else if strings.Contains(outcome, cryoruntime.ErrRestoreLeftovers.Error()) {
+		w.log.error("restore of container %s failed; %s", o.id, outcome)
+	}
+}
+
+// waitRunning polls runc until the container runs (ran), or until the
+// restore's deadline passes (late); neither if runc exited first.
+func (w *wrapper) waitRunning(ctx context.Context, id string, exited <-chan struct{}) (ran, late bool) {
+	deadline := time.After(w.cfg.RestoreTimeout)
 	for {
 		if st, err := w.cli.status(ctx, id); err == nil && st == "running" {
-			return true
+			return true, false
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return false, false
 		case <-exited:
-			return false
+			return false, false
 		case <-deadline:
-			return false
+			return false, true
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

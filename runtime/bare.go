@@ -132,6 +132,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	}
 	tcp := o.restoreTCP(id, ro.Dir)
 	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
+	began := bootTicks()
 	pid, err := o.Restore(ctx, id, m, Restorer{
 		Restore: func(ctx context.Context) (int, error) {
 			// The memory CRIU reads back, for the line: it reports no progress.
@@ -141,7 +142,9 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		Target: func(pid int) Target {
 			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 		},
-		Remedy: bareRestoreRemedy,
+		Remedy:  bareRestoreRemedy,
+		Cleanup: func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
+		Removed: bareRemoved,
 	})
 	if pid == 0 {
 		return nil, err

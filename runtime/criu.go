@@ -111,21 +111,14 @@ func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
 	return nil
 }
 
-// pidNotify learns the restored tree's root pid from CRIU's post-restore
-// notification.
-type pidNotify struct {
-	criu.NoNotify
-	pid int
-}
-
-func (n *pidNotify) PostRestore(pid int32) error { n.pid = int(pid); return nil }
-
 // criuRestore restores the tree in dir, detached: with rst_sibling the
 // restored root becomes a child of this process rather than of CRIU, and
 // when this process exits the kernel re-parents it to init (or to the
-// nearest child subreaper). It returns the root's pid.
+// nearest child subreaper). It returns the root's pid. CRIU is killed when
+// ctx ends (the restore's deadline); what it had restored by then is the
+// caller's to kill (killRestoredTree).
 func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
-	c, err := newCRIU(o.Binary)
+	path, err := CRIUPath(o.Binary)
 	if err != nil {
 		return 0, err
 	}
@@ -135,22 +128,11 @@ func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
 	}
 	defer f.Close()
 	opts.RstSibling = proto.Bool(true)
-	if o.ShellJob {
-		// A shell job goes onto the terminal and into the session of
-		// CRIU's stdin, which must be ours (see swrkRestore).
-		path, err := CRIUPath(o.Binary)
-		if err != nil {
-			return 0, err
-		}
-		pid, err := swrkRestore(path, opts)
-		if err != nil {
-			return 0, &CRIUError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}
-		}
-		return pid, nil
-	}
-	n := &pidNotify{}
-	if err := c.Restore(opts, n); err != nil {
+	// A shell job goes onto the terminal and into the session of CRIU's
+	// stdin, which must be ours (see swrkRestore).
+	pid, err := swrkRestore(ctx, path, opts, o.ShellJob)
+	if err != nil {
 		return 0, &CRIUError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}
 	}
-	return n.pid, nil
+	return pid, nil
 }

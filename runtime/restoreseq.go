@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/cryo-gpu/cryo/config"
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -13,6 +14,8 @@ type Restorer struct {
 	// Restore runs the front end's restore (CRIU for a bare tree, runc
 	// restore for a container) and returns the restored root's pid. A
 	// failure with a CRIU log is a *CRIUError, whose cause the error quotes.
+	// ctx ends at the restore's deadline: Restore must then stop CRIU and
+	// return.
 	Restore func(ctx context.Context) (int, error)
 	// Target describes the restored processes from their root's pid.
 	Target func(pid int) Target
@@ -22,6 +25,12 @@ type Restorer struct {
 	Kill func(ctx context.Context)
 	// Remedy says what to do about a failed Restore; nil: read CRIU's log.
 	Remedy func(err error) string
+	// Cleanup removes what a failed Restore left (CRIU and what it
+	// restored, a container's runc state, mounts and cgroups), so that
+	// nothing of it stays and the caller can delete the container; nil:
+	// nothing to remove. Removed says what became of it, for the error.
+	Cleanup func(ctx context.Context) error
+	Removed string
 }
 
 // Restore is the one restore sequence that follows CheckRestore, for every
@@ -30,21 +39,21 @@ type Restorer struct {
 // the restored processes. It returns the restored root's pid, and a
 // *StepError naming the step that failed and what became of the processes.
 func (o *Orchestrator) Restore(ctx context.Context, id string, m *snapshot.Manifest, r Restorer) (int, error) {
+	if err := o.Config.RestoreTimeoutErr; err != nil {
+		return 0, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, Outcome: "nothing was restored",
+			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
+	}
 	var pid int
 	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
 		var err error
-		pid, err = r.Restore(ctx)
+		pid, err = restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
 		return err
 	})
 	if m != nil {
 		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: StepRestore, Seconds: d.Seconds()})
 	}
 	if err != nil {
-		remedy := "read CRIU's log from its first Error line; the checkpoint itself was not changed"
-		if r.Remedy != nil {
-			remedy = r.Remedy(err)
-		}
-		return 0, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: "nothing was restored", Remedy: remedy}
+		return 0, o.failedRestore(ctx, id, err, r)
 	}
 	if err := o.ResumeRestored(ctx, r.Target(pid), m); err != nil {
 		if r.Kill == nil {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,18 +12,20 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// swrkRestore runs one restore request over CRIU's RPC (`criu swrk`) with
-// CRIU's stdin, stdout and stderr set to this process's, and returns the
-// restored root's pid.
+// swrkRestore runs one restore request over CRIU's RPC (`criu swrk`) and
+// returns the restored root's pid. CRIU is killed when ctx ends: its
+// socket then closes and the call returns. With stdio, CRIU's stdin,
+// stdout and stderr are this process's; else /dev/null, as go-criu's.
 //
-// It exists for shell jobs. CRIU restores a shell job onto its own stdin:
-// the job's terminal is a dup of CRIU's fd 0, and its session is CRIU's
-// (tty.c: "Don't have tty to inherit session from" when fd 0 is no
-// terminal). go-criu starts `criu swrk` with /dev/null as its stdio and has
-// no way to change that, which is why a shell job that `criu restore
-// --shell-job` restores by hand failed through cryo. runc does the same for
-// its shell jobs: it gives CRIU the process's stdio.
-func swrkRestore(path string, opts *rpc.CriuOpts) (int, error) {
+// go-criu's restore cannot do either: its CRIU cannot be killed, so a CRIU
+// that hangs on a crafted image would hang the restore for good, and it
+// always gets /dev/null as stdio. CRIU restores a shell job onto its own
+// stdin: the job's terminal is a dup of CRIU's fd 0, and its session is
+// CRIU's (tty.c: "Don't have tty to inherit session from" when fd 0 is no
+// terminal), which is why a shell job that `criu restore --shell-job`
+// restores by hand failed through go-criu. runc does the same for its
+// shell jobs: it gives CRIU the process's stdio.
+func swrkRestore(ctx context.Context, path string, opts *rpc.CriuOpts, stdio bool) (int, error) {
 	fds, err := unix.Socketpair(unix.AF_LOCAL, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, fmt.Errorf("criu swrk socket: %w", err)
@@ -30,8 +33,10 @@ func swrkRestore(path string, opts *rpc.CriuOpts) (int, error) {
 	cln := os.NewFile(uintptr(fds[0]), "criu-swrk-client")
 	srv := os.NewFile(uintptr(fds[1]), "criu-swrk-server")
 	defer cln.Close()
-	cmd := exec.Command(path, "swrk", "3") // ExtraFiles[0] is fd 3
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd := exec.CommandContext(ctx, path, "swrk", "3") // ExtraFiles[0] is fd 3
+	if stdio {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	}
 	cmd.ExtraFiles = []*os.File{srv}
 	err = cmd.Start()
 	srv.Close()

@@ -87,7 +87,11 @@ func (s *service) restoreCreated(ctx context.Context, r *taskv3.CreateTaskReques
 
 // Start of a restored task: runc restore runs inside the runc service's
 // Start; CUDA is resumed after it. If CUDA cannot be resumed, the task is
-// killed: a process whose GPU state stays checkpointed would hang.
+// killed: a process whose GPU state stays checkpointed would hang. runc
+// restore runs with the restore's deadline (CRYO_RESTORE_TIMEOUT): the
+// runc service kills runc when its context ends, and a restore that failed
+// so, or because CRIU crashed, is removed (restorefail.go) before Start
+// returns, so that the task can be deleted and nothing of it stays.
 func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.StartResponse, error) {
 	if r.ExecID != "" {
 		return s.TTRPCTaskService.Start(ctx, r)
@@ -109,6 +113,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	}
 	defer done()
 	started := time.Now()
+	cleanup, removed := s.failedRestoreCleanup(ctx, r.ID, pending)
 	var resp *taskv3.StartResponse
 	_, err = s.orch(ctx).Restore(ctx, r.ID, pending.m, cryort.Restorer{
 		Restore: func(ctx context.Context) (int, error) {
@@ -123,11 +128,13 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 			t.Scope, t.InitPID = pending.scope, pid
 			return t
 		},
-		Kill: func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+		Kill:    func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+		Cleanup: cleanup,
+		Removed: removed,
 	})
 	if err != nil {
 		log.G(ctx).WithError(err).Error("cryo: restore failed")
-		return nil, toGRPC(err, false)
+		return nil, toGRPC(labelBundle(err, r.ID, pending.bundle), false)
 	}
 	log.G(ctx).WithFields(log.Fields{
 		"id": r.ID, "pid": resp.Pid, "total_ms": time.Since(started).Milliseconds(),
@@ -175,12 +182,18 @@ func endRestoreTCP(ctx context.Context, id, bundle string) {
 // gave one, in a refusal that names it by id alone: the kubelet shows the
 // message in the pod's events, where the containerd id means little.
 func labelContainer(err error, r *taskv3.CreateTaskRequest) error {
+	return labelBundle(err, r.ID, r.Bundle)
+}
+
+// labelBundle is labelContainer for task id of bundle: a failed restore's
+// error reaches the pod's events the same way.
+func labelBundle(err error, id, bundle string) error {
 	var se *cryort.StepError
-	if !errors.As(err, &se) || se.ID != r.ID {
+	if !errors.As(err, &se) || se.ID != id {
 		return err
 	}
-	if spec, rerr := readBundleSpec(r.Bundle); rerr == nil {
-		se.ID = containerLabel(r.ID, spec.Annotations[imagerestore.AnnCRIContainerName])
+	if spec, rerr := readBundleSpec(bundle); rerr == nil {
+		se.ID = containerLabel(id, spec.Annotations[imagerestore.AnnCRIContainerName])
 	}
 	return err
 }
