@@ -3,8 +3,8 @@
 # package registry: cryo (all its names), the GPU acceptance test binary,
 # CRIU 4.2.1 with cryo's patches (and the stock build, for benchmark
 # baselines) with the shared libraries it needs, runc, containerd 2.x with ctr
-# and its runc shim, the CNI plugins of the CRI tests, and a static busybox
-# for test root filesystems.
+# and its runc shim, the CNI plugins of the CRI tests, a static busybox
+# for test root filesystems, and a registry server for the image tests.
 #
 # The result, OUTDIR/cryo-bundle.tar.xz, unpacks into cryo-bundle/ with an
 # env.sh to source. Only glibc is taken from the host (the bundle's binaries
@@ -98,6 +98,10 @@ cp -L "$(ldd /usr/sbin/runc | awk '/libseccomp/{print $3}')" "$b/lib/"
 say "containerd $("$deps/containerd-2/usr/bin/containerd" --version | awk '{print $3}')"
 for f in containerd ctr containerd-shim-runc-v2; do cp "$deps/containerd-2/usr/bin/$f" "$b/deps/containerd-2/usr/bin/"; done
 cp /bin/busybox "$b/bin/busybox"
+# A registry on loopback for the GPU tests of runnable checkpoint images
+# (the kubelet pulls them; the GPU hosts reach no registry).
+need /usr/bin/docker-registry
+cp /usr/bin/docker-registry "$b/bin/docker-registry"
 
 cat >"$b/env.sh" <<'ENV'
 # Source this file to use the bundle: . cryo-bundle/env.sh

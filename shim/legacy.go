@@ -49,6 +49,14 @@ func newLegacyDaemon(address string) *legacyDaemon {
 	return &legacyDaemon{address: address}
 }
 
+// connection is the gRPC connection to containerd, once it answered.
+func (l *legacyDaemon) connection(ctx context.Context) (*grpc.ClientConn, error) {
+	if _, err := l.isLegacy(ctx); err != nil {
+		return nil, err
+	}
+	return l.conn, nil
+}
+
 // isLegacy reports whether the daemon is containerd 1.x.
 func (l *legacyDaemon) isLegacy(ctx context.Context) (bool, error) {
 	l.once.Do(func() { l.legacy, l.err = l.probe(ctx) })

@@ -28,6 +28,9 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 		if req, ok, err := imageRequest(r.Bundle); ok || err != nil {
 			return s.createFromImage(ctx, r, req, err)
 		}
+		if ri, ok := s.runnableCheckpoint(ctx, r); ok {
+			return s.createFromRunnable(ctx, r, ri)
+		}
 		return s.createFresh(ctx, r)
 	}
 	started := time.Now()

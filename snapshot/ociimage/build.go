@@ -17,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/errdef"
 
 	"github.com/cryo-gpu/cryo/progress"
+	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
@@ -36,24 +37,34 @@ type BuildOptions struct {
 	// compression (bytes packed of the raw total, rate, ETA); nil: silent.
 	Progress *progress.Renderer
 
+	// Runnable builds a runnable checkpoint image (see runnable.go) on
+	// Base, or on the image the checkpoint names.
+	Runnable bool
+	Base     string
+	Remote   RemoteOptions // where the base image is pulled from
+
 	task *progress.Task // the compression's line, while writeLayers runs
 }
 
 // Build packs src into an image tagged o.Ref in the store. It refuses a
-// checkpoint whose files do not match cryo's manifest: packing a corrupt
-// checkpoint only moves the failure to another host.
+// checkpoint without cryo's manifest, and one whose files do not match it:
+// packing a corrupt checkpoint only moves the failure to another host.
 func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
-	if src.Manifest != nil {
-		t := o.Progress.Start("verifying the checkpoint files of "+o.Ref, 0)
-		err := filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, t)
-		t.End(err)
-		if err != nil {
-			return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
-		}
+	if err := requireManifest(src, o.Ref); err != nil {
+		return ocispec.Descriptor{}, nil, err
+	}
+	t := o.Progress.Start("verifying the checkpoint files of "+o.Ref, 0)
+	err := filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, t)
+	t.End(err)
+	if err != nil {
+		return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
 	}
 	sum, err := Summarize(src)
 	if err != nil {
 		return ocispec.Descriptor{}, nil, err
+	}
+	if o.Runnable {
+		return st.buildRunnableImage(ctx, src, sum, o)
 	}
 	layers, diffIDs, err := st.writeLayers(ctx, src, o)
 	if err != nil {
@@ -64,12 +75,49 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 		return desc, nil, &StepError{Op: "build", ID: o.Ref, Err: err}
 	}
 	sum.Digest, sum.Encrypted = desc.Digest.String(), o.Encrypt != nil
+	sum.addLayers(layers)
+	return desc, sum, nil
+}
+
+// buildRunnableImage is Build for a runnable image.
+func (st *Store) buildRunnableImage(ctx context.Context, src *Source, sum *Summary, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
+	desc, layers, err := st.buildRunnable(ctx, src, sum, o)
+	if err != nil {
+		var se *StepError
+		if errors.As(err, &se) {
+			return desc, nil, err
+		}
+		return desc, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
+	}
+	sum.Digest = desc.Digest.String()
+	sum.addLayers(layers)
+	return desc, sum, nil
+}
+
+// addLayers records the image's own layers (not a base image's) and sizes.
+func (sum *Summary) addLayers(layers []ocispec.Descriptor) {
 	for _, l := range layers {
 		sum.Sizes.Compressed += l.Size
 		sum.Layers = append(sum.Layers, LayerInfo{Part: l.Annotations[AnnLayerPart], MediaType: l.MediaType, Digest: l.Digest.String(), Size: l.Size})
 	}
 	sum.Sizes.Ratio = ratio(sum.Sizes.Total, sum.Sizes.Compressed)
-	return desc, sum, nil
+}
+
+// requireManifest refuses a source that has no readable cryo manifest (a
+// plain CRIU dump, an export of Podman or CRI-O without cryo-runc): with
+// none, nothing of its files could be verified, here or where the image
+// goes, and a container's restore refuses it there anyway. OpenSource
+// keeps no reason for a missing manifest; reading it again gives it.
+func requireManifest(src *Source, ref string) error {
+	if src.Manifest != nil {
+		return nil
+	}
+	_, err := snapshot.Read(src.CRIU)
+	if err == nil {
+		err = fmt.Errorf("%s: %w", src.CRIU, snapshot.ErrNoManifest)
+	}
+	return &StepError{Op: "build", ID: ref, Err: fmt.Errorf("the checkpoint was not taken through cryo: %w", err),
+		Remedy: "checkpoint through cryo (cryo-runc, the cryo shim, or `cryo checkpoint`), which writes the manifest, and build from that checkpoint"}
 }
 
 func ratio(raw, packed int64) float64 {

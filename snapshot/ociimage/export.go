@@ -37,13 +37,25 @@ func (st *Store) Export(ctx context.Context, ref string, w io.Writer, dec *Decry
 		return err
 	}
 	e := newExporter(w, metaFromManifest(im))
-	for i, l := range im.Manifest.Layers {
-		if err := st.walkLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dec, e.add); err != nil {
-			return &StepError{Op: "export", ID: ref, Err: err, Remedy: exportRemedy(err)}
-		}
+	walk := st.walkLayers
+	if IsRunnable(im.Manifest.Annotations) {
+		walk = st.walkRunnable
+	}
+	if err := walk(ctx, im, dec, e); err != nil {
+		return &StepError{Op: "export", ID: ref, Err: err, Remedy: exportRemedy(err)}
 	}
 	if err := e.finish(); err != nil {
 		return &StepError{Op: "export", ID: ref, Err: err, Remedy: "check the free space where the archive is written"}
+	}
+	return nil
+}
+
+// walkLayers feeds every layer of a checkpoint image to the exporter.
+func (st *Store) walkLayers(ctx context.Context, im *Image, dec *DecryptOptions, e *exporter) error {
+	for i, l := range im.Manifest.Layers {
+		if err := st.walkLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dec, e.add); err != nil {
+			return err
+		}
 	}
 	return nil
 }

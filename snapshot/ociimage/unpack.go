@@ -52,8 +52,8 @@ func (st *Store) LoadImage(ctx context.Context, ref string) (*Image, error) {
 	if err := st.readJSON(ctx, im.Manifest.Config, &im.Config); err != nil {
 		return nil, err
 	}
-	if len(im.Config.RootFS.DiffIDs) != len(im.Manifest.Layers) {
-		return nil, fmt.Errorf("%s: config lists %d layers, manifest %d: %w", ref, len(im.Config.RootFS.DiffIDs), len(im.Manifest.Layers), ErrIntegrity)
+	if n := len(fsLayers(im.Manifest)); len(im.Config.RootFS.DiffIDs) != n {
+		return nil, fmt.Errorf("%s: config lists %d layers, manifest %d: %w", ref, len(im.Config.RootFS.DiffIDs), n, ErrIntegrity)
 	}
 	return im, nil
 }
@@ -129,6 +129,9 @@ func (st *Store) unpackLayers(ctx context.Context, im *Image, dir string, o Unpa
 	t := o.Progress.Start("unpack "+im.Ref, total)
 	defer func() { t.End(endErr(ctx, err)) }()
 	budget := recordedBudget(im.Manifest.Annotations)
+	if IsRunnable(im.Manifest.Annotations) {
+		return st.unpackRunnable(ctx, im, dir, o, budget, t)
+	}
 	for i, l := range im.Manifest.Layers {
 		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, o.Decrypt, budget, t); err != nil {
 			return &LayerError{Digest: l.Digest.String(), Err: err}
@@ -258,7 +261,7 @@ func layerErr(l ocispec.Descriptor, err error) error {
 
 func decompress(r io.Reader, mediaType string) (io.Reader, func(), error) {
 	switch mediaType {
-	case ocispec.MediaTypeImageLayerZstd:
+	case ocispec.MediaTypeImageLayerZstd, MediaTypeCheckpointPart:
 		zr, err := zstd.NewReader(r)
 		if err != nil {
 			return nil, nil, err

@@ -79,10 +79,19 @@ base image's name; restore it with "cryo image restore".
 
 The checkpoint's files are verified against cryo's manifest first. Pages
 files of at least --split bytes get a layer each. The image's digest is
-printed on stdout.`,
+printed on stdout.
+
+With --runnable the image is a container image first: the application's
+image (the checkpoint's base image, or --base) plus one layer of the
+container's changes, with the checkpoint in blobs that runtimes do not
+unpack. A Kubernetes pod restores by naming it as its container image
+(runtimeClassName: cryo): the kubelet pulls it with the pod's pull secrets,
+and any other runtime starts the application fresh from it. The base image
+is pulled from its registry (--authfile, --plain-http apply).`,
 		Example: `  cryo image build /var/lib/ckpt/train localhost:5000/ckpt/train:v1
   cryo image build --containerd --namespace default train-ckpt:1 localhost:5000/ckpt/train:v1
-  cryo image build --encryption-key jwe:pub.pem /tmp/export.tar.zst localhost:5000/ckpt/db:v1`,
+  cryo image build --encryption-key jwe:pub.pem /tmp/export.tar.zst localhost:5000/ckpt/db:v1
+  cryo image build --runnable /var/lib/kubelet/checkpoints/checkpoint-app.tar registry.example/ckpt/app:v1`,
 		Args: exactArgs(2),
 		RunE: imageBuild,
 	}
@@ -98,6 +107,13 @@ printed on stdout.`,
 	_ = fs.MarkDeprecated("encrypt", "--encryption-key alone encrypts")
 	fs.String("tmp", "", "`DIR` where an export tar is extracted while building (default $TMPDIR, else /tmp)")
 	fs.BoolP("quiet", "q", false, "no progress on stderr; only the digest on stdout")
+	fs.Bool("runnable", false, "build a runnable checkpoint image: the application's image plus its changes, the checkpoint in blobs runtimes do not unpack (for Kubernetes)")
+	fs.String("base", "", "with --runnable, the application's image `REF` to build on (default: the one the checkpoint names)")
+	fs.Bool("tls-verify", true, "with --runnable, require HTTPS with a verified certificate from the base image's registry")
+	fs.Bool("plain-http", false, "with --runnable, talk plain HTTP to the base image's registry (automatic for loopback addresses)")
+	fs.Bool("insecure", false, "")
+	_ = fs.MarkHidden("insecure")
+	fs.String("authfile", "", "with --runnable, auth `FILE` for the base image's registry (then $REGISTRY_AUTH_FILE and the usual files)")
 	return cmd
 }
 
@@ -134,7 +150,11 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 }
 
 func buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error) {
-	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split"), Progress: renderer(cmd)}
+	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split"), Progress: renderer(cmd),
+		Runnable: fBool(cmd, "runnable"), Base: fString(cmd, "base"), Remote: remoteOptions(cmd)}
+	if o.Base != "" && !o.Runnable {
+		return o, usageErrorf(cmd, "--base needs --runnable")
+	}
 	ok, level := zstd.EncoderLevelFromString(fString(cmd, "level"))
 	if !ok {
 		return o, usageErrorf(cmd, "--level %q: want fastest, default, better or best", fString(cmd, "level"))
