@@ -20,6 +20,10 @@ var (
 	// ErrIncomplete: the checkpoint's run stopped before its manifest
 	// recorded the digests (see Complete).
 	ErrIncomplete = digest.ErrIncomplete
+	// ErrManifestInconsistent: the manifest contradicts itself (CUDA
+	// processes whose GPUs its needs do not cover). It wraps ErrCorrupt: a
+	// manifest that cannot be believed is as bad as one that cannot be read.
+	ErrManifestInconsistent = fmt.Errorf("manifest inconsistent with itself: %w", ErrCorrupt)
 	// ErrUnsupportedVersion: the manifest comes from a newer cryo.
 	ErrUnsupportedVersion = errors.New("unsupported manifest version")
 	// ErrIncompatibleHost: this host cannot take the checkpoint.

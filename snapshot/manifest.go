@@ -206,7 +206,8 @@ func Write(dir string, m *Manifest) error {
 
 // Read reads the manifest of dir. Its errors wrap ErrNotCheckpoint (dir
 // missing or not a directory), ErrNoManifest (no manifest) or ErrCorrupt
-// (unreadable or from a newer cryo: ErrUnsupportedVersion).
+// (unreadable, inconsistent with itself: ErrManifestInconsistent, or from a
+// newer cryo: ErrUnsupportedVersion).
 func Read(dir string) (*Manifest, error) {
 	if err := requireDir(dir); err != nil {
 		return nil, err
@@ -226,7 +227,49 @@ func Read(dir string) (*Manifest, error) {
 	if m.Version < 1 || m.Version > FormatVersion {
 		return nil, fmt.Errorf("%s has format version %d, this cryo reads 1 to %d; remedy: use a cryo at least as new as the one that took the checkpoint: %w", path, m.Version, FormatVersion, ErrUnsupportedVersion)
 	}
+	if err := m.consistent(); err != nil {
+		return nil, fmt.Errorf("%s %v; remedy: re-take the checkpoint with cryo on a host whose GPU inventory (NVML) it can read, or re-transfer it if it was altered on the way: %w", path, err, ErrManifestInconsistent)
+	}
 	return &m, nil
+}
+
+// consistent refuses a manifest whose CUDA processes its GPU needs do not
+// cover. The restore checks the host from the needs: with none, or with
+// needs that leave out a GPU a process saw, a host without that GPU would
+// pass, CRIU would restore the processes, their CUDA resume would fail,
+// and they would be left suspended. Every manifest cryo writes derives
+// the needs from the processes (NeedsFromProcesses), so only an altered
+// manifest, or one whose checkpoint could not read the GPU inventory,
+// fails here.
+func (m *Manifest) consistent() error {
+	if !m.HasCUDA() {
+		return nil
+	}
+	if len(m.Needs) == 0 {
+		return fmt.Errorf("lists %d CUDA process(es) but no GPU needs, so no host check could run", len(m.Processes))
+	}
+	needs := make(map[string]GPUNeed, len(m.Needs))
+	for _, n := range m.Needs {
+		if _, dup := needs[n.UUID]; dup {
+			return fmt.Errorf("lists GPU %s among its needs twice", n.UUID)
+		}
+		needs[n.UUID] = n
+	}
+	held := map[string]uint64{}
+	for _, p := range m.Processes {
+		for _, g := range p.GPUs {
+			n, ok := needs[g.UUID]
+			if !ok || n.Name != g.Name || n.ComputeCapability != g.ComputeCapability {
+				return fmt.Errorf("says CUDA process %d saw GPU %s (%s, compute capability %s), which its needs do not list", p.PID, g.UUID, g.Name, g.ComputeCapability)
+			}
+			sum := held[g.UUID] + g.Memory
+			if sum < held[g.UUID] || sum > n.Memory {
+				return fmt.Errorf("says its CUDA processes held more memory on GPU %s than its needs ask to be free (%d bytes)", g.UUID, n.Memory)
+			}
+			held[g.UUID] = sum
+		}
+	}
+	return nil
 }
 
 // requireDir returns ErrNotCheckpoint unless dir is a directory.

@@ -15,7 +15,9 @@ import (
 func TestWriteRead(t *testing.T) {
 	dir := t.TempDir()
 	m := New("ctr1")
-	m.Processes = []Process{{PID: 42, State: "running"}}
+	h100 := cudacr.ProcessGPU{UUID: "GPU-a", Name: "NVIDIA H100", ComputeCapability: "9.0", Memory: 1 << 30}
+	m.Processes = []Process{{PID: 42, State: "running", GPUs: []cudacr.ProcessGPU{h100}}}
+	m.Needs = NeedsFromProcesses(m.Processes)
 	m.AddStep("suspend", 1500*time.Millisecond, nil)
 	if err := Write(dir, m); err != nil {
 		t.Fatal(err)
@@ -79,7 +81,51 @@ func TestImageDir(t *testing.T) {
 	}
 }
 
-var _ = cudacr.GPU{}
+// An attacker's manifest: CUDA processes whose GPUs the needs leave out,
+// so that the host check, which runs from the needs, would let a host
+// without those GPUs through. Each is refused by Read itself.
+func TestReadRefusesInconsistent(t *testing.T) {
+	const proc = `{"pid": 7, "state": "running", "nspid": 1, "gpus": [{"uuid": "GPU-a", "name": "NVIDIA H100", "compute_capability": "9.0", "memory": 1073741824}]}`
+	const need = `{"uuid": "GPU-a", "name": "NVIDIA H100", "compute_capability": "9.0", "memory": 1073741824}`
+	const procs = `"processes": [` + proc + `]`
+	cases := map[string]string{
+		"no needs":           procs + `, "needs": []`,
+		"needs absent":       procs,
+		"another GPU":        procs + `, "needs": [{"uuid": "GPU-b", "name": "NVIDIA H100", "compute_capability": "9.0", "memory": 1073741824}]`,
+		"another model":      procs + `, "needs": [{"uuid": "GPU-a", "name": "NVIDIA A100", "compute_capability": "8.0", "memory": 1073741824}]`,
+		"less memory":        procs + `, "needs": [{"uuid": "GPU-a", "name": "NVIDIA H100", "compute_capability": "9.0", "memory": 1024}]`,
+		"the same GPU twice": procs + `, "needs": [` + need + `, ` + need + `]`,
+		"a process left out": `"processes": [` + proc + `, {"pid": 8, "state": "running", "gpus": [{"uuid": "GPU-z", "name": "NVIDIA B200", "compute_capability": "10.0"}]}], "needs": [` + need + `]`,
+	}
+	for name, fields := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := `{"version": 3, ` + fields + `}`
+			if err := os.WriteFile(filepath.Join(dir, ManifestName), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Read(dir)
+			if !errors.Is(err, ErrManifestInconsistent) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Read: %v, want ErrManifestInconsistent (and ErrCorrupt)", err)
+			}
+		})
+	}
+	// The same manifest with the needs cryo writes reads; so do a manifest
+	// without CUDA processes and one older than per-process GPUs whose
+	// needs are the source host's GPUs.
+	for name, body := range map[string]string{
+		"consistent":  `{"version": 3, "processes": [` + proc + `], "needs": [` + need + `]}`,
+		"no CUDA":     `{"version": 3, "processes": [], "needs": []}`,
+		"version 2":   `{"version": 2, "processes": [{"pid": 7, "state": "running"}], "needs": [` + need + `]}`,
+		"several GPU": `{"version": 3, "processes": [` + proc + `, ` + proc + `], "needs": [{"uuid": "GPU-a", "name": "NVIDIA H100", "compute_capability": "9.0", "memory": 2147483648}]}`,
+	} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, ManifestName), []byte(body), 0o600)
+		if _, err := Read(dir); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
 
 // New records what takes the checkpoint; a manifest written before those
 // fields existed reads with them empty.
