@@ -34,6 +34,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/snapshot"
+	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 const imgTimeout = 2 * time.Minute
@@ -409,8 +411,8 @@ func treeBytes(dir string) int64 {
 	return n
 }
 
-// bigCheckpointDir fakes a CRIU directory with size bytes of random pages
-// (no cryo manifest, as for a checkpoint taken by another tool).
+// bigCheckpointDir fakes a CRIU directory with size bytes of random pages,
+// sealed with a cryo manifest (image build refuses a directory without).
 func bigCheckpointDir(t *testing.T, size int) string {
 	dir := filepath.Join(t.TempDir(), "big")
 	os.MkdirAll(dir, 0o700)
@@ -425,7 +427,22 @@ func bigCheckpointDir(t *testing.T, size int) string {
 		f.Write(buf)
 	}
 	f.Close()
+	sealFakeCheckpoint(t, dir)
 	return dir
+}
+
+// sealFakeCheckpoint writes the manifest of a CPU checkpoint with the
+// digests of dir's files, as a checkpoint through cryo would.
+func sealFakeCheckpoint(t testing.TB, dir string) {
+	t.Helper()
+	m := snapshot.New("fake")
+	var err error
+	if m.Digests, err = filedigest.Files(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
@@ -506,11 +523,14 @@ func mixedCheckpointDir(b testing.TB, gib int) string {
 		}
 		f.Close()
 	}
+	sealFakeCheckpoint(b, dir)
 	return dir
 }
 
 // TestImagePodmanExport: a Podman export travels through the registry and
-// is restored by Podman on node B through `cryo image restore`.
+// is restored by Podman on node B through `cryo image restore`. The
+// container runs on cryo-runc, so that its export carries cryo's manifest:
+// image build refuses an export without one.
 func TestImagePodmanExport(t *testing.T) {
 	requireRoot(t)
 	reg := startRegistry(t)
@@ -524,7 +544,8 @@ func TestImagePodmanExport(t *testing.T) {
 	os.Symlink("busybox", filepath.Join(root, "bin/sleep"))
 	base, name, restored := "localhost/cryo-imgtest-base:1", "cryo-imgtest", "cryo-imgtest-restored"
 	run(t, imgTimeout, nil, "sh", "-c", "tar -C "+root+" -c . | podman import -q - "+base)
-	pm := func(args ...string) string { return run(t, imgTimeout, nil, "podman", args...) }
+	onCryoRunc := []string{"--runtime", cryoBin(t, "cryo-runc")}
+	pm := func(args ...string) string { return run(t, imgTimeout, nil, "podman", append(onCryoRunc, args...)...) }
 	t.Cleanup(func() {
 		runErr(imgTimeout, nil, "podman", "rm", "-f", "-t", "0", name, restored)
 		runErr(imgTimeout, nil, "podman", "rmi", "-f", base)

@@ -54,7 +54,7 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScop
 	}
 	m, err := snapshot.Read(dir)
 	if errors.Is(err, snapshot.ErrNoManifest) {
-		return nil, o.noManifest(id, dir, err)
+		return nil, o.noManifest(id, dir, scope, err)
 	}
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScop
 	if stamped {
 		o.log().Info("image files unchanged since cryo hashed them on this host: not hashed again (CRYO_VERIFY=full to hash them)", "id", id, "dir", dir)
 	}
-	if m.HasCUDA() {
+	if m.HasCUDA() || len(m.Needs) > 0 {
 		if m.RestorePairs, err = o.checkHost(ctx, m, scope); err != nil {
 			return nil, err
 		}
@@ -74,9 +74,17 @@ func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScop
 	return m, nil
 }
 
-// noManifest accepts a manifest-less CRIU directory as a CPU checkpoint,
-// unless its images show a CUDA library.
-func (o *Orchestrator) noManifest(id, dir string, err error) error {
+// noManifest refuses a manifest-less CRIU directory for a container: the
+// manifest is what carries the digests and the GPU needs, so without it
+// nothing of the images could be checked, and a container's restore (the
+// shim, cryo-runc, an image) has no reason to take images cryo did not
+// write. A bare tree (`cryo restore --dir`) may still restore a plain
+// `criu dump` directory as a CPU checkpoint, unverified, unless its images
+// show a CUDA library.
+func (o *Orchestrator) noManifest(id, dir string, scope GPUScope, err error) error {
+	if scope.Container || scope.Deferred {
+		return fmt.Errorf("%s holds CRIU images that cryo did not take (%w): a container restores only a checkpoint with cryo's manifest, which carries the digests of its files and the GPUs it needs", dir, err)
+	}
 	cuda, rerr := snapshot.ReferencesCUDA(dir)
 	if rerr != nil {
 		return rerr
@@ -93,7 +101,12 @@ func (o *Orchestrator) noManifest(id, dir string, err error) error {
 // found after the restore (see ResumeRestored).
 func (o *Orchestrator) checkHost(ctx context.Context, m *snapshot.Manifest, scope GPUScope) (map[int][]cudacr.GPUPair, error) {
 	if len(m.Needs) == 0 {
-		return nil, nil // the source had no inventory: nothing to check against
+		if m.HasCUDA() {
+			// snapshot.Read refuses such a manifest; a caller that built
+			// one must not get a restore with no host check at all.
+			return nil, fmt.Errorf("the manifest lists CUDA processes but no GPU needs: %w", snapshot.ErrManifestInconsistent)
+		}
+		return nil, nil
 	}
 	host, err := o.driver().Inventory(ctx)
 	if err != nil {
@@ -119,7 +132,7 @@ func restoreRemedy(err error, dir string) string {
 	case errors.Is(err, snapshot.ErrNotCheckpoint):
 		return "pass the directory that `cryo checkpoint --dir` wrote (it holds inventory.img and " + snapshot.ManifestName + ")"
 	case errors.Is(err, snapshot.ErrNoManifest):
-		return "re-take the checkpoint with cryo, which suspends CUDA first"
+		return "re-take the checkpoint through cryo (cryo-runc, the cryo shim, or `cryo checkpoint`), which suspends CUDA first and writes the manifest"
 	case errors.Is(err, snapshot.ErrIncompatibleHost):
 		return "restore on a host with the GPUs and driver above, or free GPU memory"
 	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrUnsupportedVersion):

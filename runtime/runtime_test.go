@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/cryo-gpu/cryo/snapshot"
 )
 
@@ -98,6 +100,15 @@ func TestCheckRestoreRefuses(t *testing.T) {
 	os.WriteFile(filepath.Join(plain, "inventory.img"), nil, 0o644)
 	if m, err := quiet().CheckRestore(ctx, "x", plain, GPUScope{}); m != nil || err != nil {
 		t.Fatalf("manifest-less CPU checkpoint must pass: %v", err)
+	}
+	// Into a container (its new spec, or CRIU's action script, whose
+	// scope is deferred), a CRIU directory without cryo's manifest is
+	// refused: nothing of it could be checked.
+	for name, scope := range map[string]GPUScope{"spec": ScopeFromSpec(&specs.Spec{}), "deferred": {Deferred: true}} {
+		_, err := quiet().CheckRestore(ctx, "x", plain, scope)
+		if !errors.Is(err, snapshot.ErrNoManifest) || !strings.Contains(err.Error(), "cryo did not take") {
+			t.Fatalf("manifest-less checkpoint into a container (%s scope): %v", name, err)
+		}
 	}
 	os.WriteFile(filepath.Join(plain, "files.img"), []byte("/usr/lib/libcuda.so.1"), 0o644)
 	if _, err := quiet().CheckRestore(ctx, "x", plain, GPUScope{}); !errors.Is(err, snapshot.ErrNoManifest) {

@@ -34,6 +34,10 @@ type GPUScope struct {
 	// HostNetwork: the spec gives the container no network namespace of its
 	// own, so its sockets are restored in the host's (see waitTimeWait).
 	HostNetwork bool
+	// Container: the restore is into a container (ScopeFromSpec; a
+	// Deferred scope is a container's too), which only a checkpoint with
+	// cryo's manifest may enter (see noManifest). False for a bare tree.
+	Container bool
 }
 
 // ScopeFromRoot is the scope of the GPU nodes under /proc/<pid>/root/dev.
@@ -54,7 +58,7 @@ func ScopeFromRoot(pid int) GPUScope {
 
 // ScopeFromSpec reads the GPU scope of a container from its spec.
 func ScopeFromSpec(s *specs.Spec) GPUScope {
-	var sc GPUScope
+	sc := GPUScope{Container: true}
 	if s == nil {
 		return sc
 	}

@@ -107,14 +107,14 @@ func TestInspectPodmanImage(t *testing.T) {
 // `image ls` reads manifests only: a cryo image's sizes and GPUs, a Podman
 // image's GPUs unknown.
 func TestListImages(t *testing.T) {
-	st, _, _ := build(t, nil)
+	st, dir, _ := build(t, nil)
 	podmanImage(t, st, "example/podman:1", nil)
 	list, err := st.ListImages(context.Background())
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list %+v %v", list, err)
 	}
 	cryo, pod := list[0], list[1]
-	if cryo.Ref != "example/ckpt:1" || cryo.Kind != KindProcess || cryo.RawSize != 3<<20+9 || cryo.Size <= 0 || cryo.Size >= cryo.RawSize || cryo.GPUs() != "none" || cryo.Created.IsZero() || cryo.Digest == "" {
+	if cryo.Ref != "example/ckpt:1" || cryo.Kind != KindProcess || cryo.RawSize != 3<<20+9+manifestBytes(t, dir) || cryo.Size <= 0 || cryo.Size >= cryo.RawSize || cryo.GPUs() != "none" || cryo.Created.IsZero() || cryo.Digest == "" {
 		t.Fatalf("cryo image %+v", cryo)
 	}
 	if pod.Kind != KindPodman || pod.GPUs() != "unknown" || pod.RawSize != 0 || pod.Created.IsZero() {

@@ -10,11 +10,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
 )
 
 // fakeCheckpoint is a CRIU-looking directory: inventory.img and two pages
-// files, one big enough to get a layer of its own.
+// files, one big enough to get a layer of its own, and cryo's manifest.
 func fakeCheckpoint(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	os.MkdirAll(dir, 0o700)
@@ -23,7 +27,59 @@ func fakeCheckpoint(t *testing.T) string {
 	big := make([]byte, 2<<20)
 	rand.Read(big[:1<<20])
 	os.WriteFile(filepath.Join(dir, "pages-2.img"), big, 0o600)
+	sealCheckpoint(t, dir)
 	return dir
+}
+
+// sealCheckpoint writes the manifest of a CPU checkpoint with the digests
+// of dir's files, as a checkpoint through cryo does: Build refuses a
+// checkpoint without one.
+func sealCheckpoint(t *testing.T, dir string) {
+	t.Helper()
+	m := snapshot.New("process")
+	var err error
+	if m.Digests, err = filedigest.Files(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Write(dir, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// manifestBytes is the size of the manifest in dir, which an image carries
+// with the CRIU images.
+func manifestBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(dir, snapshot.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// A checkpoint without cryo's manifest (a plain CRIU dump, a Podman export
+// without cryo-runc) is refused, and nothing is stored.
+func TestBuildRefusesNoManifest(t *testing.T) {
+	ctx := context.Background()
+	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fakeCheckpoint(t)
+	os.Remove(filepath.Join(dir, snapshot.ManifestName))
+	src, err := OpenSource(dir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	_, _, err = Build(ctx, st, src, BuildOptions{Ref: "example/plain:1"})
+	var se *StepError
+	if !errors.As(err, &se) || !errors.Is(err, snapshot.ErrNoManifest) || !strings.Contains(err.Error(), "remedy: checkpoint through cryo") {
+		t.Fatalf("build without a manifest: %v, want a StepError for ErrNoManifest with its remedy", err)
+	}
+	if list, err := st.ListImages(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("images after the refusal: %v, %v", list, err)
+	}
 }
 
 func build(t *testing.T, enc *EncryptOptions) (*Store, string, string) {
@@ -69,7 +125,7 @@ func TestBuildUnpackRoundTrip(t *testing.T) {
 		}
 	}
 	sum, err := st.InspectLocal(context.Background(), "example/ckpt:1")
-	if err != nil || sum.Sizes.Total != 3<<20+9 || sum.Kind != KindProcess {
+	if err != nil || sum.Sizes.Total != 3<<20+9+manifestBytes(t, dir) || sum.Kind != KindProcess {
 		t.Fatalf("inspect: %+v %v", sum, err)
 	}
 }

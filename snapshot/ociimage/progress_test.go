@@ -72,7 +72,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 	if _, _, err := Build(canceled, st, src, BuildOptions{Ref: "example/ckpt:2", Progress: r}); err == nil {
 		t.Fatal("a canceled build succeeded")
 	}
-	if s := out.String(); !strings.Contains(s, "build example/ckpt:2 interrupted after") || strings.Contains(s, "done") {
+	if s := out.String(); !strings.Contains(s, "build example/ckpt:2 interrupted after") || strings.Contains(s, "build example/ckpt:2 done") {
 		t.Fatalf("canceled build:\n%s", s)
 	}
 }
@@ -199,6 +199,7 @@ func imageOf(t *testing.T, st *Store, ref, inventory string, pages []byte) {
 	os.MkdirAll(dir, 0o700)
 	os.WriteFile(filepath.Join(dir, "inventory.img"), []byte(inventory), 0o600)
 	os.WriteFile(filepath.Join(dir, "pages-1.img"), pages, 0o600)
+	sealCheckpoint(t, dir)
 	src, err := OpenSource(dir, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
