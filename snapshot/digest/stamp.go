@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cryo-gpu/cryo/config"
 )
@@ -20,14 +23,17 @@ import (
 // earlier verification) and that nobody has changed since.
 //
 // A stamp records each digested file's identity: device, inode, size,
-// mtime and ctime in nanoseconds. The kernel sets a file's ctime to the
-// current time on every change of its content or metadata, and no system
-// call sets it back, so an unchanged identity means that the bytes hashed
-// then are the bytes there now. What a stamp cannot see is the storage
-// itself corrupting data under the file system; Records.Full (CRYO_VERIFY=full)
-// re-hashes every restore. Stamps live in a root-only directory of this host, never
-// in the image directory: a stamp that travelled with the image would
-// prove nothing.
+// mtime and ctime in nanoseconds. No system call sets a ctime back, and
+// every change of a file's bytes that starts after the stamp moves it: a
+// write(2), or the first write through a new shared mapping. A write
+// through a mapping that was already open, into a page it had already
+// dirtied, moves nothing, so stamps are only taken of files that nobody
+// holds open for writing (see lease.go); then an unchanged identity means
+// that the bytes hashed are the bytes there now. What a stamp cannot see
+// is the storage itself corrupting data under the file system;
+// Records.Full (CRYO_VERIFY=full) re-hashes every restore. Stamps live in
+// a root-only directory of this host, never in the image directory: a
+// stamp that travelled with the image would prove nothing.
 const (
 	stampMaxAge = 14 * 24 * time.Hour // older stamps are pruned when one is written
 	maxStamps   = 1000                // and the oldest beyond these
@@ -42,9 +48,15 @@ type fileID struct {
 	Ctime int64  `json:"ctime_ns"`
 }
 
+// stampVersion is the format of the stamps this cryo writes and trusts:
+// version 2 is taken under read leases. Stamps of earlier versions were
+// taken without them and prove nothing.
+const stampVersion = 2
+
 type stamp struct {
-	Dir   string            `json:"dir"`
-	Files map[string]fileID `json:"files"`
+	Version int               `json:"version"`
+	Dir     string            `json:"dir"`
+	Files   map[string]fileID `json:"files"`
 }
 
 // Records is where verification records live and whether to trust them,
@@ -97,22 +109,73 @@ func identify(path string) (fileID, error) {
 }
 
 // Stamp records that the files of dir have the given digests, as hashed by
-// this process a moment ago. It is best effort: without a writable stamp
-// directory (not root) the next restore simply hashes again.
+// this process a moment ago (while it wrote them: a checkpoint's, in a
+// directory that only root could open meanwhile). It is best effort:
+// without a writable stamp directory (not root), or while a file is open
+// for writing, it writes none, and the next restore simply hashes again.
 func (r Records) Stamp(dir string, digests map[string]string) error {
 	if len(digests) == 0 || !timesTrack(dir) {
 		return nil
+	}
+	held, err := r.quiesce(dir, digests)
+	if err != nil {
+		return err
+	}
+	defer held.release()
+	return r.writeStamp(dir, digests, held)
+}
+
+// quiesced are the read leases on an image's files and the identities the
+// files had once they were held.
+type quiesced struct {
+	*readLeases
+	ids map[string]fileID
+}
+
+// release lets go of the leases; nothing for a nil q (none were taken).
+func (q *quiesced) release() {
+	if q != nil {
+		q.readLeases.release()
+	}
+}
+
+// quiesce takes read leases on the digested files of dir, then their
+// identities: from then on, until the leases are released, nobody can
+// change them without the leases breaking.
+func (r Records) quiesce(dir string, digests map[string]string) (*quiesced, error) {
+	names := make([]string, 0, len(digests))
+	for name := range digests {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	l, err := holdReadLeases(dir, names)
+	if err != nil {
+		return nil, fmt.Errorf("no verification stamp: %w", err)
+	}
+	q := &quiesced{readLeases: l, ids: make(map[string]fileID, len(names))}
+	for _, name := range names {
+		if q.ids[name], err = identify(filepath.Join(dir, name)); err != nil {
+			l.release()
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// writeStamp records held's identities as dir's stamp for digests, if the
+// leases held throughout and a later write could not keep a ctime.
+func (r Records) writeStamp(dir string, digests map[string]string, held *quiesced) error {
+	if !held.intact() {
+		return errors.New("no verification stamp: an image file was opened for writing while it was hashed")
+	}
+	if !settled(held.ids) {
+		return errors.New("no verification stamp: an image file changed within the last tick of the file system's clock")
 	}
 	path, err := r.stampPath(dir, digests)
 	if err != nil {
 		return err
 	}
-	s := stamp{Dir: dir, Files: map[string]fileID{}}
-	for name := range digests {
-		if s.Files[name], err = identify(filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
+	s := stamp{Version: stampVersion, Dir: dir, Files: held.ids}
 	data, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -143,31 +206,39 @@ func (r Records) stamped(dir string, digests map[string]string) bool {
 		return false
 	}
 	var s stamp
-	if json.Unmarshal(data, &s) != nil || len(s.Files) != len(digests) {
+	if json.Unmarshal(data, &s) != nil || s.Version != stampVersion || len(s.Files) != len(digests) {
 		return false
 	}
+	names := make([]string, 0, len(digests))
 	for name := range digests {
 		id, err := identify(filepath.Join(dir, name))
 		if err != nil || id != s.Files[name] {
 			return false
 		}
+		names = append(names, name)
 	}
-	return true
+	// A file open for writing now may be changed by a mapping whose next
+	// writes move no time: hash it.
+	return noWriters(dir, names)
 }
 
-// File systems on which a write through a shared mapping changes a file's
-// bytes without moving its mtime or ctime: tmpfs (and /dev/shm) and ramfs.
-// A stamp's identity proves nothing there.
-var untimedFS = map[int64]bool{0x01021994: true, 0x858458f6: true}
+// File systems whose files move their ctime on the first write through
+// each new shared mapping (page_mkwrite), as on every write(2), and whose
+// files are all on this host, where a read lease sees every writer: ext4
+// (ext2 and ext3 too), XFS and Btrfs. Elsewhere a stamp proves nothing
+// (tmpfs and ramfs move no time for a write through a mapping; a network
+// or FUSE file system's writers may be on other hosts), and every restore
+// hashes.
+var timedFS = map[int64]bool{unix.EXT4_SUPER_MAGIC: true, unix.XFS_SUPER_MAGIC: true, unix.BTRFS_SUPER_MAGIC: true}
 
-// timesTrack reports whether dir's file system moves a file's ctime with
-// every change of its bytes, which stamps rely on.
+// timesTrack reports whether dir's file system is one of timedFS, which
+// stamps rely on.
 func timesTrack(dir string) bool {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
 		return false
 	}
-	return !untimedFS[int64(st.Type)]
+	return timedFS[int64(st.Type)]
 }
 
 // dropStamp removes dir's stamp for digests, if any.
@@ -236,10 +307,19 @@ func (r Records) VerifyStampedWith(dir string, digests map[string]string, p Prog
 		}
 		return true, nil
 	}
+	// The leases are taken before the hashing, so that the stamp vouches
+	// for the bytes hashed: none of the files could change meanwhile.
+	var held *quiesced
+	if len(digests) > 0 && timesTrack(dir) {
+		held, _ = r.quiesce(dir, digests) // nil: hashed, but not stamped
+	}
+	defer held.release()
 	if err := VerifyWith(dir, digests, p); err != nil {
 		r.dropStamp(dir, digests) // what failed must be hashed again next time
 		return false, err
 	}
-	_ = r.Stamp(dir, digests) // best effort: without it only a speed-up is lost
+	if held != nil {
+		_ = r.writeStamp(dir, digests, held) // best effort: without it only a speed-up is lost
+	}
 	return false, nil
 }

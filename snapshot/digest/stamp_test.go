@@ -1,6 +1,7 @@
 package digest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -183,3 +184,132 @@ func TestStampDroppedOnFailure(t *testing.T) {
 
 // recs are the records of the running test; each test sets its own.
 var recs Records
+
+// sharedMap maps path writable and shared, as an attacker's process
+// would; the mapping holds the file open for writing until it goes.
+func sharedMap(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	mem, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Munmap(mem) })
+	return mem
+}
+
+// poke writes b[i] = v. Not inlined: the compiler would drop a store of
+// the byte just read from the same place.
+//
+//go:noinline
+func poke(b []byte, i int, v byte) { b[i] = v }
+
+func ctimeOf(t *testing.T, path string) int64 {
+	t.Helper()
+	id, err := identify(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.Ctime
+}
+
+// The attack: a shared mapping dirties a page with the byte it holds
+// before a verification hashes the file; after it, the mapping writes
+// another byte into the still dirty page, which moves neither mtime nor
+// ctime (no write fault: see lease.go). The verification must not have
+// stamped the file, so the next one hashes it and finds the change.
+func TestStampSharedMappingWrite(t *testing.T) {
+	dir, d := stampedImage(t)
+	if !timesTrack(dir) {
+		t.Skipf("%s is not on ext4, XFS or Btrfs, where stamps are taken", dir)
+	}
+	path := filepath.Join(dir, "pages-1.img")
+	mem := sharedMap(t, path)
+	poke(mem, 6, mem[6]) // the write that faults: the page is dirty from now on
+	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+		t.Fatalf("after the first write: stamp used %v, err %v; want a full verification that passes", used, err)
+	}
+	before := ctimeOf(t, path)
+	time.Sleep(20 * time.Millisecond)
+	poke(mem, 6, 'P')
+	if ctimeOf(t, path) != before {
+		t.Fatal("the write into the dirty page moved ctime: the premise of this test does not hold here")
+	}
+	var cf *CorruptFileError
+	if used, err := recs.VerifyStamped(dir, d); !errors.As(err, &cf) {
+		t.Fatalf("a byte changed through a shared mapping: stamp used %v, err %v; want a CorruptFileError", used, err)
+	}
+}
+
+// No stamp is written while an image file is open for writing, and one
+// written before is not trusted while it is.
+func TestStampRefusedWhileOpenForWriting(t *testing.T) {
+	dir, d := stampedImage(t)
+	if !timesTrack(dir) {
+		t.Skipf("%s is not on ext4, XFS or Btrfs, where stamps are taken", dir)
+	}
+	w, err := os.OpenFile(filepath.Join(dir, "inventory.img"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+		t.Fatalf("a file open for writing: stamp used %v, err %v; want a full verification", used, err)
+	}
+	if err := recs.Stamp(dir, d); err == nil {
+		t.Fatal("stamped an image with a file open for writing")
+	}
+	// It wrote nothing: once it is gone, the first stamp holds again.
+	w.Close()
+	if used, err := recs.VerifyStamped(dir, d); err != nil || !used {
+		t.Fatalf("after the writer closed: stamp used %v, err %v; want the stamp", used, err)
+	}
+}
+
+// An open for writing while the leases are held (here non-blocking, which
+// breaks them and returns at once) keeps the verification from stamping.
+func TestStampNotWrittenAfterLeaseBreak(t *testing.T) {
+	dir, d := stampedImage(t)
+	if !timesTrack(dir) {
+		t.Skipf("%s is not on ext4, XFS or Btrfs, where stamps are taken", dir)
+	}
+	held, err := recs.quiesce(dir, d)
+	if err != nil {
+		t.Fatalf("no leases on a quiet image: %v", err)
+	}
+	defer held.release()
+	_, err = os.OpenFile(filepath.Join(dir, "pages-1.img"), os.O_RDWR|syscall.O_NONBLOCK, 0)
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("open for writing under a read lease: %v, want EWOULDBLOCK", err)
+	}
+	if held.intact() {
+		t.Fatal("the leases still read as held after an open for writing")
+	}
+	if err := recs.writeStamp(dir, d, held); err == nil {
+		t.Fatal("stamped after an open for writing broke a lease")
+	}
+}
+
+// A stamp of the format before the leases is not trusted.
+func TestStampOldFormatIgnored(t *testing.T) {
+	dir, d := stampedImage(t)
+	path, _ := recs.stampPath(dir, d)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	delete(s, "version")
+	data, _ = json.Marshal(s)
+	writeFileT(t, path, string(data))
+	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+		t.Fatalf("a stamp without a version: used %v, err %v; want a full verification", used, err)
+	}
+}

@@ -36,9 +36,11 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
   CRYO_RUNC            the runc that cryo-runc wraps (default runc on PATH)
   CRYO_GPU_MAP         OLD-UUID=NEW-UUID[,...]: the target GPUs of a restore,
                        for every front end (--gpu-map)
-  CRYO_VERIFY          full: hash every image file at every restore (default:
-                       trust cryo's own record of an unchanged image; see
-                       "cryo help digests")
+  CRYO_VERIFY          full: hash every image file at every restore; unset (or
+                       any other value): skip the hashing of an image that
+                       cryo's own record shows unchanged, and written by no
+                       one, since cryo hashed it on this host (see "cryo help
+                       digests")
   CRYO_STAMP_DIR       where those records live (default /var/lib/cryo/verified;
                        must be root's alone)
   CRYO_LOCK_DIR        the per-target lock files (default /run/cryo/locks)
@@ -164,9 +166,16 @@ restored. An image that cryo itself hashed on this host (it wrote the
 checkpoint, or verified it before) is not read again if none of its files has
 changed since: cryo keeps, in the root-only directory /var/lib/cryo/verified
 (CRYO_STAMP_DIR), each file's device, inode, size, mtime and ctime as they
-were when it hashed them. The kernel moves a file's ctime on every change and
-nothing can set it back, so an unchanged record means unchanged bytes.
-Copies, extractions and edits all change it and are hashed in full.
+were when it hashed them. The kernel moves ctime on every write, and on the
+first write through each new shared mapping, but not on a later write
+through a mapping into a page that it had already dirtied: so cryo keeps a
+record only while no process has any of the files open for writing (a
+mapping holds its file open), which read leases on the files, held from
+before the hashing until the record is written, prove; and it trusts a
+record only while that still holds and no file's identity has changed.
+Records are kept on ext4, XFS and Btrfs; elsewhere (tmpfs, NFS, FUSE...),
+and while a file is open for writing, every restore hashes. Copies,
+extractions and edits all change the record and are hashed in full.
 CRYO_VERIFY=full hashes every restore, for storage that might corrupt data
 underneath the file system. Records older than 14 days are pruned.
 "cryo inspect --verify" checks a checkpoint's files without restoring it.`
