@@ -17,6 +17,10 @@
 #                  that read cryo's checkpoint archives with it (the Go found
 #                  on PATH, else /usr/local/go/bin/go; a binary of another
 #                  version is replaced)
+#   etcd 3.5 (trixie)      unpacked into $CRYO_DEPS/etcd, and kubelet,
+#                  kube-apiserver and kubectl built by kubernetes/build-k8s.sh,
+#                  for TestKubelet's one-node cluster; a failed build is
+#                  recorded there and the test skips, saying why
 #
 # Environment: CRYO_DEPS (default /opt/cryo-deps) is where the unpacked parts go.
 set -euo pipefail
@@ -177,6 +181,26 @@ install_checkpointctl() {
 		die "go install checkpointctl@$CHECKPOINTCTL_VERSION failed; check the network and GOPROXY"
 }
 
+# install_etcd unpacks trixie's etcd-server (3.5) into $CRYO_DEPS/etcd for
+# TestKubelet's API server. bookworm's 3.4 also served kube-apiserver 1.37
+# in a trial, but 3.4 is past its support; and unpacking, not installing,
+# keeps the package's own etcd service off the host.
+install_etcd() {
+	local dir=$CRYO_DEPS/etcd work
+	if [ -x "$dir/usr/bin/etcd" ] && "$dir/usr/bin/etcd" --version | grep -q 'etcd Version: 3\.5\.'; then
+		say "etcd 3.5 present in $dir"
+		return 0
+	fi
+	apt_update
+	work=$(mktemp -d)
+	chmod 755 "$work" # apt's download user must be able to write there
+	(cd "$work" && apt-get download -qq etcd-server/trixie >/dev/null) || die "could not download etcd-server from trixie"
+	rm -rf "$dir" && mkdir -p "$dir"
+	dpkg -x "$work"/etcd-server_*.deb "$dir"
+	rm -rf "$work"
+	say "etcd $("$dir/usr/bin/etcd" --version | sed -n 's/etcd Version: //p') unpacked into $dir"
+}
+
 # go_of prints the module lines of a Go binary (empty if Go is missing).
 go_of() {
 	local go
@@ -195,6 +219,8 @@ main() {
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
 	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
 	install_checkpointctl
+	install_etcd
+	bash "$(dirname "$0")/kubernetes/build-k8s.sh" || say "WARNING: kubelet not built; TestKubelet will skip (see above)"
 	# The registry package starts a system service on port 5000; the tests run
 	# their own on loopback, so keep the system one out of their way.
 	if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl disable --now docker-registry || true; fi
