@@ -92,7 +92,9 @@ func (w *shimWorkload) bundle(dir string) string {
 		gpuSpec(t, bundle, w.args...)
 	} else {
 		newRootfs(t, bundle)
-		writeSpec(t, bundle, baseSpec(w.args...))
+		s := baseSpec(w.args...)
+		giveStandIns(s, 0) // the fake driver's GPU 0
+		writeSpec(t, bundle, s)
 	}
 	return bundle
 }
@@ -202,8 +204,12 @@ func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
 	defer d.remove(id)
 	io, mark := readIO(t, d.cmd.Process.Pid), len(d.log())
 	start := time.Now()
-	args = append(append([]string{"image", "restore"}, at...), "--containerd", "--name", id, "--log", d.logPath(id), img)
-	node.cryo(t, args...)
+	args = append(append([]string{"image", "restore"}, at...), "--containerd", "--name", id, "--log", d.logPath(id))
+	if !w.gpu {
+		// The fake driver's GPU 0 is a stand-in node, handed over by path.
+		args = append(args, "--gpus", standInNode(t, 0))
+	}
+	node.cryo(t, append(args, img)...)
 	w.waitTick(func() string { return readFile(d.logPath(id)) }, n, 3*time.Minute)
 	b.row(w.name(), w.mib, "cryo image restore --containerd to first output", time.Since(start).Seconds())
 	io.rowsSince(b, w, "cryo image restore --containerd")

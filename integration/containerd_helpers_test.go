@@ -27,13 +27,12 @@ import (
 // logPath is where a container's stdout goes.
 func (d *daemon) logPath(id string) string { return filepath.Join(d.dir, "logs", id+".log") }
 
-// runApp starts fakecuda-app (a tick every 100 ms) with `ctr run`, its
-// output in a log file, and waits for its first ticks.
-func (d *daemon) runApp(id string) {
+// runApp starts fakecuda-app (a tick every 100 ms) in a container made as
+// `ctr run` makes one (newContainer), given GPU 0, its output in a log
+// file, and waits for its first ticks. opts edit the spec further.
+func (d *daemon) runApp(id string, opts ...oci.SpecOpts) {
 	d.t.Helper()
-	_ = os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755)
-	d.ctr("run", "-d", "--runtime", cryoRuntime, "--log-uri", "file://"+d.logPath(id), testImage, id, "/bin/fakecuda-app", "100")
-	d.waitTicks(id, 3)
+	d.startApp(d.newContainerWith(id, nil, opts...))
 }
 
 // ticks reads the tick numbers of a log; a tick that is not state=running
@@ -125,19 +124,37 @@ func (d *daemon) restoreTask(ref, id string) {
 // with optional runtime options (runc options: BinaryName, …).
 func (d *daemon) newContainer(id string, runtimeOpts ...any) client.Container {
 	d.t.Helper()
-	ctx := namespacedCtx()
-	img, err := d.client.GetImage(ctx, testImage)
-	if err != nil {
-		d.t.Fatal(err)
-	}
 	var ropts any
 	if len(runtimeOpts) > 0 {
 		ropts = runtimeOpts[0]
 	}
+	return d.newContainerWith(id, ropts)
+}
+
+// newContainerWith creates a container of the test image running
+// fakecuda-app on the cryo runtime with runtime options ropts, given GPU
+// 0, its spec edited by opts (see newContainerOf).
+func (d *daemon) newContainerWith(id string, ropts any, opts ...oci.SpecOpts) client.Container {
+	d.t.Helper()
+	return d.newContainerOf(testImage, id, ropts, append([]oci.SpecOpts{oci.WithProcessArgs("/bin/fakecuda-app", "100")}, opts...)...)
+}
+
+// newContainerOf creates a container of image on the cryo runtime with
+// runtime options ropts, its spec made as `ctr run` makes one
+// (containerd's default spec and devices, the image's config), given GPU
+// 0's stand-in node, then edited by opts. ctr's --device can give a node
+// only at its host path, which a stand-in for /dev/nvidia0 has not.
+func (d *daemon) newContainerOf(image, id string, ropts any, opts ...oci.SpecOpts) client.Container {
+	d.t.Helper()
+	ctx := namespacedCtx()
+	img, err := d.client.GetImage(ctx, image)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	spec := append([]oci.SpecOpts{oci.WithDefaultUnixDevices, oci.WithImageConfig(img), withStandIns(0)}, opts...)
 	c, err := d.client.NewContainer(ctx, id,
 		client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
-		client.WithRuntime(cryoRuntime, ropts),
-		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("/bin/fakecuda-app", "100")))
+		client.WithRuntime(cryoRuntime, ropts), client.WithNewSpec(spec...))
 	if err != nil {
 		d.t.Fatalf("new container %s: %v", id, err)
 	}

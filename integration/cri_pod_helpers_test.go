@@ -116,12 +116,15 @@ func kubeletNamespaces() *criapi.NamespaceOption {
 	return &criapi.NamespaceOption{Network: criapi.NamespaceMode_POD, Pid: criapi.NamespaceMode_CONTAINER, Ipc: criapi.NamespaceMode_POD}
 }
 
+// appConfig is the container "app" of image running fakecuda-app, given
+// GPU 0's stand-in node as a device plugin's Allocate gives a GPU.
 func (p *criPod) appConfig(image string) *criapi.ContainerConfig {
 	return &criapi.ContainerConfig{
 		Metadata: &criapi.ContainerMetadata{Name: "app"},
 		Image:    &criapi.ImageSpec{Image: image},
 		Command:  []string{"/bin/fakecuda-app", "100"},
 		LogPath:  "app.log",
+		Devices:  []*criapi.Device{criStandIn()},
 		Linux: &criapi.LinuxContainerConfig{
 			SecurityContext: &criapi.LinuxContainerSecurityContext{NamespaceOptions: kubeletNamespaces()}},
 	}

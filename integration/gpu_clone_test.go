@@ -177,7 +177,8 @@ func (d *daemon) newGPUContainerNet(t *testing.T, id string, hostNet bool) clien
 }
 
 // newCryoContainer creates a container of image running args on the cryo
-// runtime, with the host's network (hostNet) and the GPU devices (gpu).
+// runtime, with the host's network (hostNet) and the GPU devices (gpu), or
+// else the fake driver's GPU 0 (a stand-in node).
 func (d *daemon) newCryoContainer(t testing.TB, id, image string, args []string, hostNet, gpu bool) client.Container {
 	t.Helper()
 	ctx := namespacedCtx()
@@ -193,6 +194,8 @@ func (d *daemon) newCryoContainer(t testing.TB, id, image string, args []string,
 		for _, dev := range gpuDevices {
 			opts = append(opts, oci.WithLinuxDevice(dev, "rwm"))
 		}
+	} else {
+		opts = append(opts, withStandIns(0)) // the fake driver's GPU 0
 	}
 	c, err := d.client.NewContainer(ctx, id, client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
 		client.WithRuntime(cryoRuntime, nil), client.WithNewSpec(opts...))

@@ -121,6 +121,7 @@ func (p *criPod) gpuConfig(t *testing.T, gpu int) *criapi.ContainerConfig {
 	t.Helper()
 	cfg := p.appConfig(gpuImage)
 	cfg.Command = []string{"/bin/cudamem", gpuMiB(), "100"}
+	cfg.Devices = nil // the host's nodes below, not the fake driver's stand-in
 	for _, dev := range gpuDevices {
 		if dev == "/dev/nvidia0" {
 			dev = fmt.Sprintf("/dev/nvidia%d", gpu)

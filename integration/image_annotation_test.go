@@ -128,7 +128,7 @@ func step(t *testing.T, name string, fn func(t *testing.T)) {
 }
 
 // newAnnotated creates a container of the app's ordinary image on the cryo
-// runtime, with annotations on its spec.
+// runtime, given GPU 0 (a stand-in node), with annotations on its spec.
 func (n *annotNode) newAnnotated(t *testing.T, id string, ann map[string]string) client.Container {
 	t.Helper()
 	ctx := namespacedCtx()
@@ -138,7 +138,7 @@ func (n *annotNode) newAnnotated(t *testing.T, id string, ann map[string]string)
 	}
 	c, err := n.client.NewContainer(ctx, id, client.WithImage(img), client.WithNewSnapshot(id+"-snap", img),
 		client.WithRuntime(cryoRuntime, nil),
-		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("/bin/fakecuda-app", "100"), oci.WithAnnotations(ann)))
+		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("/bin/fakecuda-app", "100"), withStandIns(0), oci.WithAnnotations(ann)))
 	if err != nil {
 		t.Fatalf("new container %s: %v", id, err)
 	}

@@ -22,9 +22,11 @@ func TestImageContainerdCheckpointAgain(t *testing.T) {
 			// First round: image, restore as clone with its output
 			// discarded (no --log): containerd's null IO gave it the host's
 			// /dev/null, which CRIU could not dump again.
-			ref := "localhost/ckpt/again-" + v.dir + ":1"
+			// Each restore hands over GPU 0's stand-in node (--gpus), as
+			// a device plugin would: the app ran with one.
+			ref, gpu0 := "localhost/ckpt/again-"+v.dir+":1", standInNode(t, 0)
 			n.cryo(t, "image", "build", "--containerd", ckpt, ref)
-			wantIn(t, n.cryo(t, "image", "restore", "--containerd", "--name", clone, ref), "restored container "+clone)
+			wantIn(t, n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--gpus", gpu0, ref), "restored container "+clone)
 			time.Sleep(time.Second) // it runs a while, ticking unseen
 
 			// Second round: ctr checkpoints the restored task, and that
@@ -33,7 +35,7 @@ func TestImageContainerdCheckpointAgain(t *testing.T) {
 			n.waitStopped(clone)
 			ref2 := "localhost/ckpt/again-" + v.dir + ":2"
 			n.cryo(t, "image", "build", "--containerd", ckpt2, ref2)
-			out := n.cryo(t, "image", "restore", "--containerd", "--name", clone2, "--log", n.logPath(clone2), ref2)
+			out := n.cryo(t, "image", "restore", "--containerd", "--name", clone2, "--log", n.logPath(clone2), "--gpus", gpu0, ref2)
 			wantIn(t, out, "restored container "+clone2)
 			n.waitTicksIn(n.logPath(clone2), 3)
 			// app stopped at tick; clone ran on for a second (10 ticks).

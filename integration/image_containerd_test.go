@@ -79,15 +79,18 @@ func testImageContainerd(t *testing.T, v ctrdVersion) {
 	a.imgNode.cryo(t, "image", "push", ref)
 	wantIn(t, a.imgNode.cryo(t, "inspect", ref), "Kind:         containerd", "Base image:   "+testImage)
 
-	// Node B without the base image: a clear refusal, nothing created.
-	out = b.cryoFails(t, "image", "restore", "--pull", "--name", clone, ref)
+	// Node B without the base image: a clear refusal, nothing created. The
+	// app ran with GPU 0's stand-in node, which node B has only as a path
+	// of the test's: --gpus hands it over as a device plugin would.
+	gpu0 := standInNode(t, 0)
+	out = b.cryoFails(t, "image", "restore", "--pull", "--name", clone, "--gpus", gpu0, ref)
 	wantIn(t, out, "base image "+testImage+" is not in containerd namespace", "image pull")
 
 	// Node B with it (the same image as A's): restore; the counter goes on
 	// from where A stopped.
 	b.ctr("images", "import", "--all-platforms", filepath.Join(a.dir, "image", "image.tar"))
 	log := b.logPath(clone)
-	out = b.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, ref)
+	out = b.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, "--gpus", gpu0, ref)
 	wantIn(t, out, "restored container "+clone, "in place (no copy into containerd's content store)")
 	if strings.Contains(out, "warning") {
 		t.Errorf("restore warned:\n%s", out)
@@ -130,7 +133,7 @@ func containerCheckpointFlow(t *testing.T, a, b *ctrdNode, reg *imgRegistry) {
 	wantIn(t, a.imgNode.cryo(t, "image", "build", tar, ref), "built "+ref)
 	a.imgNode.cryo(t, "image", "push", ref)
 	log := b.logPath(clone)
-	out := b.cryo(t, "restore", "--image", ref, "--pull", "--name", clone, "--log", log)
+	out := b.cryo(t, "restore", "--image", ref, "--pull", "--name", clone, "--log", log, "--gpus", standInNode(t, 0))
 	pid, _ := strconv.Atoi(strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))
 	if pid <= 0 {
 		t.Errorf("cryo restore --image printed no pid:\n%s", out)

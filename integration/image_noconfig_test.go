@@ -65,7 +65,9 @@ func testCraftedSpecIgnored(t *testing.T, n *ctrdNode, v ctrdVersion) {
 	a := craftImage(t, n, ref, "localhost/ckpt/noconfig-"+v.dir+":crafted")
 
 	log := n.logPath(clone)
-	out := n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, a.ref)
+	// The app ran with GPU 0's stand-in node: --gpus hands it over, as a
+	// device plugin would, and the crafted device must still not come.
+	out := n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, "--gpus", standInNode(t, 0), a.ref)
 	wantIn(t, out, "restored container "+clone, "taken on runtime "+attackRuntime+"; restoring on "+cryoRuntime)
 	// The runtime runs hooks while it creates the task: by now they would have.
 	for _, m := range a.markers {
@@ -190,16 +192,14 @@ func checkFreshSpec(t *testing.T, n *ctrdNode, id string, a attack) {
 func testMissingMountNamed(t *testing.T, n *ctrdNode, v ctrdVersion) {
 	app, clone := uniqueID("mnt"), uniqueID("mnt-clone")
 	data := t.TempDir()
-	_ = os.MkdirAll(filepath.Join(n.dir, "logs"), 0o755)
-	n.ctr("run", "-d", "--runtime", cryoRuntime, "--log-uri", "file://"+n.logPath(app),
-		"--mount", "type=bind,src="+data+",dst=/data,options=rbind:rw", testImage, app, "/bin/fakecuda-app", "100")
-	n.waitTicks(app, 3)
+	n.runApp(app, oci.WithMounts([]specs.Mount{{Type: "bind", Source: data, Destination: "/data", Options: []string{"rbind", "rw"}}}))
 	ckpt, tick := n.taskCheckpoint(app, "--exit")
 	n.waitStopped(app)
 	ref := "localhost/ckpt/mount-" + v.dir + ":1"
 	n.cryo(t, "image", "build", "--containerd", ckpt, ref)
 
-	out := n.cryoFails(t, "image", "restore", "--containerd", "--name", clone, ref)
+	gpu0 := standInNode(t, 0)
+	out := n.cryoFails(t, "image", "restore", "--containerd", "--name", clone, "--gpus", gpu0, ref)
 	wantIn(t, out, "restore of "+clone+" failed", "mount at /data", "remedy: ", "--mount type=bind,src=HOST-DIR,dst=/data")
 	t.Logf("without the mount: %s", lastLines(out, 1))
 	if _, err := n.client.LoadContainer(namespacedCtx(), clone); err == nil {
@@ -207,7 +207,7 @@ func testMissingMountNamed(t *testing.T, n *ctrdNode, v ctrdVersion) {
 	}
 	log := n.logPath(clone)
 	out = n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log,
-		"--mount", "type=bind,src="+data+",dst=/data", ref)
+		"--mount", "type=bind,src="+data+",dst=/data", "--gpus", gpu0, ref)
 	wantIn(t, out, "restored container "+clone)
 	n.waitTicksIn(log, 3)
 	assertContinues(t, log, tick)

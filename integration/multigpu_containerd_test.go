@@ -4,14 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 )
 
 // gpusFile is the daemon's CRYO_FAKE_GPUS_FILE: what the fake NVML of the
@@ -37,12 +34,7 @@ func (d *daemon) fakeGPUs(h fakeHost) {
 // device-cgroup rule for them, and the host's GPU table for the fake app.
 func withGPUs(h fakeHost, gpus ...int) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		mode, zero := os.FileMode(0o666), uint32(0)
-		major, minor := int64(1), int64(3)
-		for _, g := range gpus {
-			s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/nvidia" + strconv.Itoa(g), Type: "c", Major: 1, Minor: 3, FileMode: &mode, UID: &zero, GID: &zero})
-		}
-		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+		giveStandIns(s, gpus...)
 		s.Process.Env = append(s.Process.Env, "CRYO_FAKE_GPUS="+h.GPUs)
 		return nil
 	}
@@ -134,12 +126,8 @@ func testImageRestoreOtherGPU(d *daemon) {
 	out := cryoFails(d.t, imgTimeout, n.env, append(restore, "--gpus", "2", ref)...)
 	wantIn(d.t, out, "restore container "+moved, "this host has no GPU 2", "1: NVIDIA H100 80GB HBM3 "+h.UUIDs[1], "nvidia-smi -L")
 
-	node := filepath.Join(d.t.TempDir(), "nvidia0")
-	if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-		d.t.Fatal(err)
-	}
 	log := d.logPath(moved)
-	out = n.cryo(d.t, append(restore, "--log", log, "--gpus", node, ref)...)
+	out = n.cryo(d.t, append(restore, "--log", log, "--gpus", standInNode(d.t, 0), ref)...)
 	wantIn(d.t, out, "restored container "+moved)
 	d.waitTicks(moved, 3)
 	assertContinues(d.t, log, before)

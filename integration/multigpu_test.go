@@ -77,24 +77,9 @@ func (c *mgContainer) edit(f func(*specs.Spec)) {
 }
 
 // give makes the spec name the GPUs gpus (as a device plugin or CDI does):
-// their device nodes and a device-cgroup rule for them. The stand-in nodes
-// are the null device, which the app can open.
+// their stand-in nodes and a device-cgroup rule for them (giveStandIns).
 func (c *mgContainer) give(gpus ...int) {
-	c.edit(func(s *specs.Spec) {
-		var devs []specs.LinuxDevice
-		for _, d := range s.Linux.Devices {
-			if !strings.HasPrefix(d.Path, "/dev/nvidia") {
-				devs = append(devs, d)
-			}
-		}
-		mode, zero := os.FileMode(0o666), uint32(0)
-		major, minor := int64(1), int64(3)
-		for _, g := range gpus {
-			devs = append(devs, specs.LinuxDevice{Path: fmt.Sprintf("/dev/nvidia%d", g), Type: "c", Major: 1, Minor: 3, FileMode: &mode, UID: &zero, GID: &zero})
-		}
-		s.Linux.Devices = devs
-		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
-	})
+	c.edit(func(s *specs.Spec) { giveStandIns(s, gpus...) })
 }
 
 func (c *mgContainer) cryoRunc(env []string, args ...string) string {

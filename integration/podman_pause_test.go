@@ -51,7 +51,8 @@ func TestPodmanPauseUnpause(t *testing.T) {
 	}
 
 	// The annotation turns it off for its container: freeze only.
-	p.podman(t, "run", "-d", "--name", "frozen", "--annotation", "cryo.gpu-free-pause=false", podmanImage, "/bin/fakecuda-app", "100")
+	frozen := append(append([]string{"run", "-d", "--name", "frozen", "--annotation", "cryo.gpu-free-pause=false"}, podmanStandIn...), podmanImage)
+	p.podman(t, append(frozen, "/bin/fakecuda-app", "100")...)
 	p.waitTicks(t, "frozen", 3)
 	fpid, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "frozen")))
 	p.podman(t, "pause", "frozen")

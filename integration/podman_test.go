@@ -109,15 +109,16 @@ func podmanUnmountUnder(dir string) {
 	}
 }
 
-// runApp starts fakecuda-app in a container ticking every 100 ms and waits
-// for its third tick.
+// runApp starts fakecuda-app in a container given GPU 0 (podmanStandIn),
+// ticking every 100 ms, and waits for its third tick.
 func (p *podmanEnv) runApp(t *testing.T, name string, shell ...string) {
 	t.Helper()
 	cmd := []string{"/bin/fakecuda-app", "100"}
 	if len(shell) > 0 {
 		cmd = append([]string{"/bin/sh", "-c"}, shell...)
 	}
-	p.podman(t, append([]string{"run", "-d", "--name", name, podmanImage}, cmd...)...)
+	args := append(append([]string{"run", "-d", "--name", name}, podmanStandIn...), podmanImage)
+	p.podman(t, append(args, cmd...)...)
 	p.waitTicks(t, name, 3)
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/digest"
@@ -194,21 +196,22 @@ func TestRuncwrapRestoreRefusesCorruptImage(t *testing.T) {
 	rwRestoreRefused(t, dir, nil, "pages-1.img", "corrupt", "sha256 mismatch", "nothing was restored")
 }
 
-// rwBundle writes an OCI bundle running fakecuda-app (runc spec, edited).
+// rwBundle writes an OCI bundle running fakecuda-app (runc spec, edited),
+// given GPU 0's stand-in node (giveStandIns).
 func rwBundle(t *testing.T, dir string) string {
 	t.Helper()
 	newRootfs(t, dir)
 	run(t, 10*time.Second, nil, "/usr/sbin/runc", "spec", "--bundle", dir)
 	path := filepath.Join(dir, "config.json")
 	data, _ := os.ReadFile(path)
-	var spec map[string]any
+	var spec specs.Spec
 	if err := json.Unmarshal(data, &spec); err != nil {
 		t.Fatal(err)
 	}
-	proc := spec["process"].(map[string]any)
-	proc["terminal"] = false
-	proc["args"] = []string{"/bin/fakecuda-app", "100"}
-	data, _ = json.Marshal(spec)
+	spec.Process.Terminal = false
+	spec.Process.Args = []string{"/bin/fakecuda-app", "100"}
+	giveStandIns(&spec, 0)
+	data, _ = json.Marshal(&spec)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

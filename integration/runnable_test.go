@@ -6,8 +6,9 @@ package integration
 // (here, CRI's PullImage, as the kubelet calls it) pulls it like any image;
 // a cryo pod whose container image is the checkpoint restores from
 // containerd's content store; any other runtime, or a pod that declines
-// the restore, starts the application fresh from the same image. ctr on
-// containerd 1.7 and 2.x pulls and runs it the same way.
+// the restore, starts the application fresh from the same image. On
+// containerd 1.7 and 2.x, ctr pulls it and a container of it made as `ctr
+// run` makes one restores the same way.
 
 import (
 	"os"
@@ -63,16 +64,15 @@ func TestRunnableImage(t *testing.T) {
 }
 
 // testRunnableCtr: a containerd checkpoint of the app (run from the
-// registry's image) built as a runnable image restores with a plain `ctr
-// run` of that image on the cryo runtime: containerd pulls and unpacks it,
-// and the shim restores from its content store.
+// registry's image) built as a runnable image restores with a plain run of
+// that image on the cryo runtime, made as `ctr run` makes it and given the
+// same GPU (newContainerOf): containerd pulls and unpacks it, and the shim
+// restores from its content store.
 func testRunnableCtr(t *testing.T, v ctrdVersion, reg *imgRegistry, app string) {
 	a := newCtrdNode(t, v)
 	a.ctr("images", "pull", "--plain-http", app)
 	id := uniqueID("runnable")
-	_ = os.MkdirAll(filepath.Join(a.dir, "logs"), 0o755)
-	a.ctr("run", "-d", "--runtime", cryoRuntime, "--log-uri", "file://"+a.logPath(id), app, id)
-	a.waitTicks(id, 3)
+	a.startApp(a.newContainerOf(app, id, nil))
 	a.ctr("task", "exec", "--exec-id", "mark", id, "/bin/sh", "-c", "echo carried > /marker")
 	ckpt, tick := a.taskCheckpoint(id, "--exit")
 	a.waitStopped(id)
@@ -82,10 +82,8 @@ func testRunnableCtr(t *testing.T, v ctrdVersion, reg *imgRegistry, app string) 
 
 	b := startDaemon(t, v)
 	b.ctr("images", "pull", "--plain-http", pinned)
-	_ = os.MkdirAll(filepath.Join(b.dir, "logs"), 0o755)
 	restored := uniqueID("restored")
-	b.ctr("run", "-d", "--runtime", cryoRuntime, "--log-uri", "file://"+b.logPath(restored), pinned, restored)
-	b.waitTicks(restored, 3)
+	b.startApp(b.newContainerOf(pinned, restored, nil))
 	if first := ctrdTicks(t, b.logPath(restored))[0]; first <= tick {
 		t.Fatalf("ctr run of the runnable image began at tick %d; the checkpoint was after tick %d", first, tick)
 	}
@@ -93,8 +91,7 @@ func testRunnableCtr(t *testing.T, v ctrdVersion, reg *imgRegistry, app string) 
 		t.Errorf("/marker in the restored container: %q", got)
 	}
 	b.ctr("task", "kill", "-s", "SIGKILL", restored)
-	b.waitStopped(restored)
-	b.ctr("task", "rm", restored)
+	b.waitStopped(restored) // and deletes the task
 	b.ctr("containers", "rm", restored)
 }
 
