@@ -29,6 +29,7 @@ const (
 	StepDigests   = "digests"   // sha256 of every image file
 	StepRollback  = "rollback"  // resume CUDA after a failed checkpoint
 	StepVerify    = "verify"    // restore: manifest, digests and host check
+	StepConfine   = "confine"   // restore: the checkpoint claims no right the new spec does not grant
 	StepComplete  = "complete"  // hash a checkpoint whose run was interrupted after its dump
 	StepRestore   = "restore"   // restore: the front end's restore (CRIU)
 	StepPorts     = "ports"     // restore: wait for TIME_WAIT sockets on the checkpoint's listening ports

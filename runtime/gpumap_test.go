@@ -46,14 +46,26 @@ func TestGPUScopeTargets(t *testing.T) {
 	if got := uuids(ScopeFromSpec(spec)); !reflect.DeepEqual(got, []string{"GPU-b", "GPU-c"}) {
 		t.Fatalf("nodes: %v", got)
 	}
+	// NVIDIA_VISIBLE_DEVICES grants GPUs only where the NVIDIA container
+	// toolkit's hook acts on it (its legacy mode, nodes not in the spec).
+	toolkit := &specs.Hooks{Prestart: []specs.Hook{{Path: "/usr/bin/nvidia-container-runtime-hook", Args: []string{"nvidia-container-runtime-hook", "prestart"}}}} //nolint:staticcheck
 	env := func(v string) GPUScope {
-		return ScopeFromSpec(&specs.Spec{Process: &specs.Process{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + v}}})
+		return ScopeFromSpec(&specs.Spec{Hooks: toolkit, Process: &specs.Process{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + v}}})
 	}
 	if got := uuids(env("2,GPU-a")); !reflect.DeepEqual(got, []string{"GPU-c", "GPU-a"}) {
 		t.Fatalf("NVIDIA_VISIBLE_DEVICES: %v", got)
 	}
 	if got := uuids(env("all")); len(got) != 3 {
 		t.Fatalf("all: %v", got)
+	}
+	// F9: a pod that names no GPU node and sets NVIDIA_VISIBLE_DEVICES
+	// itself (or not at all) gets no GPU, not the host's.
+	own := ScopeFromSpec(&specs.Spec{Process: &specs.Process{Env: []string{"NVIDIA_VISIBLE_DEVICES=all"}}})
+	if got := uuids(own); len(got) != 0 {
+		t.Fatalf("a spec without GPU nodes or the toolkit's hook: %v, want no GPU", got)
+	}
+	if got := uuids(ScopeFromSpec(&specs.Spec{})); len(got) != 0 {
+		t.Fatalf("a spec without GPU nodes: %v, want no GPU", got)
 	}
 	if got := uuids(GPUScope{}); len(got) != 3 {
 		t.Fatalf("host: %v", got)

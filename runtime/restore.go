@@ -40,6 +40,9 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 	if m != nil {
 		m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepVerify), Seconds: d.Seconds()})
 	}
+	if err := o.confineToSpec(ctx, id, imageDir, scope); err != nil {
+		return nil, err
+	}
 	if scope.HostNetwork {
 		o.waitTimeWait(ctx, id, imageDir)
 	}

@@ -17,9 +17,9 @@ import (
 
 // GPUScope is which of the host's GPUs a restored container may use: the
 // GPU device nodes its (new) spec names, as a device plugin or CDI put them
-// there, else its NVIDIA_VISIBLE_DEVICES (the NVIDIA container toolkit's
-// legacy mode), else all of them. The zero value is all of the host's GPUs,
-// as for a bare process.
+// there, else, where the spec runs the NVIDIA container toolkit's hook,
+// its NVIDIA_VISIBLE_DEVICES (the toolkit's legacy mode), else none. The
+// zero value is all of the host's GPUs, as for a bare process.
 type GPUScope struct {
 	// Nodes are the spec's GPU device nodes (/dev/nvidiaN).
 	Nodes []specs.LinuxDevice
@@ -38,6 +38,10 @@ type GPUScope struct {
 	// Deferred scope is a container's too), which only a checkpoint with
 	// cryo's manifest may enter (see noManifest). False for a bare tree.
 	Container bool
+	// Spec is the container's new spec, when the scope was read from one:
+	// the restore is confined to it (see confineToSpec), and a container
+	// whose spec names no GPU node gets no GPU.
+	Spec *specs.Spec
 }
 
 // ScopeFromRoot is the scope of the GPU nodes under /proc/<pid>/root/dev.
@@ -62,6 +66,7 @@ func ScopeFromSpec(s *specs.Spec) GPUScope {
 	if s == nil {
 		return sc
 	}
+	sc.Spec = s
 	if s.Linux != nil {
 		for _, d := range s.Linux.Devices {
 			if _, ok := nodeMinor(d); ok {
@@ -101,6 +106,23 @@ func ScopeFromBundle(dir string) (GPUScope, error) {
 	return ScopeFromSpec(&s), nil
 }
 
+// toolkitHook: the spec runs the NVIDIA container toolkit's hook, which
+// gives the container the GPUs its NVIDIA_VISIBLE_DEVICES names (the
+// toolkit's legacy mode: the nodes are not in the spec).
+func toolkitHook(s *specs.Spec) bool {
+	if s.Hooks == nil {
+		return false
+	}
+	for _, hooks := range [][]specs.Hook{s.Hooks.Prestart, s.Hooks.CreateRuntime} { //nolint:staticcheck // Prestart is what the toolkit uses
+		for _, h := range hooks {
+			if strings.Contains(filepath.Base(h.Path), "nvidia-container") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // nodeMinor is the GPU minor of a spec device: by its NVIDIA major and
 // minor, or by its path when it is not an NVIDIA device (a test's stand-in).
 func nodeMinor(d specs.LinuxDevice) (int, bool) {
@@ -123,6 +145,12 @@ func (sc GPUScope) Targets(inv cudacr.Inventory) ([]cudacr.GPU, error) {
 			return nil, fmt.Errorf("the container's spec gives it /dev/nvidia%d, which is no GPU of this host (%s): %w", unknown[0], cudacr.DescribeGPUs(inv.GPUs), snapshot.ErrIncompatibleHost)
 		}
 		return gpus, nil
+	}
+	if sc.Spec != nil && !toolkitHook(sc.Spec) {
+		// A container's GPUs are the device nodes its spec names. Its
+		// NVIDIA_VISIBLE_DEVICES is the pod author's to set, and grants
+		// a GPU only where the NVIDIA toolkit's hook acts on it.
+		return nil, nil
 	}
 	if sc.Visible == nil {
 		return inv.GPUs, nil
