@@ -187,4 +187,12 @@ type SetOptions struct {
 	// Parallel caps the driver calls of one phase that run at once:
 	// 0 is the default (up to 16), 1 is one process after another.
 	Parallel int
+	// HoldThreads: Suspend keeps every thread of each process stopped from
+	// its checkpoint on (see stopworld.go), and only the driver's restore
+	// thread runs during the driver's actions. An in-place suspend sets it.
+	// A suspend that a CRIU dump follows cannot yet: CRIU's seize of a
+	// stopped task in a frozen cgroup (runc freezes it for the dump) blocks
+	// in the kernel. Resume holds and releases whatever process it finds
+	// stopped, whatever this says.
+	HoldThreads bool
 }

@@ -13,6 +13,9 @@ import (
 )
 
 func TestTransitions(t *testing.T) {
+	// The driver's raw transitions, one call at a time, with no thread
+	// held (the app's touch thread, which would fault on a checkpointed
+	// process, is off: TestSuspendHoldsThreads).
 	d, a, ctx := newDriver(), startApp(t), context.Background()
 	wantState(t, d, a.PID, StateRunning)
 
@@ -54,11 +57,16 @@ func TestTransitions(t *testing.T) {
 	}
 }
 
+// The restore thread is the one the driver runs its actions on inside the
+// process: the fake's device thread, not the main thread.
 func TestRestoreThreadID(t *testing.T) {
 	d, a := newDriver(), startApp(t)
 	tid, err := d.RestoreThreadID(context.Background(), a.PID)
-	if err != nil || tid != a.PID {
-		t.Fatalf("tid %d, %v; want %d", tid, err, a.PID)
+	if want := page(t, a.PID).RestoreTID; err != nil || tid != want || tid == a.PID {
+		t.Fatalf("tid %d, %v; want the device thread %d", tid, err, want)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", a.PID, tid)); err != nil {
+		t.Fatalf("restore thread %d is not a thread of %d: %v", tid, a.PID, err)
 	}
 }
 

@@ -20,11 +20,26 @@ func (d *Driver) bringUp(ctx context.Context, ms []*member, o SetOptions) error 
 	// are skipped by the phases below.
 	errs := []error{d.learn(ctx, ms, o)}
 	errs = append(errs, phase(ms, StateCheckpointed, o, func(m *member) error {
-		return d.step(m, stepRestore, StateLocked, o, func() error { return d.Restore(ctx, m.pid, o.pairs(m.pid)) })
+		m.held = m.held || stopped(m.pid)
+		restore := func() error { return d.Restore(ctx, m.pid, o.pairs(m.pid)) }
+		if m.held {
+			restore = func() error { return d.restoreHeld(ctx, m.pid, o.pairs(m.pid)) }
+		}
+		return d.step(m, stepRestore, StateLocked, o, restore)
 	}))
 	errs = append(errs, phase(ms, StateLocked, o, func(m *member) error {
-		return d.step(m, stepUnlock, StateRunning, o, func() error { return d.Unlock(ctx, m.pid) })
+		m.held = m.held || stopped(m.pid)
+		unlock := func() error { return d.Unlock(ctx, m.pid) }
+		if m.held {
+			unlock = func() error { return d.unlockHeld(ctx, m.pid) }
+		}
+		return d.step(m, stepUnlock, StateRunning, o, unlock)
 	}))
+	// Only once every member has its GPU state back and is unlocked do
+	// their threads run again (a member the driver reports running but
+	// that is still stopped was left so by a cryo that died after its
+	// unlock).
+	errs = append(errs, phase(ms, StateRunning, o, func(m *member) error { return release(m.pid, m.held) }))
 	return errors.Join(errs...)
 }
 

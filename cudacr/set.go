@@ -56,6 +56,9 @@ type member struct {
 	// other than the driver's "wrong state" refusal may have taken effect).
 	// A rollback touches only such members.
 	mine bool
+	// held: the process is stopped by cryo's hold (stopworld.go), so its
+	// restore and unlock run held and it is released at the end.
+	held bool
 }
 
 func members(pids []int, s State) []*member {

@@ -190,7 +190,7 @@ func TestResumeIdempotent(t *testing.T) {
 	if err := d.Lock(ctx, pids[0], time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Checkpoint(ctx, pids[0]); err != nil {
+	if err := d.checkpointHeld(ctx, pids[0]); err != nil { // as cryo leaves it: checkpointed and stopped
 		t.Fatal(err)
 	}
 	if err := d.Lock(ctx, pids[1], time.Second); err != nil {

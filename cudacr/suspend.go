@@ -29,7 +29,11 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 		return d.rollback(ctx, ms, o, err)
 	}
 	if err := phase(ms, StateLocked, o, func(m *member) error {
-		return d.step(m, stepCkpt, StateCheckpointed, o, func() error { return d.Checkpoint(ctx, m.pid) })
+		ckpt := func() error { return d.Checkpoint(ctx, m.pid) }
+		if o.HoldThreads {
+			ckpt = func() error { return d.checkpointHeld(ctx, m.pid) }
+		}
+		return d.step(m, stepCkpt, StateCheckpointed, o, ckpt)
 	}); err != nil {
 		return d.rollback(ctx, ms, o, err)
 	}

@@ -21,6 +21,8 @@ const (
 	offReqGen   = 136
 	offAckGen   = 144
 	offErrno    = 152
+	offRestTID  = 160 // layout 3
+	offTouches  = 176
 	offPairs    = 256
 	offGPUs     = 512
 	gpuEntry    = 32 // uuid[16], minor, memory
@@ -62,6 +64,12 @@ type Page struct {
 	// process answered, and the errno of its last failed open (0: none).
 	Requests, Acks uint64
 	OpenErrno      int
+	// RestoreTID is the device thread, which the fake driver names as the
+	// process's restore thread (layout 3). Touches counts the reads of the
+	// driver-mapped page by the touch thread, which faults when it runs
+	// while the process is checkpointed.
+	RestoreTID int
+	Touches    uint64
 }
 
 // PageGPU is one GPU a fake process sees.
@@ -108,6 +116,9 @@ func decode(pid int, b []byte) (Page, error) {
 	flags := at(offFlags)
 	p.HoldsDevices, p.IPC = flags&flagHoldsDevices != 0, flags&flagIPC != 0
 	p.Requests, p.Acks, p.OpenErrno = at(offReqGen), at(offAckGen), int(at(offErrno))
+	if p.Layout >= 3 {
+		p.RestoreTID, p.Touches = int(at(offRestTID)), at(offTouches)
+	}
 	for i := 0; i < int(min(at(offGPUCount), maxGPUs)); i++ {
 		e := b[offGPUs+gpuEntry*i:]
 		var raw [16]byte

@@ -137,7 +137,10 @@ func pidArgs(cmd *cobra.Command, args []string) ([]int, error) {
 type cudaStateLine struct {
 	PID   int    `json:"pid"`
 	State string `json:"state,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Stopped: every thread is held stopped, as `cryo cuda suspend`
+	// leaves a process while its GPU state is away.
+	Stopped bool   `json:"stopped,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 func cudaState(cmd *cobra.Command, args []string) error {
@@ -158,7 +161,7 @@ func cudaState(cmd *cobra.Command, args []string) error {
 			failed++
 			continue
 		}
-		lines = append(lines, cudaStateLine{PID: pid, State: st.String()})
+		lines = append(lines, cudaStateLine{PID: pid, State: st.String(), Stopped: cudacr.Stopped(pid)})
 		if st == cudacr.StateCheckpointed || st == cudacr.StateLocked {
 			// Left so by `cryo cuda suspend`, or by a checkpoint killed
 			// between its suspend and its dump.
@@ -171,7 +174,11 @@ func cudaState(cmd *cobra.Command, args []string) error {
 		}
 	} else {
 		for _, l := range lines {
-			fmt.Fprintf(stdout, "%d\t%s\n", l.PID, or(l.State, "-\t"+l.Error))
+			state := l.State
+			if l.Stopped && state != "" {
+				state += " (stopped)"
+			}
+			fmt.Fprintf(stdout, "%d\t%s\n", l.PID, or(state, "-\t"+l.Error))
 		}
 	}
 	if failed > 0 {
@@ -204,7 +211,9 @@ func cudaSuspend(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := cudacr.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel")}
+	// In place, the process's threads stay stopped while its GPU state is
+	// away: a thread that touches the driver's mappings then would die.
+	opts := cudacr.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel"), HoldThreads: true}
 	return cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
 		if err := cudacr.CheckIPCOf(pids); err != nil && !fBool(cmd, "allow-cuda-ipc") {
 			return err

@@ -497,6 +497,48 @@ EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *out)
 }
 
 /* The fake has no restore thread of its own; the main thread stands in. */
+/*
+ * caller_tid finds, among pid's threads, the one whose id in the
+ * process's own pid namespace is inner (the device thread records
+ * gettid() there, inside a container), and returns its id as the caller
+ * sees it, as the real driver answers (CRIU's CUDA plugin ptraces it).
+ */
+static int caller_tid(int pid, int inner)
+{
+	char path[96], line[256];
+	struct dirent *e;
+	DIR *d;
+	int found = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while (found < 0 && (e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", pid, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char *last;
+
+			if (strncmp(line, "NSpid:", 6))
+				continue;
+			last = strrchr(line, '\t');
+			if (last && atoi(last + 1) == inner)
+				found = atoi(e->d_name);
+			break;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
 EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 {
 	uint64_t state;
@@ -504,9 +546,17 @@ EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 
 	if (!tid)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = query("tid", pid, &state);
+	int fd;
+	uint64_t rt = 0;
+
+	r = begin("tid", pid, &fd, &state);
 	if (r)
 		return r;
-	*tid = pid;
-	return CUDA_SUCCESS;
+	get_u64(fd, FIELD(restore_tid), &rt);
+	close(fd);
+	/* The thread the driver runs its checkpoint and restore actions on
+	 * (the device thread), as the caller sees it; a page of layout 2 has
+	 * none recorded. */
+	*tid = rt ? caller_tid(pid, (int)rt) : pid;
+	return *tid > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

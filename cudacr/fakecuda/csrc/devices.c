@@ -224,11 +224,30 @@ static int open_devices(struct fakecu_page *p)
 	return 0;
 }
 
+/*
+ * follow_map makes the driver-mapped page follow the state: the real
+ * driver's mappings into the process go with its GPU state at a
+ * checkpoint and come back at the restore. A thread that touches them in
+ * between (libcuda's own threads do, outside any API call) faults, which
+ * is why no thread but the restore thread may run while a process is
+ * checkpointed.
+ */
+static void follow_map(struct fakecu_page *p, int checkpointed)
+{
+	void *m = (void *)(uintptr_t)__atomic_load_n(&p->devmap_addr, __ATOMIC_SEQ_CST);
+
+	if (m)
+		mprotect(m, FAKECU_PAGE_SIZE, checkpointed ? PROT_NONE : PROT_READ);
+}
+
 /* follow_state makes the held fds match the state; returns an errno or 0. */
 static int follow_state(struct fakecu_page *p)
 {
+	int checkpointed = __atomic_load_n(&p->state, __ATOMIC_SEQ_CST) == FAKECU_CHECKPOINTED;
+
 	close_devices();
-	if (__atomic_load_n(&p->state, __ATOMIC_SEQ_CST) == FAKECU_CHECKPOINTED)
+	follow_map(p, checkpointed);
+	if (checkpointed)
 		return 0;
 	if (!(__atomic_load_n(&p->flags, __ATOMIC_SEQ_CST) & FAKECU_HOLDS_DEVICES))
 		return 0;
@@ -249,6 +268,7 @@ static void *device_thread(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	__atomic_store_n(&p->restore_tid, (uint64_t)gettid(), __ATOMIC_SEQ_CST);
 	for (;;) {
 		uint64_t req = __atomic_load_n(&p->req_gen, __ATOMIC_SEQ_CST);
 
@@ -259,6 +279,47 @@ static void *device_thread(void *arg)
 		nanosleep(&ms, NULL);
 	}
 	return NULL;
+}
+
+/*
+ * touch_thread reads the driver-mapped page every millisecond, outside any
+ * CUDA call, as libcuda's own threads read their mappings. Run while the
+ * process is checkpointed, it faults (SIGSEGV) and the process dies, as a
+ * real CUDA process does: the fake's way of catching a thread that runs
+ * while its GPU state is away. On with CRYO_FAKE_TOUCH=1 in the
+ * application's environment.
+ */
+static void *touch_thread(void *arg)
+{
+	struct fakecu_page *p = arg;
+	volatile const uint64_t *m = (const uint64_t *)(uintptr_t)p->devmap_addr;
+	struct timespec ms = {0, 1000000L};
+
+	for (;;) {
+		(void)*m;
+		__atomic_add_fetch(&p->touches, 1, __ATOMIC_RELAXED);
+		nanosleep(&ms, NULL);
+	}
+	return NULL;
+}
+
+static int start_touch_thread(struct fakecu_page *p)
+{
+	const char *on = getenv("CRYO_FAKE_TOUCH");
+	void *m;
+	pthread_t t;
+
+	if (!on || strcmp(on, "1") != 0)
+		return 0;
+	m = mmap(NULL, FAKECU_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	p->devmap_addr = (uint64_t)(uintptr_t)m;
+	if (pthread_create(&t, NULL, touch_thread, p))
+		return -1;
+	pthread_setname_np(t, "fakecu-touch");
+	pthread_detach(t);
+	return 0;
 }
 
 static int start_device_thread(struct fakecu_page *p)

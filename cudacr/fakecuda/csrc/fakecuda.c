@@ -22,6 +22,7 @@
  *   CUDA_VISIBLE_DEVICES    as CUDA applies it (devices.c)
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -156,7 +157,7 @@ EXPORT int fakecuInit(void)
 	p->state = FAKECU_RUNNING;
 	p->init_pid = (uint64_t)getpid();
 	record_gpus(p);
-	if (start_device_thread(p)) {
+	if (start_device_thread(p) || start_touch_thread(p)) {
 		munmap(p, FAKECU_PAGE_SIZE);
 		close_devices();
 		return CUDA_ERROR_OPERATING_SYSTEM;

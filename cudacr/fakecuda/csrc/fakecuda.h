@@ -22,7 +22,7 @@
 #define FAKECU_PAGE_ADDR 0x6c7d00000000ULL
 #define FAKECU_PAGE_SIZE 4096
 #define FAKECU_MAGIC 0x454b4146304f5943ULL /* "CYO0FAKE" little endian */
-#define FAKECU_LAYOUT 2
+#define FAKECU_LAYOUT 3
 #define FAKECU_MAX_PAIRS 8
 #define FAKECU_MAX_GPUS 8 /* visible GPUs recorded per process */
 
@@ -81,13 +81,19 @@ struct fakecu_page {
 	uint64_t req_gen;        /* 136 */
 	uint64_t ack_gen;        /* 144 */
 	uint64_t open_errno;     /* 152 */
-	uint64_t reserved[12];   /* 160..255 */
+	/* Layout 3. */
+	uint64_t restore_tid;    /* 160: the device thread, the driver's restore thread */
+	uint64_t devmap_addr;    /* 168: a page the driver maps into the process */
+	uint64_t touches;        /* 176: reads of it by the touch thread */
+	uint64_t reserved[9];    /* 184..255 */
 	uint8_t pairs[FAKECU_MAX_PAIRS][32]; /* 256: {oldUuid,newUuid} of the last restore */
 	struct fakecu_gpu gpus[FAKECU_MAX_GPUS]; /* 512..767 */
 };
 
 _Static_assert(offsetof(struct fakecu_page, gpu_count) == 120, "page layout");
 _Static_assert(offsetof(struct fakecu_page, open_errno) == 152, "page layout");
+_Static_assert(offsetof(struct fakecu_page, restore_tid) == 160, "page layout");
+_Static_assert(offsetof(struct fakecu_page, touches) == 176, "page layout");
 _Static_assert(offsetof(struct fakecu_page, pairs) == 256, "page layout");
 _Static_assert(offsetof(struct fakecu_page, gpus) == 512, "page layout");
 _Static_assert(sizeof(struct fakecu_gpu) == 32, "page layout");
