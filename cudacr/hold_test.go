@@ -110,4 +110,3 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("pid %d survived a checkpoint with its threads running", pid)
 }
-

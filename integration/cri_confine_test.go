@@ -68,6 +68,7 @@ func privilegedCtr(c *criapi.ContainerConfig) {
 
 func hostNetworkPod(sb *criapi.PodSandboxConfig) {
 	sb.Linux.SecurityContext.NamespaceOptions.Network = criapi.NamespaceMode_NODE
+	sb.Hostname = "" // the host's UTS namespace: the kubelet sets no hostname
 }
 
 func hostNetworkCtr(c *criapi.ContainerConfig) {
@@ -79,21 +80,41 @@ func restrictedAs(uid int64) func(*criapi.ContainerConfig) {
 	return func(c *criapi.ContainerConfig) { c.Linux.SecurityContext = restrictedCtx(uid) }
 }
 
+// ckImage builds the archive into a runnable checkpoint image on the
+// app's image in reg, pushes it and pulls it through CRI, as the kubelet
+// pulls a pod's image; it returns the reference pinned by digest.
+func (n *criNode) ckImage(reg *imgRegistry, archive, name string) string {
+	n.t.Helper()
+	ref := reg.addr + "/ckpt/" + name + ":v1"
+	builder := newNode(n.t, nil)
+	builder.cryo(n.t, "image", "build", "--runnable", archive, ref)
+	pinned := reg.addr + "/ckpt/" + name + "@" + lastLine(builder.cryo(n.t, "image", "push", ref))
+	n.pullImage(pinned)
+	return pinned
+}
+
 func TestCRIConfine(t *testing.T) {
+	reg := startRegistry(t)
 	n := startCRINode(t)
+	app := reg.addr + "/cryo/app:v1"
+	n.publishApp(app)
+	// Each source is restored into an ordinary pod: the restricted one
+	// for the privileged source, one with the source's own security but
+	// the pod's network for the hostNetwork source.
 	cases := []struct {
 		name    string
 		sb      func(*criapi.PodSandboxConfig)
 		ctr     func(*criapi.ContainerConfig)
+		dst     func(*criapi.ContainerConfig)
 		refusal []string
 	}{
-		{"Privileged", privilegedPod, privilegedCtr, []string{"uid is 0", "uid 1000"}},
-		{"HostNetwork", hostNetworkPod, hostNetworkCtr, []string{"network namespace", "the host's"}},
+		{"Privileged", privilegedPod, privilegedCtr, restrictedAs(1000), []string{"uid is 0", "uid 1000"}},
+		{"HostNetwork", hostNetworkPod, hostNetworkCtr, nil, []string{"network namespace", "the host's"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := n.with(t)
-			src, err := n.confinedPod("src-"+strings.ToLower(tc.name), testImage, tc.sb, tc.ctr)
+			src, err := n.confinedPod("src-"+strings.ToLower(tc.name), app, tc.sb, tc.ctr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +122,8 @@ func TestCRIConfine(t *testing.T) {
 			archive := filepath.Join(n.dir, "ck-"+tc.name+".tar")
 			src.checkpoint(archive)
 			src.remove()
-			dst, err := n.confinedPod("dst-"+strings.ToLower(tc.name), archive, nil, restrictedAs(1000))
+			image := n.ckImage(reg, archive, strings.ToLower(tc.name))
+			dst, err := n.confinedPod("dst-"+strings.ToLower(tc.name), image, nil, tc.dst)
 			if err == nil {
 				t.Fatalf("the restore of a %s checkpoint into a restricted pod was not refused", tc.name)
 			}
@@ -116,7 +138,7 @@ func TestCRIConfine(t *testing.T) {
 	t.Run("RestrictedStaysRestricted", func(t *testing.T) {
 		n := n.with(t)
 		uid := int64(restrictedUID(t))
-		src, err := n.confinedPod("src-restricted", testImage, nil, restrictedAs(uid))
+		src, err := n.confinedPod("src-restricted", app, nil, restrictedAs(uid))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +146,8 @@ func TestCRIConfine(t *testing.T) {
 		archive := filepath.Join(n.dir, "ck-restricted.tar")
 		src.checkpoint(archive)
 		src.remove()
-		dst, err := n.confinedPod("dst-restricted", archive, nil, restrictedAs(uid))
+		image := n.ckImage(reg, archive, "restricted")
+		dst, err := n.confinedPod("dst-restricted", image, nil, restrictedAs(uid))
 		if err != nil {
 			t.Fatal(err)
 		}

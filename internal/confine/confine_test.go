@@ -15,6 +15,7 @@ import (
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/cgroup"
 	criucore "github.com/checkpoint-restore/go-criu/v7/crit/images/criu-core"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
+	"github.com/checkpoint-restore/go-criu/v7/crit/images/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
 )
@@ -321,4 +322,38 @@ func TestUnreadableImage(t *testing.T) {
 	if err == nil || errors.Is(err, ErrExceedsSpec) {
 		t.Fatalf("error = %v, want an image error", err)
 	}
+}
+
+// testdata/tsync is a kubelet checkpoint (containerd 2.x CRI, runc, CRIU
+// 4.2.1) of a two-thread process under RuntimeDefault seccomp, no
+// capabilities and no_new_privs, with its spec: CRIU records the shared
+// filter on the main thread alone, flagged TSYNC.
+func TestTSYNCFilterCoversTheThreads(t *testing.T) {
+	spec := func() *specs.Spec {
+		data, err := os.ReadFile("testdata/tsync/spec.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s specs.Spec
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	if err := Check("testdata/tsync", spec()); err != nil {
+		t.Fatalf("the checkpoint of its own spec: %v", err)
+	}
+	dir := t.TempDir()
+	entries, _ := os.ReadDir("testdata/tsync")
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join("testdata/tsync", e.Name()))
+		os.WriteFile(filepath.Join(dir, e.Name()), data, 0o600)
+	}
+	edit(t, dir, "seccomp.img", &seccomp.SeccompEntry{}, func(m proto.Message) {
+		for _, f := range m.(*seccomp.SeccompEntry).GetSeccompFilters() {
+			none := uint32(0)
+			f.Flags = &none // no TSYNC: the other thread keeps no filter
+		}
+	})
+	refused(t, Check(dir, spec()), "thread 6 of process 1", "seccomp", "no filter")
 }
