@@ -48,7 +48,8 @@ mkdir -p "$b/share/man/man1" "$b/share/bash-completion/completions" "$b/share/zs
 "$b/bin/cryo" completion fish >"$b/share/fish/vendor_completions.d/cryo.fish"
 
 say "GPU acceptance tests (integration.test)"
-(cd "$here" && CGO_ENABLED=1 go test -c -trimpath -o "$b/bin/integration.test" ./integration)
+# Without symbols (-s -w): the bundle must travel in 64 MiB with the checkout.
+(cd "$here" && CGO_ENABLED=1 go test -c -trimpath -ldflags "-s -w" -o "$b/bin/integration.test" ./integration)
 
 say "CRIU $("$criu" --version | sed -n 's/Version: //p') and its libraries"
 cp "$criu" "$b/libexec/criu"
@@ -102,6 +103,7 @@ cp /bin/busybox "$b/bin/busybox"
 # (the kubelet pulls them; the GPU hosts reach no registry).
 need /usr/bin/docker-registry
 cp /usr/bin/docker-registry "$b/bin/docker-registry"
+strip "$b/bin/docker-registry" 2>/dev/null || true
 
 cat >"$b/env.sh" <<'ENV'
 # Source this file to use the bundle: . cryo-bundle/env.sh

@@ -211,9 +211,7 @@ func cudaSuspend(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	// In place, the process's threads stay stopped while its GPU state is
-	// away: a thread that touches the driver's mappings then would die.
-	opts := cudacr.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel"), HoldThreads: true}
+	opts := cudacr.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel")}
 	return cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
 		if err := cudacr.CheckIPCOf(pids); err != nil && !fBool(cmd, "allow-cuda-ipc") {
 			return err
