@@ -86,14 +86,14 @@ func standInNode(t testing.TB, gpu int) string {
 	return node
 }
 
-// TestGPUScopeEnvGrantsNoGPU (F9): a pod author sets NVIDIA_VISIBLE_DEVICES
+// TestScopeEnvGrantsNoGPU (F9): a pod author sets NVIDIA_VISIBLE_DEVICES
 // in a container's environment; without a GPU node in its spec, and
 // without the NVIDIA toolkit's hook that would act on the variable, the
 // container has no GPU, so the restore of a GPU checkpoint into it is
 // refused at the shim's check, naming the GPU, before CRIU runs and with no
 // task left. The same checkpoint restores into a container whose spec
 // names a GPU node (a stand-in), and the app goes on on that GPU.
-func TestGPUScopeEnvGrantsNoGPU(t *testing.T) {
+func TestScopeEnvGrantsNoGPU(t *testing.T) {
 	requireRoot(t)
 	for _, v := range ctrdVersions {
 		t.Run(v.name, func(t *testing.T) {
