@@ -10,7 +10,6 @@ package integration
 // container restored into its own spec comes back with that spec's rights.
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/cgroup"
 	criucore "github.com/checkpoint-restore/go-criu/v7/crit/images/criu-core"
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cryo-gpu/cryo/internal/criutest"
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/digest"
 )
@@ -132,13 +131,7 @@ func (c *cfContainer) status() map[string]string {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[k] = strings.Join(strings.Fields(v), " ")
-		}
-	}
-	return fields
+	return procStatus(c.t, string(data))
 }
 
 // specPrivileged is a source with every right: all capabilities, no
@@ -369,33 +362,7 @@ func copyDir(t *testing.T, src string) string {
 // go-criu and cryo's own format would.
 func editImage(t *testing.T, dir, name string, msg proto.Message, edit func(proto.Message)) {
 	t.Helper()
-	path := filepath.Join(dir, name)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := crit.New(f, nil, "", false, true).Decode(msg)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := append([]byte{}, raw[:8]...) // the magic numbers
-	for _, e := range img.Entries {
-		edit(e.Message)
-		b, err := proto.Marshal(e.Message)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = binary.LittleEndian.AppendUint32(out, uint32(len(b)))
-		out = append(out, b...)
-	}
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	criutest.EditImage(t, dir, name, msg, edit)
 	reseal(t, dir)
 }
 

@@ -168,7 +168,7 @@ func TestCRIConfine(t *testing.T) {
 }
 
 // procStatus parses /proc/<pid>/status.
-func procStatus(t *testing.T, data string) map[string]string {
+func procStatus(t testing.TB, data string) map[string]string {
 	t.Helper()
 	fields := map[string]string{}
 	for _, line := range strings.Split(data, "\n") {

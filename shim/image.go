@@ -90,6 +90,13 @@ func (s *service) checkImageRestore(ctx context.Context, r *taskv3.CreateTaskReq
 	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image": work.Ref, "digest": work.Digest, "namespace": work.Source.Namespace,
 		"node_credentials": work.Source.NodeCredentials, "plain_http": work.Source.Remote.PlainHTTP, "kind": string(work.Kind),
 		"pulled": work.Pulled, "elapsed_ms": time.Since(began).Milliseconds()}).Info("cryo: checkpoint image unpacked and verified")
+	return s.checkPrepared(ctx, r, work)
+}
+
+// checkPrepared runs the checks of every restore on a checkpoint unpacked
+// into a work directory; on failure the work directory goes and r is
+// unchanged.
+func (s *service) checkPrepared(ctx context.Context, r *taskv3.CreateTaskRequest, work *imagerestore.Prepared) (pendingRestore, error) {
 	r.Checkpoint = work.CRIUDir()
 	pending, err := s.checkRestore(ctx, r)
 	if err != nil {

@@ -156,15 +156,7 @@ func (s *service) checkRunnable(ctx context.Context, r *taskv3.CreateTaskRequest
 	}
 	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image": ri.name, "digest": ri.desc.Digest.String(),
 		"elapsed_ms": time.Since(began).Milliseconds()}).Info("cryo: checkpoint read from containerd's content store")
-	r.Checkpoint = work.CRIUDir()
-	pending, err := s.checkRestore(ctx, r)
-	if err != nil {
-		r.Checkpoint = ""
-		removeWork(ctx, r.ID, work)
-		return pendingRestore{}, err
-	}
-	pending.work = work
-	return pending, nil
+	return s.checkPrepared(ctx, r, work)
 }
 
 func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who string) (*imagerestore.Prepared, error) {

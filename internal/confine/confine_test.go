@@ -3,7 +3,6 @@ package confine
 import (
 	"archive/tar"
 	"compress/gzip"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,13 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/cgroup"
 	criucore "github.com/checkpoint-restore/go-criu/v7/crit/images/criu-core"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cryo-gpu/cryo/internal/criutest"
 )
 
 // testdata/runc holds the metadata images of a real checkpoint: a busybox
@@ -62,29 +62,7 @@ func copyImages(t *testing.T) string {
 // go-criu would.
 func edit(t *testing.T, dir, name string, msg proto.Message, fn func(proto.Message)) {
 	t.Helper()
-	path := filepath.Join(dir, name)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := crit.New(f, nil, "", false, true).Decode(msg)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := os.ReadFile(path)
-	out := append([]byte{}, raw[:8]...)
-	for _, e := range img.Entries {
-		fn(e.Message)
-		b, err := proto.Marshal(e.Message)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(binary.LittleEndian.AppendUint32(out, uint32(len(b))), b...)
-	}
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	criutest.EditImage(t, dir, name, msg, fn)
 }
 
 // refused checks that err is a Violation whose message holds every want.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
-	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/errdef"
 
@@ -265,18 +264,7 @@ func (st *Store) blobDir() string { return st.Root + "/blobs/sha256" }
 // commit writes the config and manifest and tags the manifest.
 func (st *Store) commit(ctx context.Context, ref string, src *Source, sum *Summary, layers []ocispec.Descriptor, diffIDs []digest.Digest) (ocispec.Descriptor, error) {
 	ann := imageAnnotations(src, sum)
-	cfg := imageConfig(sum, diffIDs, ann)
-	cfgDesc, err := st.pushJSON(ctx, ocispec.MediaTypeImageConfig, cfg)
-	if err != nil {
-		return cfgDesc, err
-	}
-	man := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		Config: cfgDesc, Layers: layers, Annotations: ann}
-	desc, err := st.pushJSON(ctx, ocispec.MediaTypeImageManifest, man)
-	if err != nil {
-		return desc, err
-	}
-	return desc, st.oci.Tag(ctx, desc, ref)
+	return st.commitManifest(ctx, ref, imageConfig(sum, diffIDs, ann), layers, ann)
 }
 
 func (st *Store) pushJSON(ctx context.Context, mediaType string, v any) (ocispec.Descriptor, error) {
