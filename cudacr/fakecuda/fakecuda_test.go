@@ -378,7 +378,7 @@ func testVisible(t *testing.T, r *rig) {
 	h := newHost(2, "fc100000")
 	a := r.start(t, append(h.env(), "CUDA_VISIBLE_DEVICES=1"))
 	p := readPage(t, a.pid)
-	if p.Layout != 2 || gpus(p) != gpu(h.UUIDs[1], 1, 64<<10) || p.DevSize != 64<<10 {
+	if p.Layout != 3 || gpus(p) != gpu(h.UUIDs[1], 1, 64<<10) || p.DevSize != 64<<10 || p.RestoreTID == 0 || p.RestoreTID == a.pid {
 		t.Fatalf("page: %+v", p)
 	}
 	if !hostHasNodes() && (p.HoldsDevices || p.IPC) {
