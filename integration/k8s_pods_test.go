@@ -41,6 +41,11 @@ func (p *k8sPod) waiting() (reason, message string) {
 		if w := cs.State.Waiting; w != nil {
 			return w.Reason, w.Message
 		}
+		// A container whose start failed (a refused restore) ends
+		// terminated with StartError, never having run.
+		if tm := cs.State.Terminated; tm != nil && tm.Reason == "StartError" {
+			return tm.Reason, tm.Message
+		}
 	}
 	return "", ""
 }
@@ -48,7 +53,7 @@ func (p *k8sPod) waiting() (reason, message string) {
 // everRan reports whether a container of the pod runs or has run.
 func (p *k8sPod) everRan() bool {
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Running != nil || cs.State.Terminated != nil {
+		if cs.State.Running != nil || cs.State.Terminated != nil && cs.State.Terminated.Reason != "StartError" {
 			return true
 		}
 	}
@@ -72,11 +77,19 @@ type podOpts struct {
 	pullSecret string // the image pull secret, if any
 }
 
+// k8sTicker prints a tick line every 100 ms in the fake app's format.
+const k8sTicker = `i=0; while :; do i=$((i+1)); echo "tick $i state=running sum=OK"; sleep 0.1; done`
+
 // appPod is a pod on the test node with one container "app" of image
 // (the app's, or a checkpoint of it: both run the image's command) under
 // the RuntimeClass cryo.
 func appPod(ns, name, image string, o podOpts) map[string]any {
-	ctr := map[string]any{"name": "app", "image": image, "imagePullPolicy": "IfNotPresent"}
+	// A CPU workload that ticks as the fake CUDA app does: the kubelet's
+	// pods get no GPU (that takes a device plugin), and the shim gives a
+	// container without a GPU node no GPU; the CUDA side of the same flow
+	// runs through CRI (TestCRIRestore, TestRunnableImage) and on GPUs.
+	ctr := map[string]any{"name": "app", "image": image, "imagePullPolicy": "IfNotPresent",
+		"command": []string{"/bin/sh", "-c", k8sTicker}}
 	spec := map[string]any{"nodeName": k8sNodeName, "runtimeClassName": "cryo", "restartPolicy": "Never",
 		"automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1, "containers": []any{ctr}}
 	if o.pullSecret != "" {
