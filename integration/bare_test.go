@@ -54,7 +54,10 @@ func startBare(t *testing.T, env []string, extra []*os.File, script string) *bar
 	})
 	// Registered after TempDir, so it runs first: the restored process
 	// keeps the same pid, so killing it by pid covers the restored one too.
-	t.Cleanup(func() { syscall.Kill(p.pid, syscall.SIGKILL) })
+	// setsid made it the leader of its own process group, which CRIU
+	// restores too: the group goes with it (a pipeline's other processes,
+	// `cat /dev/zero | tail`, would spin on otherwise).
+	t.Cleanup(func() { syscall.Kill(-p.pid, syscall.SIGKILL); syscall.Kill(p.pid, syscall.SIGKILL) })
 	return p
 }
 
