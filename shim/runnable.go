@@ -32,8 +32,9 @@ import (
 // application's image plus its changes, into the container's root file
 // system. The checkpoint travels in the same manifest as blobs containerd
 // fetched but did not unpack; the shim reads them from containerd's
-// content store into a private work directory. No pull of its own, no node
-// credentials, no second copy of the image on disk.
+// content store into a private work directory, removed once the restore
+// has run. No pull of its own, no node credentials, and no copy of the
+// image kept beside containerd's.
 
 // AnnRestore is a pod (or container) annotation: "false" starts a
 // container from a runnable checkpoint image fresh, as from any image.
