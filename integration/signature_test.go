@@ -11,7 +11,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,12 +19,12 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/internal/imagetrust/signtest"
 	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
@@ -55,21 +54,7 @@ func newCosignKey(t *testing.T, name string) *cosignKey {
 // signature is the bundle `cosign sign` makes for the manifest digest d.
 func (k *cosignKey) signature(t *testing.T, repo string, d digest.Digest) []byte {
 	t.Helper()
-	stmt, _ := json.Marshal(map[string]any{
-		"_type":         "https://in-toto.io/Statement/v1",
-		"subject":       []map[string]any{{"name": repo, "digest": map[string]string{"sha256": d.Encoded()}}},
-		"predicateType": "https://sigstore.dev/cosign/sign/v1",
-		"predicate":     map[string]any{},
-	})
-	pb, err := sign.Bundle(&sign.DSSEData{Data: stmt, PayloadType: "application/vnd.in-toto+json"}, k.kp, sign.BundleOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := (&bundle.Bundle{Bundle: pb}).MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return signtest.Bundle(t, k.kp, repo, d, signtest.CosignPredicate)
 }
 
 const sigstoreBundleType = "application/vnd.dev.sigstore.bundle.v0.3+json"

@@ -12,9 +12,10 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"oras.land/oras-go/v2/errdef"
+
+	"github.com/cryo-gpu/cryo/internal/imagetrust/signtest"
 )
 
 // signer is a cosign-style key pair made with sigstore-go's signing side.
@@ -44,21 +45,7 @@ func newSigner(t *testing.T) *signer {
 // predicate type predicate whose subject is d, in a DSSE envelope.
 func (s *signer) bundle(t *testing.T, d digest.Digest, predicate string) []byte {
 	t.Helper()
-	stmt, _ := json.Marshal(map[string]any{
-		"_type":         "https://in-toto.io/Statement/v1",
-		"subject":       []map[string]any{{"name": "ckpt", "digest": map[string]string{"sha256": d.Encoded()}}},
-		"predicateType": predicate,
-		"predicate":     map[string]any{},
-	})
-	pb, err := sign.Bundle(&sign.DSSEData{Data: stmt, PayloadType: "application/vnd.in-toto+json"}, s.kp, sign.BundleOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := (&bundle.Bundle{Bundle: pb}).MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return signtest.Bundle(t, s.kp, "ckpt", d, predicate)
 }
 
 // fakeRegistry serves blobs and referrers from memory, as a registry
