@@ -187,18 +187,4 @@ type SetOptions struct {
 	// Parallel caps the driver calls of one phase that run at once:
 	// 0 is the default (up to 16), 1 is one process after another.
 	Parallel int
-	// HoldThreads: Suspend keeps every thread of each process stopped from
-	// its checkpoint on (see stopworld.go), and only the driver's restore
-	// thread runs during the driver's actions. Resume holds and releases
-	// whatever process it finds stopped, whatever this says.
-	//
-	// No front end sets it yet, for two facts measured on driver 580 and
-	// kernel 6.18: the driver answers no query (GetState) about a process
-	// whose restore thread is stopped, so every driver call on a held
-	// process, queries included, must let that thread run first (learn
-	// does not yet); and CRIU's seize of a stopped task in a frozen cgroup
-	// (runc freezes it for the dump) blocks in the kernel, so a suspend
-	// that a runc checkpoint follows must hand the hold to CRIU rather
-	// than leave a group stop.
-	HoldThreads bool
 }

@@ -16,6 +16,7 @@ func TestTransitions(t *testing.T) {
 	// The driver's raw transitions, one call at a time, with no thread
 	// held (the app's touch thread, which would fault on a checkpointed
 	// process, is off: TestSuspendHoldsThreads).
+	t.Setenv("CRYO_FAKE_TOUCH", "0")
 	d, a, ctx := newDriver(), startApp(t), context.Background()
 	wantState(t, d, a.PID, StateRunning)
 

@@ -31,7 +31,7 @@ func TestSuspendHoldsThreads(t *testing.T) {
 	t.Setenv("CRYO_FAKE_TOUCH", "1")
 	d, ctx := newDriver(), context.Background()
 	apps, pids := startApps(t, 2)
-	if err := d.Suspend(ctx, pids, SetOptions{HoldThreads: true}); err != nil {
+	if err := d.Suspend(ctx, pids, SetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range apps {

@@ -29,11 +29,10 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 		return d.rollback(ctx, ms, o, err)
 	}
 	if err := phase(ms, StateLocked, o, func(m *member) error {
-		ckpt := func() error { return d.Checkpoint(ctx, m.pid) }
-		if o.HoldThreads {
-			ckpt = func() error { return d.checkpointHeld(ctx, m.pid) }
-		}
-		return d.step(m, stepCkpt, StateCheckpointed, o, ckpt)
+		// Held: from its checkpoint on, no thread of the process runs
+		// until Resume has its GPU state back (stopworld.go).
+		m.held = true
+		return d.step(m, stepCkpt, StateCheckpointed, o, func() error { return d.checkpointHeld(ctx, m.pid) })
 	}); err != nil {
 		return d.rollback(ctx, ms, o, err)
 	}

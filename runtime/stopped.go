@@ -50,10 +50,15 @@ func (c *checkpoint) killStopped(ctx context.Context) {
 }
 
 // continueStopped gives the stopped tree back after a failure that came
-// after the dump: SIGCONT first (the processes then run as before the dump,
-// CUDA still suspended), then CUDA resumed as any rollback does. It returns
-// the outcome for the error.
+// after the dump: CUDA resumed first, as any rollback does (each CUDA
+// process runs again only once its GPU state is back: cudacr releases it),
+// then SIGCONT to the rest of the tree. It returns the outcome for the
+// error.
 func (c *checkpoint) continueStopped(ctx context.Context) string {
+	outcome := "the processes were left running, CUDA untouched"
+	if c.suspended {
+		outcome = c.rollback(ctx)
+	}
 	var failed []int
 	for _, pid := range c.stoppedTree(ctx) {
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -66,10 +71,6 @@ func (c *checkpoint) continueStopped(ctx context.Context) string {
 	// snapshot.DumpCompleted). Removing a file works on a full disk too.
 	if err := snapshot.AbandonDump(c.dir); err != nil {
 		c.o.log().Warn("could not mark the abandoned dump", "id", c.t.ID, "dir", c.dir, "error", err)
-	}
-	outcome := "the processes were left running, CUDA untouched"
-	if c.suspended {
-		outcome = c.rollback(ctx)
 	}
 	if len(failed) > 0 {
 		return fmt.Sprintf("%s, but pid(s) %v could not be continued: run `kill -CONT %s`", outcome, failed, pidList(failed))

@@ -158,13 +158,24 @@ static CUresult begin_in(const char *op, int pid, uint64_t want, int *fd, uint64
 }
 
 /* query reads the state of pid for a call that changes nothing. */
+static CUresult handshake(int fd, int pid);
+
+/*
+ * query reads the state of pid for a call that changes nothing. Like the
+ * real driver (580), it needs the process's restore thread to answer:
+ * a query about a process whose restore thread is stopped (SIGSTOP, a
+ * ptrace stop) times out, so a caller that holds the process's threads
+ * must let that thread run first.
+ */
 static CUresult query(const char *op, int pid, uint64_t *state)
 {
 	int fd;
 	CUresult r = begin(op, pid, &fd, state);
 
-	if (!r)
-		close(fd);
+	if (r)
+		return r;
+	r = handshake(fd, pid);
+	close(fd);
 	return r;
 }
 

@@ -286,8 +286,10 @@ static void *device_thread(void *arg)
  * CUDA call, as libcuda's own threads read their mappings. Run while the
  * process is checkpointed, it faults (SIGSEGV) and the process dies, as a
  * real CUDA process does: the fake's way of catching a thread that runs
- * while its GPU state is away. On with CRYO_FAKE_TOUCH=1 in the
- * application's environment.
+ * while its GPU state is away. On unless CRYO_FAKE_TOUCH=0 is in the
+ * application's environment: every test that runs the fake application
+ * checks that no thread of it runs between the driver's checkpoint and
+ * the end of its restore.
  */
 static void *touch_thread(void *arg)
 {
@@ -309,7 +311,7 @@ static int start_touch_thread(struct fakecu_page *p)
 	void *m;
 	pthread_t t;
 
-	if (!on || strcmp(on, "1") != 0)
+	if (on && strcmp(on, "0") == 0)
 		return 0;
 	m = mmap(NULL, FAKECU_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
