@@ -26,8 +26,9 @@ func preDump(ctx context.Context, o *cryoruntime.Orchestrator) error {
 		return fmt.Errorf("the container is paused; the CUDA driver cannot suspend frozen processes: resume it, then checkpoint")
 	}
 	t := cryoruntime.Target{
-		ID:   containerID(),
-		PIDs: func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
+		ID:          containerID(),
+		PIDs:        func(context.Context) ([]int, error) { return cryoruntime.ProcessTree(pid) },
+		DumpFreezes: true, // runc's CRIU, whose action script this is
 	}
 	// Only the first phase: CRIU dumps once this script has returned, and
 	// post-dump takes the digests.

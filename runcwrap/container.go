@@ -73,6 +73,8 @@ func (r runcCLI) target(ctx context.Context, id string) (cryoruntime.Target, err
 	t := cryoruntime.Target{
 		ID:   id,
 		PIDs: func(ctx context.Context) ([]int, error) { return r.pids(ctx, id) },
+		// runc asks CRIU to freeze the container's cgroup for the dump.
+		DumpFreezes: true,
 	}
 	st, err := r.status(ctx, id)
 	if err != nil {

@@ -325,6 +325,11 @@ func (c *checkpoint) suspend(ctx context.Context) error {
 	if len(c.toSuspend) == 0 {
 		return nil
 	}
+	if c.t.DumpFreezes {
+		if err := c.o.checkSeizeStopped(ctx); err != nil {
+			return err
+		}
+	}
 	bytes := gpuBytes(c.m, c.toSuspend)
 	taskFrom(ctx).SetTotal(bytes)
 	start := time.Now()

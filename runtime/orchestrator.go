@@ -29,6 +29,11 @@ type Target struct {
 	// kills them once the checkpoint is complete and synced, and continues
 	// them if anything fails before.
 	DumpLeavesStopped bool
+	// DumpFreezes says that the dump freezes the target's cgroup (runc
+	// asks CRIU to): its CUDA processes, held stopped from their driver
+	// checkpoint on, need a CRIU that seizes stopped tasks by interrupt
+	// (checkSeizeStopped).
+	DumpFreezes bool
 	// CRIUWorkDir is where the dump writes CRIU's log and stats-dump when
 	// that is not the image directory (runc's --work-path, as Podman gives
 	// it): a later run needs them to tell a completed dump from a partial

@@ -13,7 +13,7 @@ import (
 // service (the container's cgroup), and thawing is the runc service's
 // Resume, so that its state machine follows (paused → running).
 func (s *service) target(id string, frozen bool) cryort.Target {
-	t := cryort.Target{ID: id, PIDs: s.pids(id)}
+	t := cryort.Target{ID: id, PIDs: s.pids(id), DumpFreezes: true}
 	if frozen {
 		t.Thaw = func(ctx context.Context) error {
 			_, err := s.TTRPCTaskService.Resume(ctx, &taskv3.ResumeRequest{ID: id})

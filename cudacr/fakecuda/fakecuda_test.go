@@ -294,11 +294,13 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 // start starts fakecuda-app (20 ms ticks, 64 KiB of "device memory") with
 // env; argv, when given, is a command that execs the app given as its
 // arguments (the pid stays the app's). It waits for the app's first tick.
+// These tests call the driver's transitions one by one, with no thread
+// held, so the app's touch thread is off unless env turns it on.
 func (r *rig) start(t *testing.T, env []string, argv ...string) *app {
 	t.Helper()
 	args := append(argv, r.App, "20", "64")
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(append(os.Environ(), "LD_LIBRARY_PATH="+r.Dir), env...)
+	cmd.Env = append(append(os.Environ(), "LD_LIBRARY_PATH="+r.Dir, "CRYO_FAKE_TOUCH=0"), env...)
 	a := &app{done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = lockedWriter{&a.mu, &a.out}, lockedWriter{&a.mu, &a.errb}
 	if err := cmd.Start(); err != nil {

@@ -19,9 +19,18 @@ func cudaCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cuda",
 		Short: "show, suspend or resume the CUDA state of running processes",
-		Long: `A suspended process keeps running on the CPU, but its GPU memory has been
-copied into its host memory and it holds no GPU: another job can use the GPU,
-or CRIU can checkpoint the process. "resume" copies the memory back.
+		Long: `A suspended process holds no GPU: its GPU memory has been copied into its
+host memory, another job can use the GPU, or CRIU can checkpoint the process.
+"resume" copies the memory back.
+
+No thread of a suspended process runs: from the driver's checkpoint until its
+restore, every thread is held in a group stop (as SIGSTOP leaves it, state T
+in ps), and only the driver's restore thread runs, its signals blocked, while
+the driver copies. A thread that ran while the GPU state is away could read
+the driver's mappings and die (JAX's threads do). "resume" lets the threads
+run only once the GPU state is back. If cryo is killed meanwhile, the process
+stays stopped and suspended, never running without its GPU state: "cryo cuda
+resume PID" brings it back.
 
 Every driver call runs in a short-lived helper process with a deadline, so a
 hung driver call becomes an error instead of a hung cryo: --call-timeout
@@ -49,8 +58,9 @@ func cudaStateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state PID...",
 		Short: "print the CUDA checkpoint state of each PID",
-		Long: `Prints running, locked, checkpointed or failed for each PID, and says how to
-resume a process left suspended. Exits 1 if a PID could not be queried.`,
+		Long: `Prints running, locked, checkpointed or failed for each PID, whether cryo
+holds its threads stopped, and says how to resume a process left suspended.
+Exits 1 if a PID could not be queried.`,
 		Example: "  cryo cuda state 4242 4243\n  cryo cuda state --json 4242",
 		Args:    minArgs(1),
 		RunE:    cudaState,

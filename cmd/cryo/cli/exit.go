@@ -58,6 +58,11 @@ func (i *interrupted) Is(target error) bool { return target == context.Canceled 
 // caught too, so that a second Ctrl-C cannot cut the rollback short.
 func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	// A reader of cryo's output that goes away (`cryo checkpoint … | head`)
+	// must not kill cryo in the middle of a checkpoint, with CUDA locked
+	// and the threads held: a write to the closed pipe fails (EPIPE), is
+	// dropped, and the operation finishes or rolls back as it would.
+	signal.Ignore(syscall.SIGPIPE)
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})

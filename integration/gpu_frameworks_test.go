@@ -1,0 +1,224 @@
+package integration
+
+// The framework matrix (issue: no thread runs while its GPU state is away).
+// Each framework of contrib/workloads/frameworks/fw.py runs on the real
+// driver and computes a reference result before anything happens, then
+// recomputes it every tick (sum=OK, or sum=BAD when it changed). Each goes
+// through:
+//   - in place: `cryo cuda suspend`, a hold of 2 s, `cryo cuda resume`;
+//   - a bare checkpoint and restore (`cryo checkpoint --pid`, `cryo restore`);
+//   - in a container, through cryo-runc: the GPU-free pause and resume, then
+//     a checkpoint and a restore onto the other GPU (on a host with two);
+//   - in a container of containerd with the cryo shim: a checkpoint and a
+//     restore onto the other GPU.
+// JAX's threads fault in libcuda if any runs while the GPU state is away;
+// the others must keep working as they did.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
+)
+
+type framework struct {
+	name string   // fw.py's FRAMEWORK and the subtest's name
+	env  []string // the process's extra environment
+	mib  string   // GPU memory held besides the framework's own
+}
+
+// frameworks: JAX with a memory fraction and seeing every GPU (its default
+// preallocation, 75 % of each GPU, is the in-place case of
+// TestGPUJAXDefaults), and the others as users run them.
+var frameworks = []framework{
+	{"jax", []string{"XLA_PYTHON_CLIENT_MEM_FRACTION=.05"}, "256"},
+	{"torch-expandable", []string{"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}, "512"},
+	{"cuda-graph", nil, "256"},
+	{"transformers", nil, "256"},
+	{"triton", nil, "256"},
+	{"cupy-async", nil, "256"},
+}
+
+var fwTickRe = regexp.MustCompile(`(?m)^tick (\d+) fw=\S+ sum=(OK|BAD)`)
+
+// fwTicks is the last tick fw.py printed; a sum=BAD fails the test.
+func fwTicks(t *testing.T, what, out string) int {
+	t.Helper()
+	m := fwTickRe.FindAllStringSubmatch(out, -1)
+	for _, x := range m {
+		if x[2] != "OK" {
+			t.Fatalf("%s: the framework's result changed (tick %s):\n%s", what, x[1], tail(out, 15))
+		}
+	}
+	if len(m) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[len(m)-1][1])
+	return n
+}
+
+func waitFwTicks(t *testing.T, what string, get func() string, after int) int {
+	t.Helper()
+	var n int
+	waitFor(t, 3*time.Minute, what, func() bool {
+		n = fwTicks(t, what, get())
+		return n > after
+	})
+	return n
+}
+
+func fwScript(t *testing.T) string {
+	return filepath.Join(workloadsDir(t), "frameworks/fw.py")
+}
+
+func TestGPUFrameworks(t *testing.T) {
+	py := torchPython(t)
+	t.Logf("frameworks: %s", strings.TrimSpace(run(t, 3*time.Minute, nil, py.exe, "-c",
+		"import jax, torch, cupy, transformers, triton; print('jax', jax.__version__, 'torch', torch.__version__, 'cupy', cupy.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)")))
+	for _, fw := range frameworks {
+		t.Run(fw.name, func(t *testing.T) {
+			t.Run("bare", func(t *testing.T) { fwBare(t, py, fw) })
+			t.Run("cryo-runc", func(t *testing.T) { fwContainer(t, py, fw, runcFlavor("cryo-runc"), true) })
+			t.Run("shim", func(t *testing.T) { fwContainer(t, py, fw, gpuFlavors()[1], false) })
+		})
+	}
+}
+
+// fwBare: in place, then a checkpoint and restore, of one bare process.
+func fwBare(t *testing.T, py *hostPython, fw framework) {
+	logPath := filepath.Join(t.TempDir(), fw.name+".log")
+	for _, e := range fw.env {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	cmd := startDetached(t, logPath, py.exe, fwScript(t), fw.name, "100", fw.mib)
+	pid, spid := cmd.Process.Pid, strconv.Itoa(cmd.Process.Pid)
+	defer killPid(pid)
+	get := func() string { return readFile(logPath) }
+	n := waitFwTicks(t, fw.name+": first ticks", get, 1)
+	threads := len(taskDirs(pid))
+	cryo := cryoBin(t, "cryo")
+
+	report(t, fw.name+": cuda suspend", timed(t, nil, cryo, "cuda", "suspend", spid))
+	time.Sleep(2 * time.Second)
+	if !proc.Alive(pid) {
+		t.Fatalf("%s died while suspended (%d threads):\n%s", fw.name, threads, tail(get(), 20))
+	}
+	if st := run(t, time.Minute, nil, cryo, "cuda", "state", "--json", spid); !strings.Contains(st, `"checkpointed"`) || !strings.Contains(st, `"stopped": true`) {
+		t.Fatalf("%s while suspended: cryo cuda state says %s", fw.name, st)
+	}
+	if now := fwTicks(t, fw.name, get()); now > n+1 {
+		t.Fatalf("%s ticked while suspended (%d → %d)", fw.name, n, now)
+	}
+	report(t, fw.name+": cuda resume", timed(t, nil, cryo, "cuda", "resume", spid))
+	n = waitFwTicks(t, fw.name+": ticks after the resume", get, fwTicks(t, fw.name, get())+2)
+
+	img := filepath.Join(t.TempDir(), "img")
+	report(t, fw.name+": checkpoint", timed(t, nil, cryo, "checkpoint", "--pid", spid, "--dir", img))
+	start := time.Now()
+	report(t, fw.name+": restore", timed(t, nil, cryo, "restore", "--dir", img))
+	waitFwTicks(t, fw.name+": ticks after the restore", get, n)
+	report(t, fw.name+": restore to next tick", time.Since(start))
+	_ = os.RemoveAll(img)
+	t.Logf("%s: %d threads; in place, checkpoint and restore: results unchanged", fw.name, threads)
+}
+
+// fwContainer: the framework in a container given GPU 0, through one front
+// end: the GPU-free pause (cryo-runc), then a checkpoint and a restore onto
+// GPU 1 where the host has two.
+func fwContainer(t *testing.T, py *hostPython, fw framework, f gpuFlavor, pause bool) {
+	id := "cryo-fw-" + strings.ReplaceAll(fw.name, "-", "") + "-" + f.name
+	c := pyContainer(t, cryoBin(t, "cryo-runc"), id, py, map[string]string{"/app/fw.py": fwScript(t)}, nil,
+		py.exe, "/app/fw.py", fw.name, "100", fw.mib)
+	specEnv(t, c.bundle, fw.env)
+	bundleGPUs(t, c.bundle, 0)
+	task := f.start(t, c)
+	what := fw.name + " (" + f.name + ")"
+	n := waitFwTicks(t, what+": first ticks", task.output, 1)
+	if pause {
+		wrap := cryoBin(t, "cryo-runc")
+		report(t, what+": pause", timed(t, nil, wrap, "--root", c.root, "pause", c.id))
+		time.Sleep(time.Second)
+		report(t, what+": resume", timed(t, nil, wrap, "--root", c.root, "resume", c.id))
+		n = waitFwTicks(t, what+": ticks after the pause", task.output, fwTicks(t, what, task.output())+1)
+	}
+	report(t, what+": checkpoint", task.checkpoint())
+	to := 0
+	if len(gpuUUIDsOrNone(t)) >= 2 {
+		to = 1
+		moveTo(t, task, c, 1)
+	}
+	start := time.Now()
+	report(t, what+": restore", task.restore())
+	waitFwTicks(t, what+": ticks after the restore", task.output, n)
+	report(t, what+": restore to next tick", time.Since(start))
+	if to == 1 {
+		if on := gpusOf(t, task.pid()); len(on) != 1 || on[0] != gpuUUIDsOrNone(t)[1] {
+			t.Fatalf("%s: after the restore onto GPU 1 the process holds memory on %v", what, on)
+		}
+	}
+	task.signal("KILL")
+}
+
+// specEnv adds env to a bundle's process environment.
+func specEnv(t *testing.T, bundle string, env []string) {
+	t.Helper()
+	if len(env) == 0 {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Process.Env = append(s.Process.Env, env...)
+	writeSpec(t, bundle, &s)
+}
+
+// gpuUUIDsOrNone lists the host's GPUs, none where nvidia-smi fails.
+func gpuUUIDsOrNone(t *testing.T) []string {
+	out, err := runErr(30*time.Second, nil, "nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(out)
+}
+
+// TestGPUJAXDefaults: JAX as it starts by default (75 % of the GPU
+// preallocated, ~175 threads), on GPU 0, suspended and resumed in place.
+func TestGPUJAXDefaults(t *testing.T) {
+	py := torchPython(t)
+	t.Setenv("CUDA_VISIBLE_DEVICES", "0")
+	logPath := filepath.Join(t.TempDir(), "jax.log")
+	cmd := startDetached(t, logPath, py.exe, fwScript(t), "jax", "100", "256")
+	pid, spid := cmd.Process.Pid, strconv.Itoa(cmd.Process.Pid)
+	defer killPid(pid)
+	get := func() string { return readFile(logPath) }
+	waitFwTicks(t, "JAX: first ticks", get, 1)
+	threads := len(taskDirs(pid))
+	cryo := cryoBin(t, "cryo")
+	report(t, "JAX defaults: cuda suspend", timed(t, nil, cryo, "cuda", "suspend", spid))
+	time.Sleep(2 * time.Second)
+	if !proc.Alive(pid) {
+		t.Fatalf("JAX died while suspended (%d threads):\n%s", threads, tail(get(), 20))
+	}
+	report(t, "JAX defaults: cuda resume", timed(t, nil, cryo, "cuda", "resume", spid))
+	waitFwTicks(t, "JAX: ticks after the resume", get, fwTicks(t, "JAX", get())+2)
+	t.Logf("JAX defaults: %d threads, GPUs seen: %s", threads, strings.TrimSpace(strings.SplitN(get(), "\n", 2)[0]))
+}
+
+func taskDirs(pid int) []string {
+	m, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
+	return m
+}
