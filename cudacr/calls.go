@@ -58,23 +58,7 @@ func (d *Driver) Unlock(ctx context.Context, pid int) error {
 // is stopped, so a process in a group stop (as cryo holds a suspended one)
 // is asked with that thread alone let run, and left stopped.
 func (d *Driver) State(ctx context.Context, pid int) (State, error) {
-	if !stopped(pid) {
-		return d.state(ctx, pid)
-	}
-	var st State
-	err := d.withRestoreThread(ctx, pid, func() (err error) {
-		st, err = d.state(ctx, pid)
-		return err
-	})
-	if err != nil {
-		return StateFailed, err
-	}
-	return st, nil
-}
-
-// state is the driver's GetState, as it is.
-func (d *Driver) state(ctx context.Context, pid int) (State, error) {
-	rep, err := d.pidCall(ctx, request{Op: opState, PID: pid}, d.callTimeout())
+	rep, err := d.pidCall(ctx, request{Op: opState, PID: pid, Hold: stopped(pid)}, d.callTimeout())
 	if err != nil {
 		return StateFailed, err
 	}

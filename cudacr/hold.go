@@ -8,41 +8,59 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// withRestoreThread runs a driver action on pid (its checkpoint, restore
-// or unlock) with every thread of the process stopped but the driver's
-// restore thread, which runs with its signals blocked during the action
-// alone. The process is left stopped (see stopworld.go): it runs again
-// only at release, once its GPU state is back.
-func (d *Driver) withRestoreThread(ctx context.Context, pid int, action func() error) error {
-	tid, err := d.RestoreThreadID(ctx, pid)
-	if err != nil {
-		return fmt.Errorf("ask the driver for the restore thread: %w", err)
-	}
+// A held driver call (request.Hold) runs in the helper child, like every
+// driver call: the child seizes every thread of the process, lets only the
+// driver's restore thread run, its signals blocked, for the call, stops it
+// again and detaches, leaving the process in its group stop (see
+// stopworld.go). The tracer must be a process of its own: a tracer's ptrace
+// stops are reported to every thread of its process that waits for any
+// child, and the containerd shim's reaper does exactly that, so a hold
+// taken inside the shim would lose them. A child killed at its deadline
+// takes its tracer with it; the kernel detaches, and the group stop stays.
+
+// heldCall is checkpointCall on a process whose threads are held: f is the
+// call itself, tid the driver's restore thread.
+func heldCall(pid, tid int, f func() reply) reply {
+	ctx := context.Background() // the parent's deadline kills this process
 	w, err := stopWorld(ctx, pid)
 	if err != nil {
-		return err
+		return reply{Err: holdError(err)}
 	}
 	defer w.detach()
 	if err := w.run(tid); err != nil {
-		return err
+		return reply{Err: holdError(err)}
 	}
-	aerr := action()
-	return errors.Join(aerr, w.hold(context.WithoutCancel(ctx), tid))
+	rep := f()
+	if err := w.hold(ctx, tid); err != nil && rep.Err == nil {
+		rep.Err = holdError(err)
+	}
+	return rep
+}
+
+// holdError carries a failure of the hold across the process boundary.
+func holdError(err error) *wireError {
+	return &wireError{Kind: kindHold, Message: err.Error()}
 }
 
 // checkpointHeld is Checkpoint with the process's threads held.
 func (d *Driver) checkpointHeld(ctx context.Context, pid int) error {
-	return d.withRestoreThread(ctx, pid, func() error { return d.Checkpoint(ctx, pid) })
+	_, err := d.pidCall(ctx, request{Op: opCkpt, PID: pid, Hold: true}, d.copyTimeout())
+	return err
 }
 
 // restoreHeld is Restore with the process's threads held.
 func (d *Driver) restoreHeld(ctx context.Context, pid int, pairs []GPUPair) error {
-	return d.withRestoreThread(ctx, pid, func() error { return d.Restore(ctx, pid, pairs) })
+	if _, err := pairBytes(pairs); err != nil {
+		return fmt.Errorf("%s: %w", describe(opRestore, pid), err)
+	}
+	_, err := d.pidCall(ctx, request{Op: opRestore, PID: pid, Pairs: pairs, Hold: true}, d.copyTimeout())
+	return err
 }
 
 // unlockHeld is Unlock with the process's threads held.
 func (d *Driver) unlockHeld(ctx context.Context, pid int) error {
-	return d.withRestoreThread(ctx, pid, func() error { return d.Unlock(ctx, pid) })
+	_, err := d.pidCall(ctx, request{Op: opUnlock, PID: pid, Hold: true}, d.callTimeout())
+	return err
 }
 
 // release lets a process that cryo holds stopped run again, once the

@@ -65,9 +65,25 @@ func checkpointCall(req request) reply {
 	if err != nil {
 		return reply{Err: &wireError{Kind: kindInvalid, Message: err.Error()}}
 	}
-	var rep reply
-	if code := lib.invoke(f, req, raw, &rep); code != 0 {
+	call := func() reply {
+		var rep reply
+		if code := lib.invoke(f, req, raw, &rep); code != 0 {
+			return reply{Err: lib.driverError(code)}
+		}
+		return rep
+	}
+	if !req.Hold {
+		return call()
+	}
+	// The restore thread is asked first: the driver names it whatever the
+	// process's threads do (CRIU's CUDA plugin asks it of a stopped task).
+	ftid := lib.sym(symbolOf[opTID])
+	if ftid == nil {
+		return reply{Err: noAPI(lib, []string{symbolOf[opTID]})}
+	}
+	var t reply
+	if code := lib.invoke(ftid, request{Op: opTID, PID: req.PID}, nil, &t); code != 0 {
 		return reply{Err: lib.driverError(code)}
 	}
-	return rep
+	return heldCall(req.PID, t.TID, call)
 }

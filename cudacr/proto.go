@@ -27,6 +27,9 @@ type request struct {
 	NVML      string    `json:"nvml,omitempty"`
 	TimeoutMs uint32    `json:"timeout_ms,omitempty"`
 	Pairs     []GPUPair `json:"pairs,omitempty"`
+	// Hold: the call runs with every thread of the process held but the
+	// driver's restore thread (hold.go).
+	Hold bool `json:"hold,omitempty"`
 }
 
 type reply struct {
@@ -44,6 +47,7 @@ const (
 	kindNoAPI   = "noapi"
 	kindNVML    = "nvml"
 	kindInvalid = "invalid"
+	kindHold    = "hold"
 )
 
 // wireError carries a typed error across the process boundary.
@@ -67,6 +71,8 @@ func (w *wireError) toError(op string, pid int) error {
 		return fmt.Errorf("%w: %s", ErrNVML, w.Message)
 	case kindInvalid:
 		return fmt.Errorf("%w: %s", ErrBadUUID, w.Message)
+	case kindHold:
+		return fmt.Errorf("%w: %s", ErrStopWorld, w.Message)
 	}
 	return errors.New(w.Message)
 }

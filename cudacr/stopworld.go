@@ -230,8 +230,11 @@ func (w *world) run(tid int) error {
 		if err := unix.PtraceCont(tid, 0); err != nil {
 			return fmt.Errorf("pid %d: %w: run thread %d: %w", w.pid, ErrStopWorld, tid, err)
 		}
-		w.pump = make(chan struct{})
-		go w.tr.do(func() error { w.keepRunning(tid, w.pump); return nil })
+		// The pump gets its channel now: hold may clear w.pump before the
+		// tracer thread picks the pump up, and a nil channel never closes.
+		pump := make(chan struct{})
+		w.pump = pump
+		go w.tr.do(func() error { w.keepRunning(tid, pump); return nil })
 		return nil
 	})
 }

@@ -313,3 +313,38 @@ func TestRuncwrapHooksDirectRunc(t *testing.T) {
 		t.Fatalf("restored app restarted: %s", out2)
 	}
 }
+
+// A container checkpoint of CUDA processes with a CRIU that lacks cryo's
+// patch 0003 (the stock build, as CRYO_CRIU) is refused before anything is
+// suspended: runc's dump would freeze the container and wait for ever on
+// its held, stopped threads. The app runs on, never stopped.
+func TestRuncwrapRefusesCRIUWithoutSeizeStopped(t *testing.T) {
+	requireRoot(t)
+	stock := "/usr/local/libexec/cryo/criu-stock"
+	if _, err := os.Stat(stock); err != nil {
+		t.Fatalf("%s missing (%v): run `make deps`", stock, err)
+	}
+	dir := t.TempDir()
+	bundle := rwBundle(t, filepath.Join(dir, "bundle"))
+	envFile := filepath.Join(dir, "cryo-runc.env")
+	lines := append([]string{"CRYO_RUNC=/usr/sbin/runc", "CRYO_CRIU=" + stock}, fakeDriverEnv(t, "")...)
+	os.WriteFile(envFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	root := filepath.Join(dir, "runc-root")
+	id := "cryo-stockcriu-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "delete", "-f", id) })
+	wrap := cryoBin(t, "cryo-runc")
+	out := rwRunDetached(t, nil, wrap, "--cryo-env", envFile, "--root", root, "run", "-d", "--bundle", bundle, id)
+	waitFor(t, 20*time.Second, "the app to tick", func() bool { return rwLastTick(out.String()) >= 3 })
+
+	msg, err := runErr(time.Minute, nil, wrap, "--cryo-env", envFile, "--root", root, "checkpoint", "--image-path", filepath.Join(dir, "img"), id)
+	if err == nil {
+		t.Fatalf("checkpoint with a stock CRIU succeeded:\n%s", msg)
+	}
+	for _, want := range []string{"cryo_seize_stopped", "install cryo's CRIU"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("refusal does not say %q:\n%s", want, msg)
+		}
+	}
+	before := rwLastTick(out.String())
+	waitFor(t, 10*time.Second, "the app to tick on", func() bool { return rwLastTick(out.String()) > before+2 })
+}

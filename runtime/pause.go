@@ -160,7 +160,7 @@ func (o *Orchestrator) resumePaused(ctx context.Context, t Target, r *pauseRecor
 // back: its processes are suspended still, or their GPU state is lost.
 func (o *Orchestrator) resumeError(ctx context.Context, id string, pids []int, err error) error {
 	e := &StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
-		Outcome: "the container runs, but its CUDA processes " + fmt.Sprint(pids) + " are still suspended",
+		Outcome: "the container is thawed, but " + procsNow(pids),
 		Remedy:  "run `cryo cuda resume " + pidList(pids) + "`"}
 	if lost := o.driver().LostPIDs(ctx, pids, err); len(lost) > 0 {
 		e.Outcome = "the container runs, but the GPU state of processes " + fmt.Sprint(lost) + " is lost"

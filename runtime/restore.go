@@ -162,7 +162,7 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m, l) })
 	m.RestoreSteps = append(m.RestoreSteps, snapshot.Step{Name: string(StepResume), Seconds: d.Seconds()})
 	if err != nil {
-		return resumeError(t, err)
+		return resumeError(context.WithoutCancel(ctx), t, err)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (o *Orchestrator) resumeUnlisted(ctx context.Context, t Target) error {
 		return o.driver().Resume(ctx, suspended, o.setOptions(nil))
 	})
 	if err != nil {
-		return resumeError(t, err)
+		return resumeError(context.WithoutCancel(ctx), t, err)
 	}
 	return nil
 }
@@ -277,10 +277,15 @@ func (o *Orchestrator) restorePairs(ctx context.Context, t Target, m *snapshot.M
 	return out, nil
 }
 
-// resumeError is a failed CUDA resume after a restore: the processes run,
-// suspended, and the user can retry the resume.
-func resumeError(t Target, err error) error {
+// resumeError is a failed CUDA resume after a restore: the processes are
+// held stopped, suspended, and the user can retry the resume. The outcome
+// says what they are now, checked, not what they should be.
+func resumeError(ctx context.Context, t Target, err error) error {
+	outcome := "the restored processes are held stopped, with CUDA still suspended"
+	if pids, perr := t.PIDs(ctx); perr == nil {
+		outcome = "after the restore, " + procsNow(pids)
+	}
 	return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
-		Outcome: "the restored processes run, with CUDA still suspended",
+		Outcome: outcome,
 		Remedy:  "retry with `cryo cuda resume PID` (see `cryo cuda state PID`), or kill them and restore again"}
 }

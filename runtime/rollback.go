@@ -60,7 +60,7 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 		return cudacr.LostError(lost, err).Error()
 	}
 	if err != nil {
-		return fmt.Sprintf("%v: %v; the processes %v stay suspended: run `cryo cuda resume %s`", ErrRollback, err, c.toSuspend, pidList(c.toSuspend))
+		return fmt.Sprintf("%v: %v; %s: run `cryo cuda resume %s`", ErrRollback, err, procsNow(c.toSuspend), pidList(c.toSuspend))
 	}
 	c.suspended = false
 	return "the processes were left running with CUDA resumed"
