@@ -65,6 +65,10 @@ func oneWins(t testing.TB, round int, res [2]raceResult, holder string) int {
 	case strings.Contains(lose.out, "cannot pause a paused container"):
 	case strings.Contains(lose.out, "a pause of "+holder):
 		wantIn(t, lose.out, "a pause of "+holder+" is in progress (pid ", " of cryo)")
+	case strings.Contains(lose.out, "a resume of "+holder):
+		// The winner's checkpoint is done and containerd's resume of the
+		// task (which gives the GPU back) holds the lock.
+		wantIn(t, lose.out, "a resume of "+holder+" is in progress (pid ", " of cryo)")
 	default:
 		wantIn(t, lose.out, "a checkpoint of "+holder+" is in progress (pid ", " of cryo)")
 	}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
@@ -67,12 +69,13 @@ func checkMount(im *image, m *mnt.MntEntry, p string, want map[string]specs.Moun
 // checkMasks: every masked path of the spec has something mounted over it
 // and every read-only path is mounted read-only.
 func checkMasks(seen map[string]*mnt.MntEntry, masked, readonly map[string]bool) error {
-	for p := range masked {
+	// In order: a refusal names the same path every time.
+	for _, p := range slices.Sorted(maps.Keys(masked)) {
 		if seen[p] == nil && !underMasked(p, seen) {
 			return &Violation{Task: "the checkpoint", Field: "masked path " + p, Image: "not masked", Spec: "masked (linux.maskedPaths)"}
 		}
 	}
-	for p := range readonly {
+	for _, p := range slices.Sorted(maps.Keys(readonly)) {
 		m := seen[p]
 		if m == nil && underMasked(p, seen) {
 			continue
