@@ -227,6 +227,14 @@ func (w *world) run(tid int) error {
 			return fmt.Errorf("pid %d: %w: block the signals of thread %d: %w", w.pid, ErrStopWorld, tid, err)
 		}
 		w.mask[tid] = old
+		// No ptrace options while it runs, as CRIU's CUDA plugin clears
+		// them: a thread the driver starts during its action (a restore
+		// starts some, one per GPU context) is then not traced, and runs
+		// for the driver instead of waiting, stopped, in a trace stop
+		// that nobody lifts (the restore then fails).
+		if err := unix.PtraceSetOptions(tid, 0); err != nil {
+			return fmt.Errorf("pid %d: %w: clear the ptrace options of thread %d: %w", w.pid, ErrStopWorld, tid, err)
+		}
 		if err := unix.PtraceCont(tid, 0); err != nil {
 			return fmt.Errorf("pid %d: %w: run thread %d: %w", w.pid, ErrStopWorld, tid, err)
 		}

@@ -67,12 +67,14 @@ func fwTicks(t *testing.T, what, out string) int {
 
 func waitFwTicks(t *testing.T, what string, get func() string, after int) int {
 	t.Helper()
-	var n int
-	waitFor(t, 3*time.Minute, what, func() bool {
-		n = fwTicks(t, what, get())
-		return n > after
-	})
-	return n
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if n := fwTicks(t, what, get()); n > after {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no tick past %d within 3m; output:\n%s", what, after, tail(get(), 25))
+		}
+	}
 }
 
 func fwScript(t *testing.T) string {
