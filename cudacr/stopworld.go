@@ -47,6 +47,9 @@ type world struct {
 	tr   *tracer
 	mask map[int]uint64 // the signal masks run saved
 	pump chan struct{}  // closed to end the keep-running loop of run
+	// released: run ended the group stop for the driver's action; hold
+	// starts it again.
+	released bool
 }
 
 // tracer runs ptrace requests on one locked OS thread: the kernel binds a
@@ -213,10 +216,24 @@ func isStopSignal(s unix.Signal) bool {
 
 // run lets thread tid run, every signal blocked, as the driver's restore
 // thread runs CRIU's CUDA plugin.
-func (w *world) run(tid int) error {
+//
+// released ends the group stop for the action while every other thread
+// stays in its trace stop: a thread created while a process is
+// group-stopped joins the stop at once, and the driver's restore starts
+// threads (one per GPU context: a JAX process on two GPUs got
+// CUDA_ERROR_INVALID_VALUE from its restore in a group stop, where one
+// held only by ptrace was restored). hold stops the group again. The cost:
+// a tracer killed during that action leaves the process running.
+func (w *world) run(tid int, released bool) error {
 	return w.tr.do(func() error {
 		if !w.tids[tid] {
 			return fmt.Errorf("pid %d: %w: the driver's restore thread %d is not a thread of the process", w.pid, ErrStopWorld, tid)
+		}
+		if released {
+			if err := unix.Kill(w.pid, unix.SIGCONT); err != nil {
+				return fmt.Errorf("pid %d: %w: end the group stop: %w", w.pid, ErrStopWorld, err)
+			}
+			w.released = true
 		}
 		var old uint64
 		if err := ptraceSigmask(unix.PTRACE_GETSIGMASK, tid, &old); err != nil {
@@ -299,6 +316,15 @@ func (w *world) hold(ctx context.Context, tid int) error {
 		if old, ok := w.mask[tid]; ok && w.tids[tid] {
 			ptraceSigmask(unix.PTRACE_SETSIGMASK, tid, &old)
 			delete(w.mask, tid)
+		}
+		if w.released {
+			// Pending while every thread is in its trace stop: each one
+			// takes the stop as it is detached, before any user code,
+			// and so does any thread the driver started.
+			if err := unix.Kill(w.pid, unix.SIGSTOP); err != nil {
+				return fmt.Errorf("pid %d: %w: stop the group again: %w", w.pid, ErrStopWorld, err)
+			}
+			w.released = false
 		}
 		return nil
 	})

@@ -39,7 +39,9 @@ type framework struct {
 // preallocation, 75 % of each GPU, is the in-place case of
 // TestGPUJAXDefaults), and the others as users run them.
 var frameworks = []framework{
-	{"jax", []string{"XLA_PYTHON_CLIENT_MEM_FRACTION=.05"}, "256"},
+	// In a container JAX has no ptxas (the CUDA toolkit stays on the
+	// host): it compiles its kernels with the driver's JIT instead.
+	{"jax", []string{"XLA_PYTHON_CLIENT_MEM_FRACTION=.05", "XLA_FLAGS=--xla_gpu_unsafe_fallback_to_driver_on_ptxas_not_found"}, "256"},
 	{"torch-expandable", []string{"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"}, "512"},
 	{"cuda-graph", nil, "256"},
 	{"transformers", nil, "256"},
@@ -110,6 +112,8 @@ func fwBare(t *testing.T, py *hostPython, fw framework) {
 	cryo := cryoBin(t, "cryo")
 
 	report(t, fw.name+": cuda suspend", timed(t, nil, cryo, "cuda", "suspend", spid))
+	// Ticks go on until the driver's lock; none may come once suspended.
+	n = fwTicks(t, fw.name, get())
 	time.Sleep(2 * time.Second)
 	if !proc.Alive(pid) {
 		t.Fatalf("%s died while suspended (%d threads):\n%s", fw.name, threads, tail(get(), 20))
