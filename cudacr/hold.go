@@ -19,16 +19,16 @@ import (
 // takes its tracer with it; the kernel detaches, and the group stop stays.
 
 // heldCall is checkpointCall on a process whose threads are held: f is the
-// call itself, tid the driver's restore thread. A restore runs with the
+// call itself, tid the driver's restore thread. Every action runs with the
 // group stop lifted (world.run), since the driver starts threads for it.
-func heldCall(op string, pid, tid int, f func() reply) reply {
+func heldCall(pid, tid int, f func() reply) reply {
 	ctx := context.Background() // the parent's deadline kills this process
 	w, err := stopWorld(ctx, pid)
 	if err != nil {
 		return reply{Err: holdError(err)}
 	}
 	defer w.detach()
-	if err := w.run(tid, op == opRestore); err != nil {
+	if err := w.run(tid); err != nil {
 		return reply{Err: holdError(err)}
 	}
 	rep := f()

@@ -217,24 +217,23 @@ func isStopSignal(s unix.Signal) bool {
 // run lets thread tid run, every signal blocked, as the driver's restore
 // thread runs CRIU's CUDA plugin.
 //
-// released ends the group stop for the action while every other thread
-// stays in its trace stop: a thread created while a process is
-// group-stopped joins the stop at once, and the driver's restore starts
-// threads (one per GPU context: a JAX process on two GPUs got
-// CUDA_ERROR_INVALID_VALUE from its restore in a group stop, where one
-// held only by ptrace was restored). hold stops the group again. The cost:
-// a tracer killed during that action leaves the process running.
-func (w *world) run(tid int, released bool) error {
+// The group stop is lifted for the action while every other thread stays
+// in its trace stop: a thread created while a process is group-stopped
+// joins the stop at once, and the driver starts threads during its
+// actions (a JAX process on two GPUs held in a group stop through its
+// checkpoint and restore got CUDA_ERROR_INVALID_VALUE from the restore,
+// where one held only by ptrace, as CRIU's plugin holds it, was
+// restored). hold stops the group again. The cost: a tracer killed during
+// an action (its deadline passed) leaves the process running.
+func (w *world) run(tid int) error {
 	return w.tr.do(func() error {
 		if !w.tids[tid] {
 			return fmt.Errorf("pid %d: %w: the driver's restore thread %d is not a thread of the process", w.pid, ErrStopWorld, tid)
 		}
-		if released {
-			if err := unix.Kill(w.pid, unix.SIGCONT); err != nil {
-				return fmt.Errorf("pid %d: %w: end the group stop: %w", w.pid, ErrStopWorld, err)
-			}
-			w.released = true
+		if err := unix.Kill(w.pid, unix.SIGCONT); err != nil {
+			return fmt.Errorf("pid %d: %w: end the group stop: %w", w.pid, ErrStopWorld, err)
 		}
+		w.released = true
 		var old uint64
 		if err := ptraceSigmask(unix.PTRACE_GETSIGMASK, tid, &old); err != nil {
 			return fmt.Errorf("pid %d: %w: read the signal mask of thread %d: %w", w.pid, ErrStopWorld, tid, err)
