@@ -109,6 +109,20 @@ func baseSpec(args ...string) *specs.Spec {
 	}
 }
 
+// readSpec reads the bundle's config.json.
+func readSpec(t *testing.T, bundle string) *specs.Spec {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
 // writeSpec writes s as the bundle's config.json.
 func writeSpec(t *testing.T, bundle string, s *specs.Spec) {
 	t.Helper()

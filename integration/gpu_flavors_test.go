@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // gpuTask is a workload container driven through one of cryo's front ends,
@@ -87,17 +85,10 @@ type shimTask struct {
 
 func startShimTask(t *testing.T, d *daemon, id, bundle string) *shimTask {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := readSpec(t, bundle)
 	s.Root.Path = filepath.Join(bundle, s.Root.Path)
 	ctx := namespacedCtx()
-	c, err := d.client.NewContainer(ctx, id, client.WithSpec(&s), client.WithRuntime(cryoRuntime, nil))
+	c, err := d.client.NewContainer(ctx, id, client.WithSpec(s), client.WithRuntime(cryoRuntime, nil))
 	if err != nil {
 		t.Fatalf("new container %s: %v", id, err)
 	}

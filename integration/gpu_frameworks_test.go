@@ -15,7 +15,6 @@ package integration
 // the others must keep working as they did.
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,8 +22,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
@@ -188,16 +185,9 @@ func specEnv(t *testing.T, bundle string, env []string) {
 	if len(env) == 0 {
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatal(err)
-	}
+	s := readSpec(t, bundle)
 	s.Process.Env = append(s.Process.Env, env...)
-	writeSpec(t, bundle, &s)
+	writeSpec(t, bundle, s)
 }
 
 // gpuUUIDsOrNone lists the host's GPUs, none where nvidia-smi fails.

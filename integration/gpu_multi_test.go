@@ -7,7 +7,6 @@ package integration
 // host with one GPU.
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,17 +74,9 @@ func specGPUs(t *testing.T, s *specs.Spec, gpus ...int) {
 // bundleGPUs rewrites a runc bundle's spec to give it GPUs gpus.
 func bundleGPUs(t *testing.T, bundle string, gpus ...int) {
 	t.Helper()
-	path := filepath.Join(bundle, "config.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatal(err)
-	}
-	specGPUs(t, &s, gpus...)
-	writeSpec(t, bundle, &s)
+	s := readSpec(t, bundle)
+	specGPUs(t, s, gpus...)
+	writeSpec(t, bundle, s)
 }
 
 // moveTo gives a stopped task's next restore the GPUs gpus: the bundle's

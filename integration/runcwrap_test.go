@@ -273,17 +273,8 @@ func rwLastTick(s string) int {
 // restore, and the app continues its count.
 func TestRuncwrapHooksDirectRunc(t *testing.T) {
 	requireRoot(t)
-	dir := t.TempDir()
-	bundle := rwBundle(t, filepath.Join(dir, "bundle"))
-	envFile := filepath.Join(dir, "cryo-runc.env")
-	lines := append([]string{"CRYO_RUNC=/usr/sbin/runc", "CRYO_CRIU_HOOKS=1"}, fakeDriverEnv(t, "")...)
-	os.WriteFile(envFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	root := filepath.Join(dir, "runc-root")
-	id := "cryo-hooks-" + strconv.Itoa(os.Getpid())
-	t.Cleanup(func() { runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "delete", "-f", id) })
-
-	out := rwRunDetached(t, nil, cryoBin(t, "cryo-runc"), "--cryo-env", envFile, "--root", root, "run", "-d", "--bundle", bundle, id)
-	waitFor(t, 20*time.Second, "the app to tick", func() bool { return rwLastTick(out.String()) >= 3 })
+	r := rwStart(t, "cryo-hooks", "CRYO_CRIU_HOOKS=1")
+	dir, bundle, root, id, out := r.dir, r.bundle, r.root, r.id, r.out
 	img := filepath.Join(dir, "img")
 	run(t, time.Minute, nil, "/usr/sbin/runc", "--root", root, "checkpoint", "--image-path", img, "--work-path", filepath.Join(dir, "w1"), id)
 	before := rwLastTick(out.String())
@@ -324,19 +315,8 @@ func TestRuncwrapRefusesCRIUWithoutSeizeStopped(t *testing.T) {
 	if _, err := os.Stat(stock); err != nil {
 		t.Fatalf("%s missing (%v): run `make deps`", stock, err)
 	}
-	dir := t.TempDir()
-	bundle := rwBundle(t, filepath.Join(dir, "bundle"))
-	envFile := filepath.Join(dir, "cryo-runc.env")
-	lines := append([]string{"CRYO_RUNC=/usr/sbin/runc", "CRYO_CRIU=" + stock}, fakeDriverEnv(t, "")...)
-	os.WriteFile(envFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	root := filepath.Join(dir, "runc-root")
-	id := "cryo-stockcriu-" + strconv.Itoa(os.Getpid())
-	t.Cleanup(func() { runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", root, "delete", "-f", id) })
-	wrap := cryoBin(t, "cryo-runc")
-	out := rwRunDetached(t, nil, wrap, "--cryo-env", envFile, "--root", root, "run", "-d", "--bundle", bundle, id)
-	waitFor(t, 20*time.Second, "the app to tick", func() bool { return rwLastTick(out.String()) >= 3 })
-
-	msg, err := runErr(time.Minute, nil, wrap, "--cryo-env", envFile, "--root", root, "checkpoint", "--image-path", filepath.Join(dir, "img"), id)
+	r := rwStart(t, "cryo-stockcriu", "CRYO_CRIU="+stock)
+	msg, err := runErr(time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "checkpoint", "--image-path", filepath.Join(r.dir, "img"), r.id)
 	if err == nil {
 		t.Fatalf("checkpoint with a stock CRIU succeeded:\n%s", msg)
 	}
@@ -345,6 +325,30 @@ func TestRuncwrapRefusesCRIUWithoutSeizeStopped(t *testing.T) {
 			t.Fatalf("refusal does not say %q:\n%s", want, msg)
 		}
 	}
-	before := rwLastTick(out.String())
-	waitFor(t, 10*time.Second, "the app to tick on", func() bool { return rwLastTick(out.String()) > before+2 })
+	before := rwLastTick(r.out.String())
+	waitFor(t, 10*time.Second, "the app to tick on", func() bool { return rwLastTick(r.out.String()) > before+2 })
+}
+
+// rwRun is fakecuda-app in a container run by cryo-runc (rwStart).
+type rwRun struct {
+	dir, bundle, envFile, root, id string
+	out                            *rwOutput
+}
+
+// rwStart runs fakecuda-app in a container through cryo-runc, whose
+// environment file has the real runc, the fake driver and lines, and waits
+// for its first ticks. The container is deleted at the end of the test.
+func rwStart(t *testing.T, name string, lines ...string) rwRun {
+	t.Helper()
+	r := rwRun{dir: t.TempDir(), id: name + "-" + strconv.Itoa(os.Getpid())}
+	r.bundle = rwBundle(t, filepath.Join(r.dir, "bundle"))
+	r.envFile, r.root = filepath.Join(r.dir, "cryo-runc.env"), filepath.Join(r.dir, "runc-root")
+	all := append(append([]string{"CRYO_RUNC=/usr/sbin/runc"}, lines...), fakeDriverEnv(t, "")...)
+	if err := os.WriteFile(r.envFile, []byte(strings.Join(all, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "delete", "-f", r.id) })
+	r.out = rwRunDetached(t, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "run", "-d", "--bundle", r.bundle, r.id)
+	waitFor(t, 20*time.Second, "the app to tick", func() bool { return rwLastTick(r.out.String()) >= 3 })
+	return r
 }
