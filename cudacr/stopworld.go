@@ -74,6 +74,10 @@ func (t *tracer) do(f func() error) error {
 	return <-done
 }
 
+// start hands f to the tracer thread and returns once the thread has taken
+// it, without waiting for it to end.
+func (t *tracer) start(f func()) { t.reqs <- f }
+
 func (t *tracer) close() { close(t.reqs) }
 
 // stopWorld seizes every thread of pid and leaves them all in a group
@@ -226,7 +230,7 @@ func isStopSignal(s unix.Signal) bool {
 // restored). hold stops the group again. The cost: a tracer killed during
 // an action (its deadline passed) leaves the process running.
 func (w *world) run(tid int) error {
-	return w.tr.do(func() error {
+	err := w.tr.do(func() error {
 		if !w.tids[tid] {
 			return fmt.Errorf("pid %d: %w: the driver's restore thread %d is not a thread of the process", w.pid, ErrStopWorld, tid)
 		}
@@ -254,13 +258,18 @@ func (w *world) run(tid int) error {
 		if err := unix.PtraceCont(tid, 0); err != nil {
 			return fmt.Errorf("pid %d: %w: run thread %d: %w", w.pid, ErrStopWorld, tid, err)
 		}
-		// The pump gets its channel now: hold may clear w.pump before the
-		// tracer thread picks the pump up, and a nil channel never closes.
-		pump := make(chan struct{})
-		w.pump = pump
-		go w.tr.do(func() error { w.keepRunning(tid, pump); return nil })
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// The pump is handed to the tracer thread before run returns, so that
+	// every later request (hold's, detach's) queues behind it: handed over
+	// from a goroutine, it could come after detach had closed the queue.
+	pump := make(chan struct{}) // its own: hold clears w.pump
+	w.pump = pump
+	w.tr.start(func() { w.keepRunning(tid, pump) })
+	return nil
 }
 
 // keepRunning keeps thread tid running until done is closed. While the
