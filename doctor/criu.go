@@ -24,6 +24,7 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 			{"criu", Fail, err.Error(), criuFix},
 			{Name: "criu check", Status: Skip, Detail: "no CRIU to run"},
 			{Name: "criu fill", Status: Skip, Detail: "no CRIU"},
+			{Name: "criu hold", Status: Skip, Detail: "no CRIU"},
 			{Name: "runc criu", Status: Skip, Detail: "no CRIU"},
 		}
 	}
@@ -34,7 +35,7 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 	if err := info.Check(); err != nil {
 		res[0] = Check{"criu", Fail, err.Error(), criuFix}
 	}
-	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
+	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), criuHold(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
 }
 
 // runcCRIU: containers are dumped and restored by runc, which runs the
@@ -204,4 +205,20 @@ func sameFile(a, b string) bool {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// criuHold: cryo holds a CUDA process's threads stopped from its driver
+// checkpoint on, and runc's dump of such a container hangs in a CRIU
+// without patch 0003 (contrib/criu), so cryo refuses those checkpoints
+// with it. The patch's check feature names itself in the binary.
+func criuHold(path string) Check {
+	b, err := criuBinary(path)
+	if err != nil {
+		return Check{Name: "criu hold", Status: Skip, Detail: "cannot read " + path + ": " + err.Error()}
+	}
+	if bytes.Contains(b, []byte("cryo_seize_stopped")) {
+		return Check{Name: "criu hold", Status: OK, Detail: "cryo's CRIU: it dumps containers whose CUDA processes cryo holds stopped (contrib/criu, patch 0003)"}
+	}
+	return Check{"criu hold", Warn, "this CRIU would hang on a container whose CUDA processes cryo holds stopped: checkpoints of GPU containers are refused (bare `cryo checkpoint --pid` works)",
+		"install cryo's CRIU (`make deps`, contrib/install-deps.sh, or the bundle's sbin/criu), or set CRYO_CRIU to it"}
 }

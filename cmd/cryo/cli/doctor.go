@@ -52,6 +52,9 @@ The checks:
                          a restored process's memory with huge pages and from
                          several threads; a stock CRIU warns (restores of
                          large processes several times slower)
+  criu hold              whether the CRIU dumps a container whose CUDA
+                         processes cryo holds stopped (patch 0003); without
+                         it, checkpoints of GPU containers are refused
   runc criu              the criu runc would run: runc looks it up on PATH by
                          name, and cryo-runc and the shim put $CRYO_CRIU's
                          directory first there; another CRIU warns
