@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,4 +78,23 @@ func release(pid int, held bool) error {
 		return fmt.Errorf("pid %d: %w: continue it: %w", pid, ErrStopWorld, err)
 	}
 	return nil
+}
+
+// AwaitHeld waits, up to within in all, until every pid that maps libcuda
+// shows every thread in its group stop. A CUDA process comes back from a
+// CRIU restore held, as it was dumped (stopped), but CRIU's last detach
+// delivers the stop asynchronously: until every thread shows it, the
+// process looks running, and a driver call made as if it ran would meet
+// a stopped restore thread. A process that never stops (a checkpoint
+// taken without the hold) costs the wait once.
+func AwaitHeld(pids []int, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for _, pid := range pids {
+		if why, err := candidate(pid); err != nil || why != "" {
+			continue
+		}
+		for !allThreadsIn(pid, 'T') && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
 }

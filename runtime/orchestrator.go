@@ -191,5 +191,6 @@ func (o *Orchestrator) emit(e Event) {
 // outside a checkpoint run (the CRIU action script's resume watcher, `cryo
 // cuda resume`).
 func (o *Orchestrator) ResumeCUDA(ctx context.Context, pids []int) error {
+	cudacr.AwaitHeld(pids, heldSettle) // as CRIU left them: see checkpoint.resume
 	return o.driver().Resume(ctx, pids, o.setOptions(nil))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/snapshot"
@@ -168,6 +169,9 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *snapshot
 }
 
 func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot.Manifest, l *Lock) error {
+	if all, err := t.PIDs(ctx); err == nil {
+		cudacr.AwaitHeld(all, heldSettle)
+	}
 	pids, procs, _, err := o.findCUDA(ctx, t)
 	if err != nil {
 		return err
@@ -204,6 +208,10 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *snapshot
 	}
 	return o.driver().Resume(ctx, suspended, opts)
 }
+
+// heldSettle bounds the wait for restored CUDA processes to show the stop
+// they were dumped in (cudacr.AwaitHeld).
+const heldSettle = 2 * time.Second
 
 // resumeUnlisted resumes restored processes whose CUDA state is suspended
 // although the manifest lists none (a checkpoint of another tool, or an
