@@ -21,15 +21,23 @@ import (
 
 // heldCall is checkpointCall on a process whose threads are held: f is the
 // call itself, tid the driver's restore thread. Every action runs with the
-// group stop lifted (world.run), since the driver starts threads for it.
-func heldCall(pid, tid int, f func() reply) reply {
+// group stop lifted (world.run), since the driver starts threads for it. A
+// state query takes no lock, so it holds the threads by ptrace alone and
+// leaves the process as it finds it: a group stop of its own could stop a
+// process that a resume running beside it had just continued.
+func heldCall(op string, pid, tid int, f func() reply) reply {
 	ctx := context.Background() // the parent's deadline kills this process
-	w, err := stopWorld(ctx, pid)
+	query := op == opState
+	seize := stopWorld
+	if query {
+		seize = interruptWorld // leaves the process as it finds it
+	}
+	w, err := seize(ctx, pid)
 	if err != nil {
 		return reply{Err: holdError(err)}
 	}
 	defer w.detach()
-	if err := w.run(tid); err != nil {
+	if err := w.run(tid, !query); err != nil {
 		return reply{Err: holdError(err)}
 	}
 	rep := f()

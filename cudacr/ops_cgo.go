@@ -85,5 +85,5 @@ func checkpointCall(req request) reply {
 	if code := lib.invoke(ftid, request{Op: opTID, PID: req.PID}, nil, &t); code != 0 {
 		return reply{Err: lib.driverError(code)}
 	}
-	return heldCall(req.PID, t.TID, call)
+	return heldCall(req.Op, req.PID, t.TID, call)
 }

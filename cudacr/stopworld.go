@@ -84,12 +84,27 @@ func (t *tracer) close() { close(t.reqs) }
 // stop. A process that is already stopped (a restored one, or one whose
 // checkpoint left it stopped) is seized as it is.
 func stopWorld(ctx context.Context, pid int) (*world, error) {
+	return seizeWorld(ctx, pid, true)
+}
+
+// interruptWorld seizes every thread of pid and stops each in a trace stop
+// only: no group stop is started, so the process is left as it was found
+// (running, or stopped) when the tracer detaches. For a query, which must
+// not stop a process that a resume beside it has just continued.
+func interruptWorld(ctx context.Context, pid int) (*world, error) {
+	return seizeWorld(ctx, pid, false)
+}
+
+func seizeWorld(ctx context.Context, pid int, group bool) (*world, error) {
 	w := &world{pid: pid, tids: map[int]bool{}, tr: newTracer(), mask: map[int]uint64{}}
 	err := w.tr.do(func() error {
 		if err := w.seizeAll(); err != nil {
 			return err
 		}
-		return w.groupStop(ctx)
+		if group {
+			return w.groupStop(ctx)
+		}
+		return w.interruptAll(ctx)
 	})
 	if err != nil {
 		w.detach()
@@ -111,7 +126,7 @@ func (w *world) seizeAll() error {
 			if w.tids[tid] {
 				continue
 			}
-			err := unix.PtraceSeize(tid)
+			err := seize(tid)
 			if errors.Is(err, unix.ESRCH) {
 				continue // exited meanwhile
 			}
@@ -141,6 +156,18 @@ func (w *world) groupStop(ctx context.Context) error {
 		pending[tid] = true
 	}
 	return w.waitStops(ctx, pending, true)
+}
+
+// interruptAll stops every seized thread in a trace stop (PTRACE_INTERRUPT).
+func (w *world) interruptAll(ctx context.Context) error {
+	pending := map[int]bool{}
+	for tid := range w.tids {
+		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("interrupt thread %d: %w", tid, err)
+		}
+		pending[tid] = true
+	}
+	return w.waitStops(ctx, pending, false)
 }
 
 // waitStops waits until every pending thread is in a ptrace stop of the
@@ -214,6 +241,17 @@ func (w *world) poll(tid int, group bool) (bool, error) {
 	}
 }
 
+// seize seizes thread tid, waiting a little while another tracer holds
+// it: another cryo's short state query, which ends in milliseconds.
+func seize(tid int) error {
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		err := unix.PtraceSeize(tid)
+		if !errors.Is(err, unix.EPERM) || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
 func isStopSignal(s unix.Signal) bool {
 	return s == unix.SIGSTOP || s == unix.SIGTSTP || s == unix.SIGTTIN || s == unix.SIGTTOU
 }
@@ -228,16 +266,19 @@ func isStopSignal(s unix.Signal) bool {
 // checkpoint and restore got CUDA_ERROR_INVALID_VALUE from the restore,
 // where one held only by ptrace, as CRIU's plugin holds it, was
 // restored). hold stops the group again. The cost: a tracer killed during
-// an action (its deadline passed) leaves the process running.
-func (w *world) run(tid int) error {
+// an action (its deadline passed) leaves the process running. lift: end
+// the group stop for the action (not for a query).
+func (w *world) run(tid int, lift bool) error {
 	err := w.tr.do(func() error {
 		if !w.tids[tid] {
 			return fmt.Errorf("pid %d: %w: the driver's restore thread %d is not a thread of the process", w.pid, ErrStopWorld, tid)
 		}
-		if err := unix.Kill(w.pid, unix.SIGCONT); err != nil {
-			return fmt.Errorf("pid %d: %w: end the group stop: %w", w.pid, ErrStopWorld, err)
+		if lift {
+			if err := unix.Kill(w.pid, unix.SIGCONT); err != nil {
+				return fmt.Errorf("pid %d: %w: end the group stop: %w", w.pid, ErrStopWorld, err)
+			}
+			w.released = true
 		}
-		w.released = true
 		var old uint64
 		if err := ptraceSigmask(unix.PTRACE_GETSIGMASK, tid, &old); err != nil {
 			return fmt.Errorf("pid %d: %w: read the signal mask of thread %d: %w", w.pid, ErrStopWorld, tid, err)
