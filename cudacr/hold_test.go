@@ -3,6 +3,7 @@ package cudacr
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -109,4 +110,27 @@ func waitGone(t *testing.T, pid int) {
 		}
 	}
 	t.Fatalf("pid %d survived a checkpoint with its threads running", pid)
+}
+
+// A state query leaves the process as it finds it: a running process is
+// held by ptrace alone for the query and runs on after it, never left in a
+// group stop of the query's making. And a process another tracer holds is
+// refused, after a short wait, naming that tracer.
+func TestQueryLeavesTheProcessAsItIs(t *testing.T) {
+	d, a, ctx := newDriver(), startApp(t), context.Background()
+	w, err := interruptWorld(ctx, a.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := interruptWorld(ctx, a.PID); err == nil || !strings.Contains(err.Error(), "traces it") {
+		t.Fatalf("a second tracer: %v, want a refusal naming the first", err)
+	}
+	w.detach()
+	if Stopped(a.PID) {
+		t.Fatalf("pid %d is stopped after a ptrace-only hold", a.PID)
+	}
+	if st, err := d.State(ctx, a.PID); err != nil || st != StateRunning {
+		t.Fatalf("state %v, %v", st, err)
+	}
+	a.WaitTicks(t, 3)
 }

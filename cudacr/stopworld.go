@@ -131,7 +131,7 @@ func (w *world) seizeAll() error {
 				continue // exited meanwhile
 			}
 			if err != nil {
-				return fmt.Errorf("seize thread %d: %w", tid, err)
+				return seizeError(tid, err)
 			}
 			unix.PtraceSetOptions(tid, unix.PTRACE_O_TRACECLONE)
 			w.tids[tid], added = true, added+1
@@ -250,6 +250,35 @@ func seize(tid int) error {
 			return err
 		}
 	}
+}
+
+// seizeError says who holds a thread that cannot be seized: another
+// tracer (a cryo whose driver call is under way, a debugger, CRIU).
+func seizeError(tid int, err error) error {
+	if !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("seize thread %d: %w", tid, err)
+	}
+	tracer := tracerOf(tid)
+	if tracer == 0 {
+		return fmt.Errorf("seize thread %d: %w (are ptrace's rights missing? cryo needs root with CAP_SYS_PTRACE)", tid, err)
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tracer))
+	return fmt.Errorf("seize thread %d: %w: pid %d (%s) traces it; a cryo checkpoint, resume or state query may be under way: retry once it has finished", tid, err, tracer, strings.TrimSpace(string(comm)))
+}
+
+// tracerOf is the TracerPid of thread tid, 0 if none or unreadable.
+func tracerOf(tid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 func isStopSignal(s unix.Signal) bool {
