@@ -370,10 +370,7 @@ func (c *checkpoint) resume(ctx context.Context) error {
 		return nil
 	}
 	c.copyLine(ctx)
-	// CRIU let the dumped processes go as it found them, held in their
-	// stop; the stop shows once every thread has taken it again.
-	cudacr.AwaitHeld(c.toSuspend, heldSettle)
-	if err := c.o.driver().Resume(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
+	if err := c.o.ResumeCUDA(ctx, c.toSuspend); err != nil {
 		return err
 	}
 	c.suspended = false

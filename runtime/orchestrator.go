@@ -187,10 +187,11 @@ func (o *Orchestrator) emit(e Event) {
 	}
 }
 
-// ResumeCUDA resumes CUDA in pids, for a front end that suspended them
-// outside a checkpoint run (the CRIU action script's resume watcher, `cryo
-// cuda resume`).
+// ResumeCUDA resumes CUDA in pids after a dump that left them running:
+// a leave-running checkpoint, and the CRIU action script's resume watcher.
 func (o *Orchestrator) ResumeCUDA(ctx context.Context, pids []int) error {
-	cudacr.AwaitHeld(pids, heldSettle) // as CRIU left them: see checkpoint.resume
+	// CRIU lets dumped processes go as it found them, held in their stop;
+	// the stop shows once every thread has taken it again.
+	cudacr.AwaitHeld(pids, heldSettle)
 	return o.driver().Resume(ctx, pids, o.setOptions(nil))
 }
