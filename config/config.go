@@ -25,7 +25,7 @@ const (
 	EnvCRIUHooks    = "CRYO_CRIU_HOOKS"     // 1: cryo-runc prepares containers for direct runc checkpoints
 	EnvEnvFile      = "CRYO_RUNC_ENV"       // the environment file; default /etc/cryo/cryo-runc.env
 	EnvGPUMap       = "CRYO_GPU_MAP"        // OLD-UUID=NEW-UUID[,…]: the GPUs a restore maps onto
-	EnvAllowCUDAIPC = "CRYO_ALLOW_CUDA_IPC" // 1: checkpoint NCCL ranks cryo would refuse
+	EnvAllowCUDAIPC = "CRYO_ALLOW_CUDA_IPC" // 1: checkpoint NCCL ranks and multi-GPU JAX processes cryo would refuse
 	EnvLockDir      = "CRYO_LOCK_DIR"       // per-target lock files; default /run/cryo/locks
 	EnvGPUFreePause = "CRYO_GPU_FREE_PAUSE" // 0: pause freezes only, CUDA keeps its GPU memory
 	EnvDigestWatch  = "CRYO_DIGEST_WATCH"   // 0: hash after the dump instead of during it

@@ -19,6 +19,7 @@ type ProcessGPUs struct {
 	Evidence       string         `json:"evidence"`
 	VisibleDevices VisibleDevices `json:"cuda_visible_devices"`
 	NCCL           *NCCLRank      `json:"nccl,omitempty"`
+	XLA            *XLAProcess    `json:"xla,omitempty"`
 }
 
 // ProcessGPU is one GPU a process can see.
@@ -44,6 +45,9 @@ func (inv Inventory) Describe(pid int) (ProcessGPUs, error) {
 	}
 	p := ProcessGPUs{PID: pid, NSPID: nsPID(pid), VisibleDevices: visibleDevices(env)}
 	if p.NCCL, err = ncclRank(pid, env); err != nil {
+		return p, err
+	}
+	if p.XLA, err = xlaOf(pid, env); err != nil {
 		return p, err
 	}
 	held, err := heldMinors(pid)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
 type framework struct {
@@ -92,12 +93,16 @@ func TestGPUFrameworks(t *testing.T) {
 }
 
 // fwBare: in place, then a checkpoint and restore, of one bare process.
+// JAX on a host with several GPUs sees them all: with XLA's default
+// allocator it is refused (driver 580 could not restore it), and is then
+// run with the platform allocator, which is restored.
 func fwBare(t *testing.T, py *hostPython, fw framework) {
-	logPath := filepath.Join(t.TempDir(), fw.name+".log")
-	for _, e := range fw.env {
-		k, v, _ := strings.Cut(e, "=")
-		t.Setenv(k, v)
+	if fw.name == "jax" && len(gpuUUIDsOrNone(t)) >= 2 {
+		fwRefused(t, py, fw)
+		fw.env = append(append([]string{}, fw.env...), "XLA_PYTHON_CLIENT_ALLOCATOR=platform")
 	}
+	logPath := filepath.Join(t.TempDir(), fw.name+".log")
+	setEnv(t, fw.env)
 	cmd := startDetached(t, logPath, py.exe, fwScript(t), fw.name, "100", fw.mib)
 	pid, spid := cmd.Process.Pid, strconv.Itoa(cmd.Process.Pid)
 	defer killPid(pid)
@@ -132,23 +137,40 @@ func fwBare(t *testing.T, py *hostPython, fw framework) {
 	t.Logf("%s: %d threads; in place, checkpoint and restore: results unchanged", fw.name, threads)
 }
 
+// fwRefused: a JAX process on several GPUs with XLA's default allocator
+// is refused by `cryo cuda suspend` and `cryo checkpoint`, before anything
+// is suspended, and goes on computing correctly.
+func fwRefused(t *testing.T, py *hostPython, fw framework) {
+	logPath := filepath.Join(t.TempDir(), fw.name+"-refused.log")
+	setEnv(t, fw.env)
+	cmd := startDetached(t, logPath, py.exe, fwScript(t), fw.name, "100", fw.mib)
+	pid, spid := cmd.Process.Pid, strconv.Itoa(cmd.Process.Pid)
+	defer killPid(pid)
+	get := func() string { return readFile(logPath) }
+	n := waitFwTicks(t, fw.name+" (default allocator): first ticks", get, 1)
+	cryo := cryoBin(t, "cryo")
+	for _, args := range [][]string{{"cuda", "suspend", spid}, {"checkpoint", "--pid", spid, "--dir", filepath.Join(t.TempDir(), "img")}} {
+		out, err := runErr(time.Minute, nil, cryo, args...)
+		if err == nil || !strings.Contains(out, "XLA's default allocator on several GPUs") || !strings.Contains(out, "XLA_PYTHON_CLIENT_ALLOCATOR=platform") {
+			t.Fatalf("cryo %s of JAX on several GPUs with the default allocator: err %v, output:\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("cryo %s refused: %s", args[0], strings.TrimSpace(tail(out, 1)))
+	}
+	waitFwTicks(t, fw.name+" (default allocator): ticks after the refusals", get, n+2)
+}
+
 // fwContainer: the framework in a container given GPU 0, through one front
 // end: the GPU-free pause (cryo-runc), then a checkpoint and a restore onto
 // GPU 1 where the host has two.
 func fwContainer(t *testing.T, py *hostPython, fw framework, f gpuFlavor, pause bool) {
 	id := "cryo-fw-" + strings.ReplaceAll(fw.name, "-", "") + "-" + f.name
-	c := pyContainer(t, cryoBin(t, "cryo-runc"), id, py, map[string]string{"/app/fw.py": fwScript(t)}, nil,
+	var extra []specs.Mount
+	if fw.name == "jax" {
+		extra = cudaToolkitMount()
+	}
+	c := pyContainer(t, cryoBin(t, "cryo-runc"), id, py, map[string]string{"/app/fw.py": fwScript(t)}, extra,
 		py.exe, "/app/fw.py", fw.name, "100", fw.mib)
 	env := fw.env
-	if fw.name == "jax" {
-		// XLA compiles its kernels with ptxas, which it finds on the
-		// host's PATH; in the container (which sees the host's /usr) it is
-		// told where the CUDA toolkit is. Without it: "No PTX compilation
-		// provider is available".
-		if _, err := os.Stat("/usr/local/cuda/bin/ptxas"); err == nil {
-			env = append(env, "XLA_FLAGS=--xla_gpu_cuda_data_dir=/usr/local/cuda")
-		}
-	}
 	specEnv(t, c.bundle, env)
 	bundleGPUs(t, c.bundle, 0)
 	task := f.start(t, c)
@@ -177,6 +199,29 @@ func fwContainer(t *testing.T, py *hostPython, fw framework, f gpuFlavor, pause 
 		}
 	}
 	task.signal("KILL")
+}
+
+// cudaToolkitMount: XLA compiles its kernels with the CUDA toolkit's
+// ptxas, which it looks for in /usr/local/cuda. The container sees the
+// host's /usr, but there /usr/local/cuda is a link through
+// /etc/alternatives, which it does not see: the toolkit is mounted where
+// the link points. Without it JAX fails at its first kernel ("No PTX
+// compilation provider is available").
+func cudaToolkitMount() []specs.Mount {
+	link, err := os.Readlink("/usr/local/cuda")
+	dir, err2 := filepath.EvalSymlinks("/usr/local/cuda")
+	if err != nil || err2 != nil || !strings.HasPrefix(link, "/etc/") {
+		return nil
+	}
+	return []specs.Mount{roBind(dir, link)}
+}
+
+// setEnv sets env (KEY=VALUE) for the test, and the processes it starts.
+func setEnv(t *testing.T, env []string) {
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
 }
 
 // specEnv adds env to a bundle's process environment.

@@ -266,8 +266,9 @@ func (c *checkpoint) classify(procs []cudacr.Process) error {
 
 // inventory records the GPUs while the processes still hold their memory,
 // and which GPUs each process sees and holds memory on: that is what a
-// restore must give back. It refuses, before anything is suspended, NCCL
-// ranks that share GPU memory (the driver would lose them).
+// restore must give back. It refuses, before anything is suspended, what
+// the driver would lose: NCCL ranks that share GPU memory, and JAX
+// processes with XLA's default allocator on several GPUs.
 func (c *checkpoint) inventory(ctx context.Context) error {
 	inv, err := c.o.driver().Inventory(ctx)
 	if err != nil {
@@ -279,8 +280,10 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := cudacr.CheckIPC(views); err != nil && !c.o.AllowCUDAIPC {
-		return err
+	if !c.o.AllowCUDAIPC {
+		if err := errors.Join(cudacr.CheckIPC(views), cudacr.CheckXLA(views)); err != nil {
+			return err
+		}
 	}
 	c.m.Inventory = inv
 	for i, v := range views {

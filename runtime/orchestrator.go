@@ -73,10 +73,12 @@ type Orchestrator struct {
 	// GPUMap chooses the target GPU of a source GPU on restore (old UUID →
 	// new UUID), overriding the automatic match; nil: Config.GPUMap, if set.
 	GPUMap []cudacr.GPUPair
-	// AllowCUDAIPC checkpoints NCCL ranks that may share GPU memory through
-	// CUDA IPC, which cryo otherwise refuses (driver 580 cannot restore
-	// them): for a job known to keep NCCL on sockets by means cryo cannot
-	// see, such as variables set from inside the program.
+	// AllowCUDAIPC checkpoints processes cryo otherwise refuses because
+	// driver 580 cannot restore their GPU memory: NCCL ranks that may share
+	// it through CUDA IPC, and JAX processes on several GPUs with XLA's
+	// default allocator. For a job known to avoid both by means cryo
+	// cannot see (variables set from inside the program), or a driver that
+	// restores them.
 	AllowCUDAIPC bool
 	// TCPHint says how a user of this front end asks for established TCP
 	// connections to be checkpointed, for the remedy of a dump that CRIU

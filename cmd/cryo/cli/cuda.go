@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -79,10 +80,11 @@ checkpoints it: its GPU memory moves into its host memory and it releases the
 GPU. If one process fails, the ones already suspended are returned to
 running, one at a time. Non-CUDA processes are skipped with a message.
 
---lock-timeout bounds the wait for in-flight work. NCCL ranks whose
-transports share GPU memory are refused before anything is suspended (the
-driver could not resume them; docs/multi-gpu.md); --allow-cuda-ipc overrides
-that for a job that keeps NCCL on sockets by means cryo cannot see.`,
+--lock-timeout bounds the wait for in-flight work. Processes the driver
+could not resume are refused before anything is suspended: NCCL ranks whose
+transports share GPU memory (docs/multi-gpu.md), and JAX processes on several
+GPUs with XLA's default allocator (docs/gpu-workloads.md). --allow-cuda-ipc
+overrides that for a job that avoids both by means cryo cannot see.`,
 		Example: "  cryo cuda suspend 4242\n  cryo cuda suspend --lock-timeout 1m $(pgrep -f train.py)",
 		Args:    minArgs(1),
 		RunE:    cudaSuspend,
@@ -223,8 +225,10 @@ func cudaSuspend(cmd *cobra.Command, args []string) error {
 	}
 	opts := cudacr.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel")}
 	return cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cudacr.Driver, pids []int) error {
-		if err := cudacr.CheckIPCOf(pids); err != nil && !fBool(cmd, "allow-cuda-ipc") {
-			return err
+		if !fBool(cmd, "allow-cuda-ipc") {
+			if err := errors.Join(cudacr.CheckIPCOf(pids), cudacr.CheckXLAOf(pids)); err != nil {
+				return err
+			}
 		}
 		return runtime.CUDASuspend(ctx, d, pids, opts, renderer(cmd))
 	})

@@ -108,10 +108,11 @@ func addGPUMapFlag(fs *pflag.FlagSet) {
 	fs.StringSlice("gpu-map", def, "restore the GPU OLD-UUID onto NEW-UUID of this host (`OLD=NEW`, repeatable; $"+config.EnvGPUMap+"); default: the same UUID if present, else a free GPU of the same model")
 }
 
-// addAllowIPC lets a checkpoint or suspend go ahead for NCCL ranks that cryo
-// would refuse (see runtime.Orchestrator.AllowCUDAIPC).
+// addAllowIPC lets a checkpoint or suspend go ahead for processes whose GPU
+// memory cryo judges the driver cannot restore (see
+// runtime.Orchestrator.AllowCUDAIPC).
 func addAllowIPC(fs *pflag.FlagSet) {
-	fs.Bool("allow-cuda-ipc", cfg.AllowCUDAIPC, "suspend NCCL ranks even without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment (for jobs that set them from inside; driver 580 loses ranks that really share GPU memory) ($"+config.EnvAllowCUDAIPC+")")
+	fs.Bool("allow-cuda-ipc", cfg.AllowCUDAIPC, "suspend processes cryo refuses because driver 580 could not restore them: NCCL ranks without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment, and JAX processes on several GPUs without XLA_PYTHON_CLIENT_ALLOCATOR=platform (for jobs that set these from inside, or a driver that restores them; driver 580 loses the others) ($"+config.EnvAllowCUDAIPC+")")
 }
 
 func addLockTimeout(fs *pflag.FlagSet) {
