@@ -138,9 +138,43 @@ func startDetached(t *testing.T, logPath string, name string, args ...string) *e
 
 // killPid kills a process and ignores a missing one.
 func killPid(pid int) {
-	if pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	if pid <= 0 {
+		return
 	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// Until the process is gone and the driver has let go of its GPU
+	// memory: the next test's baseline of GPU memory in use must not count
+	// it (a JAX process takes a second or two to be torn down).
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if !pidLives(pid) && !gpuComputeApp(pid) {
+			return
+		}
+	}
+}
+
+// pidLives: pid exists and is not a zombie.
+func pidLives(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || len(s) <= i+2 || s[i+2] != 'Z'
+}
+
+// gpuComputeApp: nvidia-smi lists pid among the GPUs' compute processes.
+func gpuComputeApp(pid int) bool {
+	out, err := exec.Command("nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader").Output()
+	if err != nil {
+		return false
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if f == strconv.Itoa(pid) {
+			return true
+		}
+	}
+	return false
 }
 
 // gpuMemoryUsedMiB sums the GPU memory in use, through nvidia-smi.
