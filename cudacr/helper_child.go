@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/cryo-gpu/cryo/config"
@@ -26,6 +27,10 @@ func serveHelper() int {
 		fmt.Fprintf(os.Stderr, "cudacr helper: bad request: %v\n", err)
 		return 2
 	}
+	// A caller that died leaves our pipes without a reader: a write there
+	// (ours, or the driver's on stderr) must fail, not kill a helper that
+	// holds a process's threads.
+	signal.Ignore(syscall.SIGPIPE)
 	out, err := replyChannel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cudacr helper: %v\n", err)

@@ -27,6 +27,13 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	if err := ctx.Err(); err != nil {
 		return reply{}, fmt.Errorf("%s: %w", describe(req.Op, req.PID), err)
 	}
+	if req.heldAction() {
+		// Not cancelled (see waitHelper), but a deadline of ctx's is one.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+			timeout = time.Until(dl)
+		}
+		req.DeadlineMs = time.Now().Add(timeout).UnixMilli()
+	}
 	in, err := json.Marshal(req)
 	if err != nil {
 		return reply{}, err
@@ -37,7 +44,7 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	defer runtime.UnlockOSThread()
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
-	cmd := d.helperCommand(in, &stdout, stderr)
+	cmd := d.helperCommand(in, &stdout, stderr, !req.heldAction())
 	if err := cmd.Start(); err != nil {
 		return reply{}, fmt.Errorf("%s: start helper %s: %w", describe(req.Op, req.PID), helperExe, err)
 	}
@@ -49,7 +56,9 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	return decodeReply(req, stdout.Bytes(), stderr.String(), exit)
 }
 
-func (d *Driver) helperCommand(in []byte, stdout, stderr interface{ Write([]byte) (int, error) }) *exec.Cmd {
+// helperCommand: withUs, the helper dies with its caller; a held action
+// does not (see request.heldAction).
+func (d *Driver) helperCommand(in []byte, stdout, stderr interface{ Write([]byte) (int, error) }, withUs bool) *exec.Cmd {
 	cmd := exec.Command(helperExe)
 	cmd.Args = []string{"cryo-cuda-helper"}
 	env := d.opts.Env
@@ -61,8 +70,12 @@ func (d *Driver) helperCommand(in []byte, stdout, stderr interface{ Write([]byte
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	// Its own process group, so that the kill reaches anything the driver
-	// started; and it dies with us should we die first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// started (and a terminal's ^C does not); and it dies with us should we
+	// die first, unless it holds a process's threads.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if withUs {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	cmd.WaitDelay = time.Second
 	return cmd
 }
@@ -73,7 +86,22 @@ func waitHelper(ctx context.Context, cmd *exec.Cmd, req request, timeout time.Du
 	go func() { done <- cmd.Wait() }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-done }
+	kill := func() {
+		if req.heldAction() {
+			// Stopped first: the helper's death detaches its tracees,
+			// and the group stop it had lifted must hold them.
+			_ = syscall.Kill(req.PID, syscall.SIGSTOP)
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	cancelled := ctx.Done()
+	if req.heldAction() {
+		// Not interrupted: killed mid-action, it would leave the process
+		// half checkpointed (or restored). The caller rolls back once it
+		// has ended, within its deadline.
+		cancelled = nil
+	}
 	select {
 	case err := <-done:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers, if any
@@ -84,7 +112,7 @@ func waitHelper(ctx context.Context, cmd *exec.Cmd, req request, timeout time.Du
 	case <-timer.C:
 		kill()
 		return timeoutError(req, timeout)
-	case <-ctx.Done():
+	case <-cancelled:
 		kill()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("%w (%w)", timeoutError(req, timeout), ctx.Err())

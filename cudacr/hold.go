@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,9 +26,12 @@ import (
 // state query takes no lock, so it holds the threads by ptrace alone and
 // leaves the process as it finds it: a group stop of its own could stop a
 // process that a resume running beside it had just continued.
-func heldCall(op string, pid, tid int, f func() reply) reply {
+func heldCall(op string, pid, tid int, deadline time.Time, f func() reply) reply {
 	ctx := context.Background() // the parent's deadline kills this process
 	query := op == opState
+	if !query && !deadline.IsZero() {
+		outliveCaller(pid, deadline)
+	}
 	seize := stopWorld
 	if query {
 		seize = interruptWorld // leaves the process as it finds it
@@ -45,6 +49,19 @@ func heldCall(op string, pid, tid int, f func() reply) reply {
 		rep.Err = holdError(err)
 	}
 	return rep
+}
+
+// outliveCaller arms the helper's own deadline for a held action, which
+// does not die with its caller (request.heldAction): should the caller be
+// gone (killed, or its machine's OOM killer), the action still ends, in a
+// hold, and a hung one still ends at its deadline, the process stopped
+// before this tracer's death detaches it. A caller still there does the
+// same at the same moment.
+func outliveCaller(pid int, deadline time.Time) {
+	time.AfterFunc(time.Until(deadline), func() {
+		_ = unix.Kill(pid, unix.SIGSTOP)
+		os.Exit(3)
+	})
 }
 
 // holdError carries a failure of the hold across the process boundary.

@@ -5,6 +5,7 @@ package cudacr
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // symbolOf names the driver entry point behind each helper op.
@@ -85,5 +86,9 @@ func checkpointCall(req request) reply {
 	if code := lib.invoke(ftid, request{Op: opTID, PID: req.PID}, nil, &t); code != 0 {
 		return reply{Err: lib.driverError(code)}
 	}
-	return heldCall(req.Op, req.PID, t.TID, call)
+	var deadline time.Time
+	if req.DeadlineMs > 0 {
+		deadline = time.UnixMilli(req.DeadlineMs)
+	}
+	return heldCall(req.Op, req.PID, t.TID, deadline, call)
 }

@@ -30,7 +30,16 @@ type request struct {
 	// Hold: the call runs with every thread of the process held but the
 	// driver's restore thread (hold.go).
 	Hold bool `json:"hold,omitempty"`
+	// DeadlineMs: when the helper gives up on a held action by itself
+	// (Unix time, ms), should its caller be gone by then (hold.go).
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 }
+
+// heldAction: a held call that lifts the process's group stop (every call
+// but the state query). Until it ends the process's threads may run, so it
+// must end in a hold again: it outlives its caller, is not interrupted,
+// and at a deadline the process is stopped before the helper is killed.
+func (r request) heldAction() bool { return r.Hold && r.Op != opState }
 
 type reply struct {
 	State int         `json:"state"`

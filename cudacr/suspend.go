@@ -36,6 +36,11 @@ func (d *Driver) Suspend(ctx context.Context, pids []int, o SetOptions) error {
 	}); err != nil {
 		return d.rollback(ctx, ms, o, err)
 	}
+	// A held checkpoint is not interrupted (it would leave its process
+	// half checkpointed): one asked to stop meanwhile ends, and is undone.
+	if ctx.Err() != nil {
+		return d.rollback(ctx, ms, o, fmt.Errorf("stopped once the checkpoint had ended: %w", context.Cause(ctx)))
+	}
 	return nil
 }
 

@@ -98,12 +98,27 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* copy_mem moves n bytes inside the target, from src to dst. */
-static CUresult copy_mem(int fd, uint64_t dst, uint64_t src, uint64_t n)
+/* midway_ms: set by a "midway" fault (faults.c), taken at the first
+ * halfway point of the call's work. */
+static unsigned int midway_ms;
+
+static void midway(uint64_t done, uint64_t n)
+{
+	if (midway_ms && done >= n / 2) {
+		usleep((useconds_t)midway_ms * 1000);
+		midway_ms = 0;
+	}
+}
+
+/* copy_mem moves n bytes inside the target, from src to dst; pause: the
+ * copy is where a "midway" fault waits (a restore's). */
+static CUresult copy_mem(int fd, uint64_t dst, uint64_t src, uint64_t n, int pause)
 {
 	static char buf[1 << 16];
 
 	for (uint64_t done = 0; done < n;) {
+		if (pause)
+			midway(done, n);
 		size_t k = n - done < sizeof(buf) ? (size_t)(n - done) : sizeof(buf);
 		if (pread(fd, buf, k, (off_t)(src + done)) != (ssize_t)k ||
 		    pwrite(fd, buf, k, (off_t)(dst + done)) != (ssize_t)k)
@@ -120,6 +135,7 @@ static CUresult scrub(int fd, uint64_t dst, uint64_t n)
 
 	memset(buf, 0xa5, sizeof(buf));
 	for (uint64_t done = 0; done < n;) {
+		midway(done, n);
 		size_t k = n - done < sizeof(buf) ? (size_t)(n - done) : sizeof(buf);
 		if (pwrite(fd, buf, k, (off_t)(dst + done)) != (ssize_t)k)
 			return CUDA_ERROR_OPERATING_SYSTEM;
@@ -276,7 +292,7 @@ EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArg
 	get_u64(fd, FIELD(dev_addr), &dev);
 	get_u64(fd, FIELD(save_addr), &save);
 	get_u64(fd, FIELD(dev_size), &size);
-	if (size && !(r = copy_mem(fd, save, dev, size)))
+	if (size && !(r = copy_mem(fd, save, dev, size, 0)))
 		r = scrub(fd, dev, size);
 	if (!r) {
 		put_u64(fd, FIELD(state), FAKECU_CHECKPOINTED);
@@ -444,7 +460,7 @@ static CUresult restore_to(int fd, int pid, const CUcheckpointRestoreArgs *args,
 	get_u64(fd, FIELD(dev_size), &size);
 	if ((r = write_gpus(fd, to)))
 		return r;
-	if (size && (r = copy_mem(fd, dev, save, size))) {
+	if (size && (r = copy_mem(fd, dev, save, size, 1))) {
 		write_gpus(fd, from);
 		return r;
 	}

@@ -7,6 +7,9 @@
  *   error <code>   return that CUresult without touching the process
  *   hang           never return (tests the caller's kill deadline)
  *   delay <ms>     sleep, then go on normally
+ *   midway <ms>    sleep halfway through the call's work: a checkpoint with
+ *                  its copy done and half the device memory released, a
+ *                  restore with half the memory copied back
  *   failed         mark the process failed (state 3), return CUDA_ERROR_UNKNOWN
  *   once           delete the file when it fires
  */
@@ -55,6 +58,8 @@ static CUresult fault(const char *op, int pid)
 			r = atoi(tok);
 		else if (!strcmp(tok, "delay") && (tok = strtok_r(NULL, " \t\n", &save)))
 			usleep((useconds_t)atoi(tok) * 1000);
+		else if (!strcmp(tok, "midway") && (tok = strtok_r(NULL, " \t\n", &save)))
+			midway_ms = (unsigned int)atoi(tok);
 		else if (!strcmp(tok, "hang"))
 			hang = 1;
 		else if (!strcmp(tok, "failed"))
