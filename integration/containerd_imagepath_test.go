@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/cryo-gpu/cryo/snapshot"
 )
@@ -121,4 +124,59 @@ func TestContainerdRestoreRemovesCopy(t *testing.T) {
 			d.remove("rc-clone")
 		})
 	}
+}
+
+// TestContainerd17ClientImagePath is containerd 1.7's own client test
+// TestCheckpointRestoreWithImagePath against the cryo shim. containerd
+// 1.7's client sends the options of its old runtime types
+// (containerd.linux.runc.CheckpointOptions and CreateOptions) to any
+// runtime not named io.containerd.runc*, and its daemon ignores their
+// paths: the shim reads those types, checkpoints into the image path, and
+// restores a new container from it.
+func TestContainerd17ClientImagePath(t *testing.T) {
+	d := startDaemon(t, ctrdVersions[0])
+	d.importTestImage()
+	d.runApp("lg")
+	dir := t.TempDir()
+	images, work := filepath.Join(dir, "cr"), filepath.Join(dir, "work")
+	ctx := namespacedCtx()
+	old := legacyAny("containerd.linux.runc.CheckpointOptions", map[protowire.Number]string{8: work, 9: images})
+	if _, err := d.task("lg").Checkpoint(ctx, func(r *client.CheckpointTaskInfo) error {
+		r.Options = old
+		return nil
+	}); err != nil {
+		t.Fatalf("checkpoint with containerd 1.7's old options: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	if _, err := os.Stat(filepath.Join(images, snapshot.ManifestName)); err != nil {
+		t.Fatalf("nothing was checkpointed into the image path %s: %v\n%s", images, err, lastLines(d.log(), 30))
+	}
+	before := ctrdLastTick(t, d.logPath("lg"))
+	d.remove("lg")
+	create := legacyAny("containerd.linux.runc.CreateOptions", map[protowire.Number]string{12: work, 13: images})
+	task, err := d.newContainer("lg-r").NewTask(ctx, cio.LogFile(d.logPath("lg-r")), func(_ context.Context, _ *client.Client, ti *client.TaskInfo) error {
+		ti.Options = create
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("restore with containerd 1.7's old options: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatalf("start the restored task: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	d.waitTicks("lg-r", 3)
+	assertContinues(t, d.logPath("lg-r"), before)
+	d.remove("lg-r")
+}
+
+// legacyAny is a message of containerd 1.7's old runtime types, string
+// fields by number, as its client sends it.
+func legacyAny(typeURL string, fields map[protowire.Number]string) *anypb.Any {
+	var b []byte
+	for num := protowire.Number(1); num <= 13; num++ {
+		if v, ok := fields[num]; ok {
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendString(b, v)
+		}
+	}
+	return &anypb.Any{TypeUrl: typeURL, Value: b}
 }

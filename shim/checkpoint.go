@@ -54,6 +54,10 @@ func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskReques
 
 func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTaskRequest) (*checkpointRun, error) {
 	run := &checkpointRun{req: r, start: time.Now()}
+	if err := upgradeCheckpointOptions(ctx, r); err != nil {
+		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
+			Remedy: "pass runc CheckpointOptions (containerd.runc.v1.CheckpointOptions)"}
+	}
 	var opts options.CheckpointOptions
 	if r.Options != nil {
 		if err := typeurl.UnmarshalTo(r.Options, &opts); err != nil {
@@ -62,6 +66,7 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 		}
 		run.exit = opts.Exit
 	}
+	imageDirFromOptions(ctx, r, &opts)
 	workDir, err := criuWorkInImage(r, &opts)
 	if err != nil {
 		return nil, &cryort.StepError{Op: "checkpoint", ID: r.ID, Step: "prepare CRIU's work directory", Err: err,

@@ -73,3 +73,19 @@ func removeContainerdCopy(ctx context.Context, id, dir string) {
 			Warn("cryo: could not remove containerd's copy of the checkpoint, which holds the processes' memory; remove it by hand")
 	}
 }
+
+// imageDirFromOptions makes the checkpoint go where the runc option
+// ImagePath says (client.WithCheckpointImagePath). containerd 2.x passes
+// that path as the request's own for any runtime; containerd 1.7 does so
+// only for runtimes named io.containerd.runc*, and gives any other a
+// temporary directory of its own, which it then packs into its content
+// store: the caller's directory would stay empty. The shim takes the
+// option itself there, as restoreFromImagePath does for the restore.
+func imageDirFromOptions(ctx context.Context, r *taskv3.CheckpointTaskRequest, opts *options.CheckpointOptions) {
+	if opts.ImagePath == "" || filepath.Clean(opts.ImagePath) == filepath.Clean(r.Path) {
+		return
+	}
+	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image-path": opts.ImagePath, "containerd-dir": r.Path}).
+		Info("cryo: checkpointing into the runc option ImagePath, which this containerd honours only for runc-named runtimes")
+	r.Path = opts.ImagePath
+}

@@ -21,6 +21,10 @@ import (
 // whose spec names a checkpoint image (imagerestore.AnnImage) and that
 // containerd gives no checkpoint is restored from that image (image.go).
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
+	if err := upgradeCreateOptions(ctx, r); err != nil {
+		return nil, toGRPC(&cryort.StepError{Op: "create", ID: r.ID, Step: "read task options", Err: err,
+			Remedy: "pass runc.v2's task options (containerd.runc.v1.Options)"}, false)
+	}
 	runcOptionsOnly(ctx, r)
 	systemdCgroupFromSpec(ctx, r)
 	restoreFromImagePath(ctx, r)
