@@ -46,9 +46,13 @@ fake:
 deps:
 	@bash contrib/install-deps.sh
 
+# The tests must leave no process behind: contrib/leftovers.sh compares the
+# processes before and after, and fails the run on any that stayed.
 test: deps build fake
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; exit $${PIPESTATUS[0]}
+	@bash contrib/leftovers.sh before $(BIN)/procs.before
+	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
+		bash contrib/leftovers.sh after $(BIN)/procs.before || rc=1; exit $$rc
 
 test-unit: build fake
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
