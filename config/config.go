@@ -115,6 +115,10 @@ type Config struct {
 	// what cryo-runc hands the real runc, and through it CRIU and the
 	// action script.
 	Environ []string
+	// CopyTimeoutErr is set when CRYO_COPY_TIMEOUT is set but not a positive
+	// duration: a command that would use it refuses to run (it is also
+	// among Problems, for the doctor).
+	CopyTimeoutErr error
 	// Problems are values that were set but invalid; their defaults apply,
 	// and `cryo doctor` shows them.
 	Problems []error
@@ -164,6 +168,9 @@ func parse(environ []string) Config {
 		Environ:             environ,
 	}
 	c.CopyTimeout, c.Problems = copyTimeout(env[EnvCopyTimeout])
+	if len(c.Problems) > 0 {
+		c.CopyTimeoutErr = fmt.Errorf("%s=%q: %w (a Go duration such as 90s or 5m)", EnvCopyTimeout, env[EnvCopyTimeout], ErrBadDuration)
+	}
 	c.RestoreTimeout, c.RestoreTimeoutErr = restoreTimeout(env[EnvRestoreTimeout])
 	return c
 }

@@ -18,7 +18,11 @@ const DefaultRestoreTime = 10 * time.Minute
 
 // ErrBadRestoreTimeout is a CRYO_RESTORE_TIMEOUT that is not a positive
 // duration.
-var ErrBadRestoreTimeout = errors.New("not a positive duration")
+var ErrBadRestoreTimeout = ErrBadDuration
+
+// ErrBadDuration is a duration variable set to anything but a positive
+// duration.
+var ErrBadDuration = errors.New("not a positive duration")
 
 // restoreTimeout parses $CRYO_RESTORE_TIMEOUT: the default when unset, an
 // error when set to anything but a positive duration. Unlike a bad copy

@@ -149,6 +149,10 @@ func (o *Orchestrator) driver() *cudacr.Driver {
 	return o.Driver
 }
 
+// MsgStepFailed is the log message of a failed step: a front end that
+// reports the returned error itself may drop it.
+const MsgStepFailed = "cryo step failed"
+
 func (o *Orchestrator) log() *slog.Logger {
 	if o.Logger == nil {
 		return slog.Default()
@@ -176,7 +180,7 @@ func (o *Orchestrator) step(ctx context.Context, id string, s Step, fn func(cont
 	switch {
 	case o.OnEvent != nil || o.Progress != nil:
 	case err != nil:
-		o.log().Warn("cryo step failed", "id", id, "step", string(s), "elapsed", d, "error", err)
+		o.log().Warn(MsgStepFailed, "id", id, "step", string(s), "elapsed", d, "error", err)
 	default:
 		o.log().Info("cryo step done", "id", id, "step", string(s), "elapsed", d)
 	}

@@ -25,16 +25,24 @@ func procsNow(pids []int) string {
 	}
 	var parts []string
 	if len(held) > 0 {
-		parts = append(parts, fmt.Sprintf("process(es) %v are held stopped, with CUDA still suspended: none of their threads runs without its GPU state", held))
+		parts = append(parts, fmt.Sprintf("%s held stopped, with CUDA still suspended: none of their threads runs without its GPU state", numbered(held, "is", "are")))
 	}
 	if len(running) > 0 {
-		parts = append(parts, fmt.Sprintf("process(es) %v run", running))
+		parts = append(parts, numbered(running, "runs", "run"))
 	}
 	if len(gone) > 0 {
-		parts = append(parts, fmt.Sprintf("process(es) %v have exited", gone))
+		parts = append(parts, numbered(gone, "has exited", "have exited"))
 	}
 	if len(parts) == 0 {
 		return "no process of it is known"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// numbered is "process [7] runs" or "processes [7 8] run".
+func numbered(pids []int, one, many string) string {
+	if len(pids) == 1 {
+		return fmt.Sprintf("process %v %s", pids, one)
+	}
+	return fmt.Sprintf("processes %v %s", pids, many)
 }

@@ -49,6 +49,11 @@ func credentialStore(files []string) (credentials.Store, error) {
 // newRepository opens the repository of ref with retries (oras's retrying
 // transport: 5xx, 429 and connection errors, with backoff) and credentials.
 func newRepository(ref string, o RemoteOptions) (*remote.Repository, error) {
+	if LooksLikePath(ref) {
+		// A path that did not exist fell through to here: the registry
+		// would be the host "." or "", and its error would hide the typo.
+		return nil, &MissingPathError{Path: ref}
+	}
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
 		return nil, fmt.Errorf("%q is not an image reference (want host[:port]/name[:tag]): %w", ref, err)

@@ -75,6 +75,11 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	if dir := fString(cmd, "finish"); dir != "" {
+		// --finish works on a checkpoint already taken: flags of a new one
+		// would be silently ignored.
+		if err := onlyFlags(cmd, "--finish", "finish", "lock-timeout", "copy-timeout", "format", "json"); err != nil {
+			return err
+		}
 		return finishRun(cmd.Context(), dir)
 	}
 	pid, dir := fInt(cmd, "pid"), fString(cmd, "dir")
@@ -100,9 +105,9 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if asJSON {
 		return printJSON(stdout, res)
 	}
-	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%d CUDA process(es))\n", pid, dir, len(m.Processes))
+	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
 	if pids := runtime.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
-		fmt.Fprintf(messages(), "note: CUDA in pid(s) %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pids, strings.Trim(fmt.Sprint(pids), "[]"))
+		fmt.Fprintf(messages(), "note: CUDA in %s %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pluralWord(len(pids), "pid", "pids"), pids, strings.Trim(fmt.Sprint(pids), "[]"))
 	}
 	if fBool(cmd, "print-stats") {
 		printStats(stdout, res.Steps, res.CRIU)
@@ -120,6 +125,6 @@ func finishRun(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %d file(s) were hashed now, as they are, not as CRIU wrote them (%d CUDA process(es))\n", dir, len(m.Digests), len(m.Processes))
+	fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))
 	return nil
 }

@@ -252,7 +252,7 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	if err != nil {
 		return err
 	}
-	if _, err := positive(cmd, "copy-timeout", "90s or 5m"); err != nil {
+	if _, err := copyTimeout(cmd); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
@@ -272,6 +272,6 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	if err := op(ctx, d, targets); err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
-	fmt.Fprintf(messages(), "%s %d process(es) in %s\n", done, len(targets), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(messages(), "%s %s in %s\n", done, plural(len(targets), "process", "processes"), time.Since(start).Round(time.Millisecond))
 	return nil
 }

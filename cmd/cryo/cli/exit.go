@@ -128,7 +128,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usageErrorf(cmd, "wants %d argument(s), got %d: usage: %s", n, len(args), cmd.UseLine())
+			return usageErrorf(cmd, "wants %s, got %d: usage: %s", plural(n, "argument", "arguments"), len(args), cmd.UseLine())
 		}
 		return nil
 	}
@@ -138,7 +138,7 @@ func exactArgs(n int) cobra.PositionalArgs {
 func minArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < n {
-			return usageErrorf(cmd, "wants at least %d argument(s): usage: %s", n, cmd.UseLine())
+			return usageErrorf(cmd, "wants at least %s: usage: %s", plural(n, "argument", "arguments"), cmd.UseLine())
 		}
 		return nil
 	}

@@ -132,13 +132,23 @@ func positive(cmd *cobra.Command, name, example string) (time.Duration, error) {
 
 // driverOption is the driver of a command with --copy-timeout.
 func driverOption(cmd *cobra.Command) (runtime.Option, error) {
-	d, err := positive(cmd, "copy-timeout", "90s or 5m")
+	d, err := copyTimeout(cmd)
 	if err != nil {
 		return nil, err
 	}
 	opts := runtime.DriverOptions(cfg)
 	opts.CopyTimeout = d
 	return runtime.WithDriverOptions(opts), nil
+}
+
+// copyTimeout is --copy-timeout. Its default comes from
+// $CRYO_COPY_TIMEOUT: a bad value there is refused rather than replaced by
+// the built-in default, which the user did not choose.
+func copyTimeout(cmd *cobra.Command) (time.Duration, error) {
+	if err := cfg.CopyTimeoutErr; err != nil && !cmd.Flags().Changed("copy-timeout") {
+		return 0, usageErrorf(cmd, "%v; remedy: unset %s, fix it, or give --copy-timeout", err, config.EnvCopyTimeout)
+	}
+	return positive(cmd, "copy-timeout", "90s or 5m")
 }
 
 func gpuMap(cmd *cobra.Command) ([]cudacr.GPUPair, error) {

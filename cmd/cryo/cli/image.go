@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/klauspost/compress/zstd"
@@ -52,13 +54,33 @@ func transferOptions(cmd *cobra.Command) ociimage.TransferOptions {
 	return ociimage.TransferOptions{RemoteOptions: remoteOptions(cmd), Attempts: fInt(cmd, "retries"), Renderer: renderer(cmd), Verify: pullVerifier(cmd)}
 }
 
+// openStore opens an existing store: a command that only reads or removes
+// must not leave an empty store behind a mistyped --store.
 func openStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
-	st, err := ociimage.OpenStore(ctx, or(fString(cmd, "store"), cfg.ImageStore))
+	root := storeRoot(cmd)
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil, &StoreMissingError{Root: root}
+	}
+	return createStore(ctx, cmd)
+}
+
+// createStore opens the store, creating it: for build and pull.
+func createStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
+	st, err := ociimage.OpenStore(ctx, storeRoot(cmd))
 	if err != nil {
 		return nil, err
 	}
 	st.Records = filedigest.RecordsFrom(cfg)
 	return st, nil
+}
+
+func storeRoot(cmd *cobra.Command) string { return or(fString(cmd, "store"), cfg.ImageStore) }
+
+// StoreMissingError is a store that does not exist, so holds no image.
+type StoreMissingError struct{ Root string }
+
+func (e *StoreMissingError) Error() string {
+	return fmt.Sprintf("image store %s does not exist; remedy: give the --store that holds your images, or create it with `cryo image build` or `cryo image pull`", e.Root)
 }
 
 func imageBuildCommand() *cobra.Command {
@@ -123,7 +145,7 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, cmd)
+	st, err := createStore(ctx, cmd)
 	if err != nil {
 		return err
 	}
@@ -210,13 +232,20 @@ verified is recorded on stderr (docs/images.md, "Verifying signatures").`,
 func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Context, string, ociimage.TransferOptions) (ocispec.Descriptor, error)) *cobra.Command {
 	cmd.Args = exactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
-			d, err := move(st, ctx, args[0], transferOptions(cmd))
-			if err == nil {
-				fmt.Fprintln(stdout, d.Digest)
-			}
+		// A pull may be the store's first image; a push needs one there.
+		open := openStore
+		if cmd.Name() == "pull" {
+			open = createStore
+		}
+		st, err := open(cmd.Context(), cmd)
+		if err != nil {
 			return err
-		})
+		}
+		d, err := move(st, cmd.Context(), args[0], transferOptions(cmd))
+		if err == nil {
+			fmt.Fprintln(stdout, d.Digest)
+		}
+		return err
 	}
 	addStoreFlag(cmd.Flags())
 	addRemoteFlags(cmd.Flags())
@@ -229,19 +258,27 @@ func imageRemoveCommand() *cobra.Command {
 		Aliases: []string{"remove"},
 		Short:   "remove images from the local store",
 		Args:    minArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
-				for _, ref := range args {
-					if err := st.Remove(ctx, ref); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		},
+		RunE:    imageRemove,
 	}
 	addStoreFlag(cmd.Flags())
+	cmd.Flags().BoolP("quiet", "q", false, "print nothing; the exit status says whether every REF was removed")
 	return cmd
+}
+
+// imageRemove removes each REF, printing each one removed on stdout, as
+// "podman rmi" does, so that a script sees what went.
+func imageRemove(cmd *cobra.Command, args []string) error {
+	return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
+		for _, ref := range args {
+			if err := st.Remove(ctx, ref); err != nil {
+				return err
+			}
+			if !fBool(cmd, "quiet") {
+				fmt.Fprintf(stdout, "removed %s\n", ref)
+			}
+		}
+		return nil
+	})
 }
 
 // withStore runs fn with the opened store.

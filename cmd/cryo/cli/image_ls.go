@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -34,11 +35,7 @@ func imageList(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(cmd.Context(), cmd)
-	if err != nil {
-		return err
-	}
-	rows, err := st.ListImages(cmd.Context())
+	rows, err := listStore(cmd)
 	if err != nil {
 		return err
 	}
@@ -62,6 +59,22 @@ func imageList(cmd *cobra.Command, _ []string) error {
 			ociimage.Human(r.Size), rawSize(r.RawSize), created(r.Created), shortDigest(r.Digest), r.Encrypted)
 	}
 	return tw.Flush()
+}
+
+// listStore lists the store's images. The default store of a host that
+// never built or pulled one does not exist yet: that is an empty list (with
+// a note), while a --store that does not exist is a mistake.
+func listStore(cmd *cobra.Command) ([]ociimage.ImageInfo, error) {
+	st, err := openStore(cmd.Context(), cmd)
+	var missing *StoreMissingError
+	if errors.As(err, &missing) && !cmd.Flags().Changed("store") {
+		fmt.Fprintf(messages(), "note: the image store %s does not exist yet: no images\n", missing.Root)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.ListImages(cmd.Context())
 }
 
 // rawSize is "-" for an image that does not record its raw size.

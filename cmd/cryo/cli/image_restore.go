@@ -56,7 +56,12 @@ after the restore, whether it succeeded, failed or was interrupted, unless
   cryo image restore --name train-2 --gpus 1 --log /tmp/train.log localhost:5000/ckpt/train:v1
   cryo image restore --decryption-key priv.pem localhost:5000/ckpt/db:v1`,
 		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return restoreImage(cmd, args[0], fString(cmd, "dir")) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refNotPath(cmd, "REF", args[0]); err != nil {
+				return err
+			}
+			return restoreImage(cmd, args[0], fString(cmd, "dir"))
+		},
 	}
 	fs := cmd.Flags()
 	addStoreFlag(fs)
@@ -87,7 +92,11 @@ func restoreImage(cmd *cobra.Command, ref, dir string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, cmd)
+	open := openStore
+	if fBool(cmd, "pull") {
+		open = createStore // the pull may be the store's first image
+	}
+	st, err := open(ctx, cmd)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,13 @@ func restoreRun(cmd *cobra.Command, _ []string) error {
 		return usageErrorf(cmd, "give one of --dir DIR and --image REF")
 	}
 	if ref != "" {
+		if err := refNotPath(cmd, "--image", ref); err != nil {
+			return err
+		}
 		return restoreImage(cmd, ref, "")
+	}
+	if err := checkPath(dir); err != nil {
+		return err
 	}
 	return restoreDir(cmd, dir)
 }
@@ -133,7 +140,7 @@ func printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
 		return
 	}
 	if r.TCPConnections > 0 {
-		fmt.Fprintf(messages(), "restored %d established TCP connection(s) (tcp-established)\n", r.TCPConnections)
+		fmt.Fprintf(messages(), "restored %s (tcp-established)\n", plural(r.TCPConnections, "established TCP connection", "established TCP connections"))
 	}
 	fmt.Fprintln(stdout, r.PID)
 	if fBool(cmd, "print-stats") {
@@ -150,15 +157,8 @@ func orchestrator(cmd *cobra.Command, opts ...runtime.Option) *runtime.Orchestra
 }
 
 // warnLogger prints the orchestration's warnings (an unverified restore,
-// an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr.
+// an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr, worded
+// for a person (see termHandler).
 func warnLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(messages(), &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{} // a terminal line needs no timestamp
-			}
-			return a
-		},
-	}))
+	return slog.New(&termHandler{mu: new(sync.Mutex), w: messages()})
 }

@@ -29,6 +29,9 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1 // the command ran and failed
 	ExitUsage   = 2 // bad flags or arguments: nothing was done
+	// ExitNotPermitted is sysexits' EX_NOPERM: cryo lacks a privilege
+	// (not root) or cannot read a path it was given; nothing was done.
+	ExitNotPermitted = 77
 	// An interrupt exits 128+signal (130 for SIGINT), after the command
 	// rolled back what it had started.
 )
@@ -56,13 +59,14 @@ checkpoints it with CRIU, and restores it later, here or on another host with
 the same GPU model, without the application noticing.
 
 For containers, use cryo through the tools you already have: containerd
-(runtime io.containerd.cryo.v2), Podman (--runtime cryo-runc) or Kubernetes
-(RuntimeClass "cryo"). The commands here work on bare processes, on
+(runtime io.containerd.cryo.v2), Podman (--runtime cryo, the name
+containers.conf gives cryo-runc; or --runtime /usr/local/bin/cryo-runc) or
+Kubernetes (RuntimeClass "cryo"). The commands here work on bare processes, on
 checkpoint images (build, push, pull, inspect, restore) and on the host
 (doctor).
 
 Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
-130 interrupted (what was under way was rolled back).`,
+77 not permitted (not root, an unreadable path), 130 interrupted (what was under way was rolled back).`,
 		Version:                    version.String(),
 		SilenceUsage:               true,
 		SuggestionsMinimumDistance: 2,
@@ -82,7 +86,8 @@ Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
 	tmpl = strings.ReplaceAll(tmpl, ".LocalFlags.FlagUsages", "wrapFlags .LocalFlags")
 	tmpl = strings.ReplaceAll(tmpl, ".InheritedFlags.FlagUsages", "wrapFlags .InheritedFlags")
 	root.SetUsageTemplate(tmpl)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &UsageError{Cmd: cmd.CommandPath(), Err: err} })
+	root.SetFlagErrorFunc(flagError)
+	root.SetHelpCommand(helpCommand())
 	root.AddGroup(
 		&cobra.Group{ID: "ckpt", Title: "Checkpoint and restore:"},
 		&cobra.Group{ID: "image", Title: "Checkpoint images:"},
@@ -97,6 +102,7 @@ Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
 	add("ckpt", checkpointCommand(), restoreCommand(), cudaCommand())
 	add("image", imageCommand(), inspectCommand())
 	add("host", doctorCommand(), versionCommand())
+	add("host", psCommand())
 	root.AddCommand(genDocsCommand())
 	root.AddCommand(topicCommands()...)
 	root.SetHelpCommandGroupID("host")
@@ -133,6 +139,10 @@ func report(ctx context.Context, w io.Writer, err error) int {
 	if u, ok := asUsage(err); ok {
 		fmt.Fprintf(w, "cryo: %v\nSee '%s --help'.\n", u.Err, u.Cmd)
 		return ExitUsage
+	}
+	if notPermitted(err) {
+		fmt.Fprintf(w, "cryo: %v\n", err)
+		return ExitNotPermitted
 	}
 	if precheck.IsUsage(err) {
 		// Refused before anything was touched, for how cryo was called (not
