@@ -40,7 +40,8 @@ func (e *Error) Cause() string { return fmt.Sprintf("%s: %s", e.Err, e.Detail) }
 func (e *Error) RemedyText() string { return e.Remedy }
 
 // Usage says whether the invocation was wrong (missing privilege, a flag
-// missing, a pid or name that does not fit the command): a CLI exits 2.
+// missing, a pid or name that does not fit the command): a CLI exits 2, or
+// 77 (not permitted) for ErrNotRoot.
 // A pid in use is the host's state, not the invocation's: exit 1.
 func (e *Error) Usage() bool { return !errors.Is(e.Err, ErrPIDInUse) }
 

@@ -110,6 +110,7 @@ const exitStatusDoc = `| code | meaning |
 | 0 | success |
 | 1 | the command ran and failed (the message says why and what to do) |
 | 2 | bad usage: unknown command or flag, missing or extra arguments, contradicting flags; nothing was done |
+| 77 | not permitted: cryo lacks a privilege it needs (not root) or cannot read a path it was given; nothing was done |
 | 130 | interrupted by Ctrl-C (SIGINT; 143 for SIGTERM, 129 for SIGHUP); what was under way was rolled back |`
 
 // walk visits the documented commands depth first, in the tree's order.
