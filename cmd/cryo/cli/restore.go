@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"syscall"
@@ -159,6 +160,8 @@ func orchestrator(cmd *cobra.Command, opts ...runtime.Option) *runtime.Orchestra
 // warnLogger prints the orchestration's warnings (an unverified restore,
 // an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr, worded
 // for a person (see termHandler).
-func warnLogger() *slog.Logger {
-	return slog.New(&termHandler{mu: new(sync.Mutex), w: messages()})
+func warnLogger() *slog.Logger { return warnLoggerTo(messages()) }
+
+func warnLoggerTo(w io.Writer) *slog.Logger {
+	return slog.New(&termHandler{mu: new(sync.Mutex), w: w})
 }
