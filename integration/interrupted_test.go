@@ -195,3 +195,38 @@ func TestInterruptedKilledAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedCheckpointLeavesNoImages: Ctrl-C after CRIU's dump (the
+// process stopped, its memory on disk) continues the process; the images,
+// no longer needed, are removed, CRIU's log stays with a mark that says
+// what happened, a restore of the directory says so, and the same --dir
+// takes the next checkpoint, which restores.
+func TestInterruptedCheckpointLeavesNoImages(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "digests")
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(200 * time.Millisecond)
+	os.Remove(hold)
+	if code := exitCode(cmd.Wait()); code != 130 {
+		t.Fatalf("interrupted checkpoint: exit %d, want 130:\n%s", code, out)
+	}
+	wantIn(t, out.String(), "interrupted by SIGINT", "was removed", snapshot.PartialName)
+	p.waitTicks(t, p.lastTick(t)+3)
+	if imgs, _ := filepath.Glob(filepath.Join(img, "*.img")); len(imgs) > 0 {
+		t.Fatalf("the interrupted checkpoint left %d images (%s…)", len(imgs), filepath.Base(imgs[0]))
+	}
+	if logs, _ := filepath.Glob(filepath.Join(img, "*.log")); len(logs) == 0 {
+		t.Fatal("the interrupted checkpoint's logs were removed too")
+	}
+	wantIn(t, bareCryoFails(t, env, "restore", "--dir", img), "did not finish", "images were removed", "re-take the checkpoint")
+
+	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	if _, err := os.Stat(filepath.Join(img, snapshot.PartialName)); err == nil {
+		t.Fatal("the new checkpoint kept the old partial mark")
+	}
+	killDumped(t, p)
+	bareRestoreVerified(t, env, p, img)
+}

@@ -72,6 +72,9 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped, Binary: o.Config.CRIU})
 	}
 	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
+	if err != nil {
+		discardPartial(po, err)
+	}
 	// Outside the timed steps: how soon the parent reaps is not the dump's
 	// cost, but a restore right after us needs the pid free.
 	if err == nil && !po.LeaveRunning && !proc.WaitGone(po.PID, 5*time.Second) {
@@ -80,11 +83,37 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	return m, err
 }
 
+// discardPartial removes the images of a failed checkpoint whose processes
+// run on (rolled back, or left running): they are not needed to bring
+// anything back, and a partial dump holds process memory, often gigabytes.
+// The logs stay, with a mark that says what happened (snapshot.MarkPartial),
+// and the same --dir can be given again. A process that is stopped or gone
+// may need what was written: then nothing is touched.
+func discardPartial(po ProcessOptions, err error) {
+	if st := proc.State(po.PID); st == "" || st == "T" || st == "t" || st == "Z" {
+		return
+	}
+	p, merr := snapshot.MarkPartial(po.Dir, err)
+	var se *StepError
+	if !errors.As(err, &se) {
+		return
+	}
+	if merr != nil {
+		se.Outcome += "; the partial checkpoint in " + po.Dir + " could not be removed (" + merr.Error() + "): delete it"
+		return
+	}
+	se.Outcome += fmt.Sprintf("; the partial checkpoint in %s was removed (%d files; its logs kept, marked %s), and the directory can be given to --dir again", po.Dir, p.Removed, snapshot.PartialName)
+}
+
 // prepareDir creates the image directory owner-only, refusing one that
 // holds anything: CRIU would overwrite some images of an earlier checkpoint
 // and leave others, and unrelated files would be digested and carried into
-// an image built from the checkpoint.
+// an image built from the checkpoint. A directory that a failed checkpoint
+// marked partial is emptied and reused.
 func prepareDir(dir string) error {
+	if _, err := snapshot.ClearPartial(dir); err != nil {
+		return fmt.Errorf("image directory %s: %w", dir, err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("image directory %s: %w", dir, err)

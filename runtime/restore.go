@@ -51,6 +51,9 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 }
 
 func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScope) (*snapshot.Manifest, error) {
+	if err := snapshot.CheckPartial(dir); err != nil {
+		return nil, err
+	}
 	if ok, err := snapshot.IsImageDir(dir); err != nil {
 		return nil, err
 	} else if !ok {
@@ -139,7 +142,7 @@ func restoreRemedy(err error, dir string) string {
 		return "re-take the checkpoint through cryo (cryo-runc, the cryo shim, or `cryo checkpoint`), which suspends CUDA first and writes the manifest"
 	case errors.Is(err, snapshot.ErrIncompatibleHost):
 		return "restore on a host with the GPUs and driver above, or free GPU memory"
-	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrUnsupportedVersion):
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrUnsupportedVersion), errors.Is(err, snapshot.ErrPartial):
 		return "" // their messages carry the remedy
 	}
 	return "check that " + dir + " is readable"

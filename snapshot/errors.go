@@ -26,6 +26,9 @@ var (
 	ErrManifestInconsistent = fmt.Errorf("manifest inconsistent with itself: %w", ErrCorrupt)
 	// ErrUnsupportedVersion: the manifest comes from a newer cryo.
 	ErrUnsupportedVersion = errors.New("unsupported manifest version")
+	// ErrPartial: the directory holds what is left of a checkpoint that
+	// failed while its processes ran on (MarkPartial).
+	ErrPartial = errors.New("partial checkpoint")
 	// ErrIncompatibleHost: this host cannot take the checkpoint.
 	ErrIncompatibleHost = errors.New("host cannot restore this checkpoint")
 )
