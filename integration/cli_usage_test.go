@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestCLIUsageMistakes: typos, contradicting flags, bad values and paths
+// are named for what they are, with the exit code of the table in
+// docs/cli.md (2 bad usage, 1 failure), and nothing is created.
+func TestCLIUsageMistakes(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "nonexistent")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{"help", "nonexist"}, 2, `unknown command "nonexist" for "cryo"`},
+		{nil, []string{"checkpint", "--pid", "1"}, 2, `unknown command "checkpint" for "cryo"; did you mean checkpoint?`},
+		{nil, []string{"checkpoint", "--pid", "abc", "--dir", dir}, 2, `--pid: "abc" is not a process id`},
+		{nil, []string{"checkpoint", "--pid", "1", "--dir", dir, "--finish", dir}, 2, "--finish cannot be combined with --dir, --pid"},
+		{[]string{"CRYO_COPY_TIMEOUT=-1s"}, []string{"checkpoint", "--pid", "1", "--dir", filepath.Join(dir, "img")}, 2, `CRYO_COPY_TIMEOUT="-1s": not a positive duration`},
+		{nil, []string{"inspect", "./nonexist.tar"}, 1, "no such file or directory: ./nonexist.tar"},
+		{nil, []string{"image", "restore", "/tmp/cryo-nonexist.tar.gz"}, 1, "no such file or directory: /tmp/cryo-nonexist.tar.gz"},
+		{nil, []string{"image", "ls", "--store", store}, 1, "image store " + store + " does not exist"},
+	} {
+		out, err := runErr(bareTimeout, c.env, cryoBin(t, "cryo"), c.args...)
+		if code := exitCode(err); code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("cryo %s: exit %d, want %d and %q:\n%s", strings.Join(c.args, " "), code, c.code, c.want, out)
+		}
+		if strings.Contains(out, "strconv.") || strings.Contains(out, "level=") {
+			t.Errorf("cryo %s: Go's words leak:\n%s", strings.Join(c.args, " "), out)
+		}
+	}
+	if _, err := exec.LookPath("ls"); err == nil {
+		if out, _ := runErr(bareTimeout, nil, "ls", store); !strings.Contains(out, "No such file") {
+			t.Errorf("image ls created the store %s", store)
+		}
+	}
+}
+
+// TestCLINotPermitted: a non-root checkpoint exits 77 (not permitted), not
+// 2, which says the command line itself was wrong.
+func TestCLINotPermitted(t *testing.T) {
+	requireRoot(t)
+	cmd := exec.Command(cryoBin(t, "cryo"), "checkpoint", "--pid", "1", "--dir", filepath.Join(t.TempDir(), "img"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if code := exitCode(err); code != 77 {
+		t.Fatalf("non-root checkpoint: exit %d, want 77:\n%s", code, out.String())
+	}
+	wantIn(t, out.String(), "not running as root", "remedy: run as root")
+}
+
+// TestCLICheckpointSingular: one CUDA process is "1 CUDA process", and the
+// terminal sees no slog records; image rm says what it removed.
+func TestCLICheckpointSingular(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	out := bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img, "--leave-running")
+	wantIn(t, out, "(1 CUDA process)")
+	if strings.Contains(out, "process(es)") || strings.Contains(out, "level=") {
+		t.Errorf("checkpoint output:\n%s", out)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	bareCryo(t, env, "image", "build", "--store", store, img, "localhost/cli/rm:v1")
+	wantIn(t, bareCryo(t, env, "image", "rm", "--store", store, "localhost/cli/rm:v1"), "removed localhost/cli/rm:v1")
+}
