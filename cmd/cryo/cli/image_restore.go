@@ -82,7 +82,7 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 
 // restoreImage pulls (with --pull), checks the kind against the flags,
 // unpacks into dir (default: a new work directory) and restores by kind.
-func restoreImage(cmd *cobra.Command, ref, dir string) error {
+func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	ctx := cmd.Context()
 	asJSON, err := jsonOutput(cmd)
 	if err != nil {
@@ -127,7 +127,14 @@ func restoreImage(cmd *cobra.Command, ref, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer func() {
+		// The work directory goes; CRIU's log, the evidence of a failed
+		// restore, stays where the message says.
+		if err != nil {
+			_, err = runtime.KeepCRIULogs(err, dir, filepath.Join(restoreBase(), "logs"))
+		}
+		cleanup()
+	}()
 	if _, err := st.UnpackWith(ctx, ref, dir, ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd)}); err != nil {
 		return err
 	}
