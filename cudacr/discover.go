@@ -130,3 +130,12 @@ func unique(pids []int) []int {
 	}
 	return out
 }
+
+// MapsDriver reports whether pid looks like a CUDA process, from /proc
+// alone (libcuda mapped, or a /dev/nvidia* descriptor), without asking the
+// driver: for a listing that must not wait on it. An error wraps
+// ErrNoProcess when pid has exited.
+func MapsDriver(pid int) (bool, error) {
+	why, err := candidate(pid)
+	return err == nil && why == "", err
+}

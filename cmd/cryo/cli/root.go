@@ -102,6 +102,7 @@ Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
 	add("ckpt", checkpointCommand(), restoreCommand(), cudaCommand())
 	add("image", imageCommand(), inspectCommand())
 	add("host", doctorCommand(), versionCommand())
+	add("host", psCommand())
 	root.AddCommand(genDocsCommand())
 	root.AddCommand(topicCommands()...)
 	root.SetHelpCommandGroupID("host")

@@ -1,0 +1,300 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/internal/status"
+)
+
+// psEnv is the fake driver with a lock directory of the test's own, so
+// that the pause records and locks of tests running beside it stay out of
+// its view.
+func psEnv(t *testing.T, faults string) (env []string, lockDir string) {
+	lockDir = filepath.Join(t.TempDir(), "locks")
+	return append(fakeDriverEnv(t, faults), "CRYO_LOCK_DIR="+lockDir), lockDir
+}
+
+// psJSON runs `cryo ps --json`, which must answer well within its
+// deadline, and returns its processes by pid.
+func psJSON(t *testing.T, env []string, args ...string) (*status.Report, map[int]status.Process) {
+	t.Helper()
+	start := time.Now()
+	out, err := runErr(20*time.Second, env, cryoBin(t, "cryo"), append([]string{"ps", "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("cryo ps --json: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("cryo ps took %s", d)
+	}
+	var r status.Report
+	// stderr may carry notes; the document starts at its first brace.
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &r); err != nil {
+		t.Fatalf("cryo ps --json is not JSON: %v\n%s", err, out)
+	}
+	byPID := map[int]status.Process{}
+	for _, p := range r.Processes {
+		byPID[p.PID] = p
+	}
+	return &r, byPID
+}
+
+// psRow is the table row of pid, failing when there is none.
+func psRow(t *testing.T, env []string, pid int) string {
+	t.Helper()
+	out := run(t, 20*time.Second, env, cryoBin(t, "cryo"), "ps")
+	if !strings.HasPrefix(out, "PID") {
+		t.Fatalf("cryo ps has no header:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == strconv.Itoa(pid) {
+			return line
+		}
+	}
+	t.Fatalf("cryo ps has no row for pid %d:\n%s", pid, out)
+	return ""
+}
+
+func wantRow(t *testing.T, row string, pattern string) {
+	t.Helper()
+	if !regexp.MustCompile(pattern).MatchString(row) {
+		t.Fatalf("cryo ps row %q does not match %q", row, pattern)
+	}
+}
+
+// A running process, one suspended by `cryo cuda suspend`, one locked
+// through the driver, one a suspend is working on (its checkpoint hangs),
+// and one whose driver does not answer: `cryo ps` shows each, in its table,
+// its JSON and -q, and never waits longer than its deadline.
+func TestPsBareStates(t *testing.T) {
+	requireRoot(t)
+	faults := t.TempDir()
+	env, lockDir := psEnv(t, faults)
+	running := bareStartFakeApp(t, env, nil)
+	suspended := bareStartFakeApp(t, env, nil)
+	locked := bareStartFakeApp(t, env, nil)
+	bareCryo(t, env, "cuda", "suspend", strconv.Itoa(suspended.pid))
+	t.Cleanup(func() { runErr(time.Minute, env, cryoBin(t, "cryo"), "cuda", "resume", strconv.Itoa(suspended.pid)) })
+
+	d := cudacr.New(cudacr.Options{LibPath: fakeFile(t, "libcuda.so.1"), CallTimeout: 10 * time.Second})
+	if err := d.Lock(context.Background(), locked.pid, 5*time.Second); err != nil {
+		t.Fatalf("lock pid %d through the driver: %v", locked.pid, err)
+	}
+	t.Cleanup(func() { d.Unlock(context.Background(), locked.pid) })
+
+	r, procs := psJSON(t, env)
+	for pid, want := range map[int]string{running.pid: "running", suspended.pid: "checkpointed", locked.pid: "locked"} {
+		if p := procs[pid]; p.State != want || p.Command != "fakecuda-app" || p.Frozen {
+			t.Fatalf("cryo ps --json, pid %d: %+v, want %s", pid, p, want)
+		}
+	}
+	if p := procs[suspended.pid]; !p.Stopped || procs[running.pid].Stopped {
+		t.Fatalf("stopped: suspended %v, running %v; want true, false", p.Stopped, procs[running.pid].Stopped)
+	}
+	if p := procs[running.pid]; len(p.GPUs) != 1 || p.GPUs[0].Index != 0 || p.GPUMemory != 1<<20 {
+		t.Fatalf("running pid's GPUs %+v, memory %d; want GPU 0 with 1 MiB", p.GPUs, p.GPUMemory)
+	}
+	if len(r.Locks) != 0 || len(r.Pauses) != 0 {
+		t.Fatalf("locks %+v, pauses %+v in a fresh lock directory %s", r.Locks, r.Pauses, lockDir)
+	}
+	wantRow(t, psRow(t, env, running.pid), `^\d+\s+-\s+running\s+0\s+1\.0 MiB\s+-$`)
+	wantRow(t, psRow(t, env, suspended.pid), `checkpointed \(stopped\)`)
+	wantRow(t, psRow(t, env, locked.pid), `\slocked\s`)
+	q := run(t, 20*time.Second, env, cryoBin(t, "cryo"), "ps", "-q")
+	for _, p := range []*bareProc{running, suspended, locked} {
+		if !regexp.MustCompile(`(?m)^` + strconv.Itoa(p.pid) + `$`).MatchString(q) {
+			t.Fatalf("cryo ps -q lacks pid %d:\n%s", p.pid, q)
+		}
+	}
+
+	psBusy(t, env, faults, running)
+	psNoAnswer(t, env, faults, running)
+}
+
+// psBusy: while `cryo cuda suspend` hangs in the driver's checkpoint of p,
+// `cryo ps` says p is busy (its helper traces it) and that a suspend holds
+// its lock, without waiting for it.
+func psBusy(t *testing.T, env []string, faults string, p *bareProc) {
+	t.Helper()
+	fault := filepath.Join(faults, "checkpoint."+strconv.Itoa(p.pid))
+	if err := os.WriteFile(fault, []byte("hang\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		out, _ := runErr(time.Minute, env, cryoBin(t, "cryo"), "cuda", "suspend", "--copy-timeout", "5s", strconv.Itoa(p.pid))
+		done <- out
+	}()
+	defer func() {
+		os.Remove(fault)
+		<-done // the suspend's deadline rolls it back
+	}()
+	var got status.Process
+	var r *status.Report
+	waitFor(t, 8*time.Second, "cryo ps to see the suspend under way", func() bool {
+		var procs map[int]status.Process
+		r, procs = psJSON(t, env)
+		got = procs[p.pid]
+		return got.State == status.StateBusy && got.Operation == "cuda suspend"
+	})
+	if got.TracerPID <= 0 || got.OperationPID <= 0 || !strings.Contains(got.Detail, "(cryo)") {
+		t.Fatalf("busy process %+v: want its tracer, a cryo helper, and the suspend's pid", got)
+	}
+	if len(r.Locks) != 1 || r.Locks[0].Key != "pid-"+strconv.Itoa(p.pid) || r.Locks[0].HolderPID != got.OperationPID || r.Locks[0].Checkpoint {
+		t.Fatalf("locks %+v: want the suspend's lock of pid %d", r.Locks, p.pid)
+	}
+	row := psRow(t, env, p.pid)
+	wantRow(t, row, `busy \(traced by pid \d+\).*cuda suspend \(cryo pid `+strconv.Itoa(got.OperationPID)+`\)`)
+	out := run(t, 20*time.Second, env, cryoBin(t, "cryo"), "ps")
+	wantIn(t, out, "LOCK HOLDER", "cuda suspend", "pid-"+strconv.Itoa(p.pid)+".lock")
+}
+
+// psNoAnswer: a driver that does not answer a state query makes that
+// process "unknown (driver did not answer)" after --timeout, not a failure.
+func psNoAnswer(t *testing.T, env []string, faults string, p *bareProc) {
+	t.Helper()
+	fault := filepath.Join(faults, "state."+strconv.Itoa(p.pid))
+	if err := os.WriteFile(fault, []byte("hang\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(fault)
+	start := time.Now()
+	_, procs := psJSON(t, env, "--timeout", "1s")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cryo ps --timeout 1s took %s", d)
+	}
+	if got := procs[p.pid]; got.State != status.StateUnknown || got.Detail != "driver did not answer" {
+		t.Fatalf("pid %d with a hung driver: %+v, want unknown", p.pid, got)
+	}
+	wantRow(t, psRow(t, env, p.pid), `unknown \(driver did not answer\)`)
+}
+
+// A container paused GPU-free by cryo-runc: its process is frozen (the
+// driver is not asked), suspended by the pause, with the memory it held
+// before and its container id from the pause record.
+func TestPsPausedContainer(t *testing.T) {
+	requireRoot(t)
+	lockDir := filepath.Join(t.TempDir(), "locks")
+	r := rwStart(t, "cryo-ps", "CRYO_LOCK_DIR="+lockDir)
+	env := append(fakeDriverEnv(t, ""), "CRYO_LOCK_DIR="+lockDir)
+	pid := rwInitPID(t, r.root, r.id)
+	run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "pause", r.id)
+	t.Cleanup(func() {
+		runErr(time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "resume", r.id)
+	})
+
+	rep, procs := psJSON(t, env)
+	p := procs[pid]
+	if p.State != status.StateFrozen || !p.Frozen || !p.Paused || p.Container != r.id || p.GPUMemory != 1<<20 {
+		t.Fatalf("paused container's pid %d: %+v; want frozen, paused, container %s, 1 MiB", pid, p, r.id)
+	}
+	if len(rep.Pauses) != 1 || rep.Pauses[0].Container != r.id || len(rep.Pauses[0].Processes) != 1 || !rep.Pauses[0].Processes[0].Alive {
+		t.Fatalf("pauses %+v: want the pause of %s", rep.Pauses, r.id)
+	}
+	wantRow(t, psRow(t, env, pid), `^\d+\s+`+regexp.QuoteMeta(r.id)+`\s+frozen.*1\.0 MiB\s+paused \(GPU-free\)$`)
+
+	// After the resume it runs again, and the record is gone.
+	run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "resume", r.id)
+	rep, procs = psJSON(t, env)
+	if p := procs[pid]; p.State != "running" || p.Paused || len(rep.Pauses) != 0 {
+		t.Fatalf("after the resume: %+v, pauses %+v; want running, no pause", p, rep.Pauses)
+	}
+}
+
+// A CUDA process in a cgroup frozen by someone else: `cryo ps` reports it
+// frozen at once instead of hanging in the driver.
+func TestPsFrozenCgroup(t *testing.T) {
+	requireRoot(t)
+	env, _ := psEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	fz := newFreezer(t, "cryo-ps-test-"+strconv.Itoa(os.Getpid()), p.pid)
+	fz.set(t, true)
+	_, procs := psJSON(t, env)
+	if got := procs[p.pid]; got.State != status.StateFrozen || !got.Frozen || got.Stopped {
+		t.Fatalf("pid %d in a frozen cgroup: %+v, want frozen", p.pid, got)
+	}
+	wantRow(t, psRow(t, env, p.pid), `\sfrozen\s`)
+	fz.set(t, false)
+	if _, procs := psJSON(t, env); procs[p.pid].State != "running" {
+		t.Fatalf("pid %d after the thaw: %+v, want running", p.pid, procs[p.pid])
+	}
+}
+
+// freezer is a cgroup of the freezer (v1) or of cgroup v2, holding one
+// process; the test's cleanup thaws it, moves the process back and
+// removes the cgroup.
+type freezer struct {
+	dir string
+	v1  bool
+}
+
+func newFreezer(t *testing.T, name string, pid int) *freezer {
+	t.Helper()
+	fz := &freezer{}
+	var back string
+	cg, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) == 3 && parts[1] == "freezer":
+			fz.v1, back = true, filepath.Join("/sys/fs/cgroup/freezer", parts[2])
+		case len(parts) == 3 && parts[0] == "0" && back == "":
+			back = filepath.Join("/sys/fs/cgroup", parts[2])
+		}
+	}
+	root := "/sys/fs/cgroup"
+	if fz.v1 {
+		root = "/sys/fs/cgroup/freezer"
+	} else if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		t.Fatalf("no cgroup freezer: neither %s/freezer (v1) nor cgroup v2 at %s", root, root)
+	}
+	fz.dir = filepath.Join(root, name)
+	if err := os.Mkdir(fz.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		fz.set(t, false)
+		os.WriteFile(filepath.Join(back, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		for i := 0; i < 50 && os.Remove(fz.dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(fz.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatalf("move pid %d into %s: %v", pid, fz.dir, err)
+	}
+	return fz
+}
+
+// set freezes or thaws the cgroup and waits until the kernel says it is
+// done.
+func (fz *freezer) set(t *testing.T, frozen bool) {
+	file, value, done := "cgroup.freeze", "0", "frozen 0"
+	if fz.v1 {
+		file, value, done = "freezer.state", "THAWED", "THAWED"
+	}
+	if frozen && fz.v1 {
+		value, done = "FROZEN", "FROZEN"
+	} else if frozen {
+		value, done = "1", "frozen 1"
+	}
+	if err := os.WriteFile(filepath.Join(fz.dir, file), []byte(value), 0o644); err != nil {
+		t.Errorf("%s %s: %v", file, value, err)
+		return
+	}
+	state := filepath.Join(fz.dir, "cgroup.events")
+	if fz.v1 {
+		state = filepath.Join(fz.dir, "freezer.state")
+	}
+	waitFor(t, 5*time.Second, "the cgroup to be "+done, func() bool {
+		b, _ := os.ReadFile(state)
+		return strings.Contains(string(b), done)
+	})
+}
