@@ -250,3 +250,35 @@ func TestRenderEscapesControl(t *testing.T) {
 		}
 	}
 }
+
+// RenderSections writes only what is asked: the environment and decoded
+// sockets on request, one process with PID.
+func TestRenderSections(t *testing.T) {
+	d := &Details{Processes: []Process{
+		{PID: 1, PPID: 0, Comm: "init", Env: []string{"A=1"}, Files: []File{{FD: 3, Type: "REG", Path: "/held"}},
+			Sockets: []Socket{{FD: 4, Family: "IPv4", Protocol: "TCP", State: "LISTEN", Src: "0.0.0.0", SrcPort: 80}}},
+		{PID: 2, PPID: 1, Comm: "child"},
+	}, Mounts: []Mount{{MountPoint: "/data", FSType: "unsupported", Source: "/dev/vda", HostSource: "/srv/data"}}}
+	render := func(s Sections) string {
+		var b strings.Builder
+		if err := RenderSections(&b, d, s); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	all := render(Sections{Tree: true, Files: true, Sockets: true, Env: true, Mounts: true})
+	for _, want := range []string{"A=1", "/held", "TCP 0.0.0.0:80 (LISTEN)", "2  [child]", "/data", "bind", "/srv/data"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("all sections lack %q:\n%s", want, all)
+		}
+	}
+	if s := render(Sections{Mounts: true}); strings.Contains(s, "Process tree") || !strings.Contains(s, "/srv/data") {
+		t.Errorf("mounts alone:\n%s", s)
+	}
+	if s := render(Sections{Tree: true, PID: 2}); strings.Contains(s, "[init]") || !strings.Contains(s, "[child]") {
+		t.Errorf("--pid 2:\n%s", s)
+	}
+	if s := render(DefaultSections()); strings.Contains(s, "A=1") || strings.Contains(s, "sockets") {
+		t.Errorf("the default sections show the environment or decoded sockets:\n%s", s)
+	}
+}

@@ -41,6 +41,9 @@ type Process struct {
 	// Cmdline is argv as the process's memory held it; empty when its
 	// pages are not at hand (an image read without them).
 	Cmdline []string `json:"cmdline,omitempty"`
+	// Env is the environment as the process's memory held it (NAME=value),
+	// read like Cmdline. Values may be secrets: front ends mask them.
+	Env     []string `json:"env,omitempty"`
 	Exe     string   `json:"exe,omitempty"`
 	Cwd     string   `json:"cwd,omitempty"`
 	Root    string   `json:"root,omitempty"`
@@ -82,6 +85,13 @@ type Mount struct {
 	FSType     string `json:"fstype"`
 	Source     string `json:"source"`
 	Options    string `json:"options,omitempty"`
+	// HostSource is the host path a bind mount shows, from the container's
+	// spec: CRIU records the device the file system lives on (/dev/vda),
+	// not the directory that was bound.
+	HostSource string `json:"host_source,omitempty"`
+	// Root is the directory of the source file system that is mounted,
+	// when not its root: a bind mount's path within its device.
+	Root string `json:"root,omitempty"`
 }
 
 // Memory sums the dumped memory: PagesBytes from the processes' page

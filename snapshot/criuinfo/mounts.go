@@ -30,7 +30,7 @@ func (r *reader) mounts() error {
 		for _, e := range entries {
 			m := e.(*mnt.MntEntry)
 			r.details.Mounts = append(r.details.Mounts, Mount{Namespace: ns, ID: int(m.GetMntId()), ParentID: int(m.GetParentMntId()),
-				MountPoint: m.GetMountpoint(), FSType: fsType(m), Source: m.GetSource(), Options: m.GetOptions()})
+				MountPoint: m.GetMountpoint(), FSType: fsType(m), Source: m.GetSource(), Options: m.GetOptions(), Root: bindRoot(m)})
 		}
 	}
 	return nil
@@ -64,4 +64,14 @@ func (r *reader) memory() error {
 		}
 	}
 	return nil
+}
+
+// bindRoot is the directory of its file system a mount shows, when it is
+// not the file system's root: what tells a bind mount of /srv/data from
+// the device /srv lives on, when no container spec names the source.
+func bindRoot(m *mnt.MntEntry) string {
+	if r := m.GetRoot(); r != "/" {
+		return r
+	}
+	return ""
 }

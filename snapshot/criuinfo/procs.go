@@ -86,6 +86,9 @@ func (r *reader) mm(p *Process) error {
 	p.PagesBytes = pm.bytes()
 	if !r.opts.NoPages {
 		p.Cmdline = r.cmdline(pm, m.GetMmArgStart(), m.GetMmArgEnd())
+		// The environment is read as the kernel's /proc/PID/environ is:
+		// the block between env_start and env_end, NUL-separated.
+		p.Env = r.cmdline(pm, m.GetMmEnvStart(), m.GetMmEnvEnd())
 	}
 	return nil
 }

@@ -38,8 +38,10 @@ func addDetails(sum *Summary, dir string, o criuinfo.Options) {
 // addImageDetails extracts the small files of an image (its CRIU metadata
 // and cryo's manifest) into a private temporary directory and reads them.
 // The rootfs and pages layers are skipped; a single-layer image (Podman's)
-// is streamed with its pages and rootfs diff left as placeholders.
-func (st *Store) addImageDetails(sum *Summary, im *Image) {
+// is streamed with its pages and rootfs diff left as placeholders. An
+// encrypted layer is decrypted with dec, as it streams: nothing of it is
+// written in plaintext but those small files, removed on return.
+func (st *Store) addImageDetails(sum *Summary, im *Image, dec *DecryptOptions) {
 	tmp, err := os.MkdirTemp("", "cryo-inspect-")
 	if err != nil {
 		sum.DetailsNote = "no room to read the CRIU images: " + err.Error()
@@ -50,31 +52,30 @@ func (st *Store) addImageDetails(sum *Summary, im *Image) {
 		if part := l.Annotations[AnnLayerPart]; part == PartRootfs || part == PartPages {
 			continue
 		}
-		if strings.HasSuffix(l.MediaType, encryptedSuffix) {
-			sum.DetailsNote = "the image is encrypted: its CRIU images are read when it is unpacked with its key (`cryo image restore`)"
+		if strings.HasSuffix(l.MediaType, encryptedSuffix) && dec == nil {
+			sum.DetailsNote = fmt.Sprintf("the image is encrypted: its CRIU images are read with its key (`cryo inspect --decryption-key KEY %s`)", im.Ref)
 			return
 		}
-		if err := st.extractSmall(l, tmp); err != nil {
+		if err := st.extractSmall(l, tmp, dec); err != nil {
 			sum.DetailsNote = fmt.Sprintf("layer %s could not be read (%v); remedy: `cryo inspect --verify %s`", l.Digest, err, im.Ref)
 			return
 		}
 	}
 	criu := CRIUDir(tmp)
-	if m, err := snapshot.Read(criu); err == nil {
-		fillVersions(&sum.Versions, m)
+	src := &Source{Kind: sum.Kind, Root: tmp, CRIU: criu, Manifest: readManifest(criu)}
+	if src.Manifest != nil {
+		fillVersions(&sum.Versions, src.Manifest)
 	}
 	addDetails(sum, criu, criuinfo.Options{StatsDirs: []string{tmp}, NoPages: true})
+	readExportMeta(src)
+	addContainerMeta(sum, src)
 }
 
-// extractSmall extracts one layer blob, writing pages and the rootfs diff
-// as placeholders of their size.
-func (st *Store) extractSmall(l ocispec.Descriptor, dir string) error {
-	f, err := os.Open(st.blobPath(l))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r, closeFn, err := decompress(f, l.MediaType)
+// extractSmall extracts one layer blob (decrypted with dec when it is
+// encrypted), writing pages and the rootfs diff as placeholders of their
+// size.
+func (st *Store) extractSmall(l ocispec.Descriptor, dir string, dec *DecryptOptions) error {
+	r, _, closeFn, err := st.openLayer(l, dec, nil)
 	if err != nil {
 		return err
 	}

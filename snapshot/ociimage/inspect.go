@@ -2,8 +2,10 @@ package ociimage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,17 +25,52 @@ func InspectPath(path string) (*Summary, error) {
 		return nil, fmt.Errorf("inspect checkpoint %s: %w", path, err)
 	}
 	src, err := openSource(path, os.TempDir(), true)
+	if errors.Is(err, ErrUnknownSource) && hasManifestFile(path) {
+		// cryo's manifest without CRIU's inventory: a run interrupted
+		// before its dump completed, which Summarize names.
+		src, err = openProcessDir(path)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
+	if err := requireReadableManifest(path, src); err != nil {
+		return nil, err
+	}
 	sum, err := Summarize(src)
 	if err != nil {
 		return nil, err
 	}
 	sum.Source = path
+	if isImageDir(src) {
+		sum.Kind = KindImageDir
+	}
+	note := sum.DetailsNote
 	addDetails(sum, src.CRIU, detailsOptions(src, !st.IsDir()))
+	if note != "" {
+		sum.DetailsNote = note
+	}
+	addContainerMeta(sum, src)
 	return sum, nil
+}
+
+func hasManifestFile(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, snapshot.ManifestName))
+	return err == nil
+}
+
+// requireReadableManifest refuses a checkpoint whose cryo manifest is
+// there but cannot be read: opening a source reads it leniently (a
+// checkpoint without one was taken without cryo), but a damaged one must
+// not pass for that.
+func requireReadableManifest(path string, src *Source) error {
+	if src.Manifest != nil || !hasManifestFile(src.CRIU) {
+		return nil
+	}
+	if _, err := snapshot.Read(src.CRIU); err != nil {
+		return fmt.Errorf("inspect checkpoint %s: %w", path, err)
+	}
+	return nil
 }
 
 // InspectLocal summarizes an image of the store from its manifest, and its
@@ -42,6 +79,12 @@ func InspectPath(path string) (*Summary, error) {
 // container checkpoint --create-image`), cryo's manifest inside its layer is
 // read up to that file only.
 func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error) {
+	return st.InspectLocalWith(ctx, ref, nil)
+}
+
+// InspectLocalWith is InspectLocal with the keys that decrypt an
+// encrypted image's small layers (nil: its details are not read).
+func (st *Store) InspectLocalWith(ctx context.Context, ref string, dec *DecryptOptions) (*Summary, error) {
 	im, err := st.LoadImage(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -50,11 +93,12 @@ func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error)
 	sum.Source, sum.Digest = ref+" (local store)", im.Desc.Digest.String()
 	if sum.Created.IsZero() && im.Config.Created != nil {
 		sum.Created = im.Config.Created.UTC()
+		sum.Checkpointed = sum.Created
 	}
 	if !builtByCryo(im.Manifest.Annotations) {
 		st.readForeignManifest(im, sum)
 	}
-	st.addImageDetails(sum, im)
+	st.addImageDetails(sum, im, dec)
 	return sum, nil
 }
 
@@ -83,9 +127,13 @@ func FromManifest(m ocispec.Manifest) *Summary {
 	sum.CUDA, _ = strconv.Atoi(a[AnnCUDAVersion])
 	sum.Processes = parseProcesses(a[AnnProcesses])
 	sum.GPUs = parseGPUs(a)
+	if c, ok := a[AnnGPUCount]; ok && sum.GPUs == nil {
+		sum.GPUsUnknown = fmt.Sprintf("the image's GPU count annotation %q is unreadable", c)
+	}
 	if !builtByCryo(a) {
 		sum.GPUsUnknown = GPUsPullToRead
 	}
+	sum.Checkpointed = sum.Created
 	sum.Sizes = Sizes{GPUMemory: atoi(a[AnnSizeGPU]), HostMemory: atoi(a[AnnSizeHost]),
 		RootfsDiff: atoi(a[AnnSizeRootfs]), Total: atoi(a[AnnSizeTotal])}
 	for _, l := range m.Layers {

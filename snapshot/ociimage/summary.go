@@ -51,6 +51,23 @@ type Summary struct {
 	// were not read (an image in a registry), and DetailsNote says why.
 	Details     *criuinfo.Details `json:"details,omitempty"`
 	DetailsNote string            `json:"details_note,omitempty"`
+
+	// Interruption says, for an Unfinished checkpoint, what its dump left
+	// (snapshot.UnfinishedState), so that its remedy can be named.
+	Interruption snapshot.DumpState `json:"interruption,omitempty"`
+	// Checkpointed is when the checkpoint was taken (Created, kept under
+	// its old name); ContainerCreated when the container was created, as
+	// an export's config.dump records it.
+	Checkpointed     time.Time  `json:"checkpointed,omitzero"`
+	ContainerCreated *time.Time `json:"container_created,omitempty"`
+	// ContainerID and Runtime are the container's, from config.dump or
+	// cryo's manifest; ContainerAnnotations, Env and Mounts its spec's
+	// (spec.dump). Env values may be secrets: front ends mask them.
+	ContainerID          string            `json:"container_id,omitempty"`
+	Runtime              string            `json:"runtime,omitempty"`
+	ContainerAnnotations map[string]string `json:"container_annotations,omitempty"`
+	Env                  []string          `json:"env,omitempty"`
+	Mounts               []SpecMount       `json:"spec_mounts,omitempty"`
 }
 
 // Versions are the software that took a checkpoint; "" is unknown (a
@@ -108,9 +125,8 @@ func Summarize(s *Source) (*Summary, error) {
 	sum.Processes = criuProcesses(s.CRIU)
 	if m := s.Manifest; m != nil {
 		addManifest(sum, m)
-		if sum.Unfinished = m.Unfinished(); sum.Unfinished {
-			sum.Finishable, _ = snapshot.DumpCompleted(s.CRIU, m)
-		}
+		sum.Unfinished = m.Unfinished()
+		addInterruption(sum, s)
 	} else {
 		sum.GPUsUnknown = GPUsNoManifest
 		if st, err := os.Stat(s.CRIU + "/inventory.img"); err == nil {

@@ -1,0 +1,103 @@
+package ociimage
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+// An export's config.dump and spec.dump give the container's id, runtime,
+// creation time, annotations, environment and the host path of its bind
+// mounts (CRIU records only the device, "unsupported /dev/vda").
+func TestInspectContainerMeta(t *testing.T) {
+	root := t.TempDir()
+	tinyCheckpoint(t, root, checkpointDir)
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(configDumpName, `{"id":"0123456789abcdef","name":"web","runtime":"runc","createdTime":"2026-01-02T03:04:05Z","checkpointedTime":"2026-01-02T04:00:00Z"}`)
+	write(SpecDumpName, `{"ociVersion":"1.0.2","process":{"cwd":"/","env":["PATH=/bin","API_TOKEN=s3cret"]},
+		"annotations":{"io.kubernetes.pod.name":"web-0"},
+		"mounts":[{"destination":"/mnt","type":"bind","source":"/srv/data","options":["rbind","rw"]},{"destination":"/proc","type":"proc","source":"proc"}]}`)
+	sum, err := InspectPath(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ContainerID != "0123456789abcdef" || sum.Runtime != "runc" || sum.Name != "web" {
+		t.Errorf("id %q runtime %q name %q", sum.ContainerID, sum.Runtime, sum.Name)
+	}
+	if sum.ContainerCreated == nil || sum.ContainerCreated.Format("15:04") != "03:04" || sum.Checkpointed != sum.Created {
+		t.Errorf("created %v, checkpointed %v (checkpoint %v)", sum.ContainerCreated, sum.Checkpointed, sum.Created)
+	}
+	if sum.ContainerAnnotations["io.kubernetes.pod.name"] != "web-0" || len(sum.Env) != 2 || len(sum.Mounts) != 2 {
+		t.Errorf("annotations %v env %v mounts %v", sum.ContainerAnnotations, sum.Env, sum.Mounts)
+	}
+	for _, m := range sum.Details.Mounts {
+		want := map[string]string{"/mnt": "/srv/data"}[m.MountPoint]
+		if m.HostSource != want {
+			t.Errorf("mount %s: host source %q, want %q", m.MountPoint, m.HostSource, want)
+		}
+	}
+}
+
+// A cryo manifest that cannot be read is a corrupt checkpoint, not one
+// taken without cryo.
+func TestInspectCorruptManifest(t *testing.T) {
+	dir := tinyCheckpoint(t, t.TempDir(), "ckpt")
+	if err := os.WriteFile(filepath.Join(dir, snapshot.ManifestName), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InspectPath(dir); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("InspectPath of a corrupt manifest: %v, want ErrCorrupt", err)
+	}
+}
+
+// A run stopped before CRIU's dump leaves cryo's manifest alone: inspect
+// names the interruption instead of refusing the directory.
+func TestInspectInterruptedBeforeDump(t *testing.T) {
+	dir := t.TempDir()
+	if err := snapshot.Write(dir, snapshot.New("pid 42")); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := InspectPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Unfinished || sum.Finishable || sum.Interruption != snapshot.DumpNotStarted || sum.Kind != KindProcess {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+// cryo's manifest naming a container (not "pid N") marks a container's
+// CRIU image directory (`ctr task checkpoint --image-path`).
+func TestInspectImagePathKind(t *testing.T) {
+	dir := tinyCheckpoint(t, t.TempDir(), "ckpt")
+	sum, err := InspectPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Kind != KindImageDir || sum.ContainerID != "tiny" {
+		t.Errorf("kind %q id %q, want %q and the manifest's container id", sum.Kind, sum.ContainerID, KindImageDir)
+	}
+}
+
+// A GPU count annotation that is not a count is unreadable, never "none".
+func TestFromManifestJunkGPUCount(t *testing.T) {
+	for _, c := range []string{"x", "-1", "0", "99999999"} {
+		sum := FromManifest(ocispec.Manifest{Annotations: map[string]string{AnnKind: "process", AnnGPUCount: c}})
+		if sum.GPUsUnknown == "" || len(sum.GPUs) != 0 {
+			t.Errorf("count %q: GPUs %v, unknown %q", c, sum.GPUs, sum.GPUsUnknown)
+		}
+	}
+	sum := FromManifest(ocispec.Manifest{Annotations: map[string]string{AnnKind: "process"}})
+	if sum.GPUsUnknown != "" {
+		t.Errorf("no GPU annotation: unknown %q, want none needed", sum.GPUsUnknown)
+	}
+}
