@@ -5,18 +5,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
 
 func inspectCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "inspect TARGET",
+		Use:   "inspect TARGET...",
 		Short: "summarize a checkpoint: directory, export tar, or image",
 		Long: `Shows what a checkpoint holds and what restoring it needs: its kind and name,
 when and where it was taken, the versions of cryo, CRIU, the kernel and the
@@ -33,17 +36,33 @@ is pulled: the process details then need "cryo image pull").
 
 --verify hashes every file of a directory, tar or store image against the
 checkpoint's manifest (and every layer against its digest) and says which
-file differs; the exit status is 1 if one does.`,
-		Example: "  cryo inspect /var/lib/ckpt/train\n  cryo inspect --verify localhost:5000/ckpt/train:v1\n  cryo inspect --json /tmp/export.tar | jq .details.processes",
-		Args:    exactArgs(1),
+file differs; the exit status is 1 if one does.
+
+Several TARGETs (paths or images of the local store) print one row each in
+a table, as "checkpointctl show" does; one TARGET prints it in full.
+
+The sections can be chosen, as with "checkpointctl inspect": --ps-tree,
+--files, --sockets, --mounts, --stats, --env, or --all; --pid N restricts
+the process sections to one process. The environment (the processes' own,
+read from their memory, and the container spec's) shows the values of
+variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY,
+CREDENTIAL, ...) masked, unless --show-secrets. An encrypted image of the
+local store has its details read with --decryption-key.
+
+"cryo inspect list [DIR]" lists the checkpoints in a directory, and
+"cryo inspect list --store" those of the image store.`,
+		Example: "  cryo inspect /var/lib/ckpt/train\n  cryo inspect /var/lib/ckpt/a /var/lib/ckpt/b export.tar\n  cryo inspect --ps-tree --env --pid 1 /tmp/export.tar\n  cryo inspect --verify localhost:5000/ckpt/train:v1\n  cryo inspect --json /tmp/export.tar | jq .details.processes",
+		Args:    minArgs(1),
 		RunE:    inspectRun,
 	}
+	cmd.AddCommand(inspectListCommand())
 	fs := cmd.Flags()
 	addStoreFlag(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
 	addDecryptFlags(fs)
 	fs.Bool("verify", false, "hash every file against the checkpoint's manifest and report the first that differs")
+	addSectionFlags(fs)
 	addFormatFlags(cmd)
 	return cmd
 }
@@ -53,18 +72,31 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	sec, err := sectionsOf(cmd)
+	if err != nil {
+		return err
+	}
 	if fBool(cmd, "verify") {
+		if len(args) > 1 {
+			return usageErrorf(cmd, "--verify checks one target at a time, got %d", len(args))
+		}
 		return verifyTarget(cmd, args[0], asJSON)
+	}
+	if len(args) > 1 {
+		return inspectMany(cmd, args, sec, asJSON)
 	}
 	sum, err := inspectTarget(cmd, args[0])
 	if err != nil {
+		return err
+	}
+	if err := sec.apply(sum); err != nil {
 		return err
 	}
 	if asJSON {
 		return printJSON(stdout, sum)
 	}
 	printSummary(stdout, sum)
-	return sum.WriteDetails(stdout)
+	return writeSections(stdout, sum, sec)
 }
 
 // verifyTarget is --verify: a path, else an image of the local store; a
@@ -120,7 +152,11 @@ func inspectTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error)
 	if err != nil {
 		return nil, err
 	}
-	sum, err := st.InspectLocal(ctx, target)
+	dec, err := decryptOptions(cmd)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := st.InspectLocalWith(ctx, target, dec)
 	if !errors.Is(err, ociimage.ErrNotFound) {
 		return sum, err
 	}
@@ -131,13 +167,19 @@ func inspectTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error)
 	return ociimage.InspectRemote(ctx, pinned, remoteOptions(cmd))
 }
 
+// printSummary writes the summary in two aligned blocks: the head (what
+// the checkpoint is, aligned as it always was, which scripts match) and
+// the body (when, what it holds, its sizes).
 func printSummary(w io.Writer, s *ociimage.Summary) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 14, 4, 2, ' ', 0)
 	defer tw.Flush()
 	// The values come from annotations of any registry: escape what a
 	// terminal would act on.
 	row := func(k, f string, a ...any) {
-		fmt.Fprintf(tw, "%s:\t%s\n", k, criuinfo.EscapeControl(fmt.Sprintf(f, a...)))
+		if k != "" {
+			k += ":"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", k, criuinfo.EscapeControl(fmt.Sprintf(f, a...)))
 	}
 	row("Source", "%s", s.Source)
 	row("Kind", "%s", s.Kind)
@@ -150,7 +192,21 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 	if s.BaseImage != "" {
 		row("Base image", "%s", s.BaseImage)
 	}
-	row("Created", "%s on %s", s.Created.Format("2006-01-02 15:04:05 MST"), orDash(s.Host))
+	if s.ContainerID != "" {
+		row("ID", "%s", s.ContainerID)
+	}
+	if s.Runtime != "" {
+		row("Runtime", "%s", s.Runtime)
+	}
+	tw.Flush()
+	printBody(row, s)
+}
+
+func printBody(row func(k, f string, a ...any), s *ociimage.Summary) {
+	if s.ContainerCreated != nil {
+		row("Created", "%s", stamp(*s.ContainerCreated))
+	}
+	row("Checkpointed", "%s on %s", stamp(s.Created), orDash(s.Host))
 	row("Processes", "%s", processList(s.Processes))
 	row("GPUs", "%s", gpuList(s))
 	z := s.Sizes
@@ -164,6 +220,29 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 	if s.Digest != "" {
 		row("Digest", "%s", s.Digest)
 	}
+	label := "Annotations"
+	for _, kv := range sortedPairs(s.ContainerAnnotations) {
+		row(label, "%s", kv)
+		label = ""
+	}
+}
+
+// stamp is a time as inspect shows it, "-" when unknown.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format("2006-01-02 15:04:05 MST")
+}
+
+// sortedPairs is a map as sorted "key=value" lines.
+func sortedPairs(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func orDash(s string) string {
@@ -207,11 +286,16 @@ func gpuList(s *ociimage.Summary) string {
 	return fmt.Sprintf("%d× %s (sm %s), %s in use at checkpoint, driver %s", len(s.GPUs), g.Name, orDash(g.ComputeCapability), ociimage.Human(int64(mem)), orDash(s.Driver))
 }
 
-// unfinishedState says what to do with a checkpoint whose cryo run
-// stopped after CRIU's dump.
+// unfinishedState says what to do with a checkpoint whose cryo run did
+// not finish, by what its dump left (snapshot.UnfinishedState).
 func unfinishedState(s *ociimage.Summary) string {
-	if s.Finishable {
+	switch {
+	case s.Finishable:
 		return fmt.Sprintf("interrupted after its dump, which completed: finish it with `cryo checkpoint --finish %s` (a restore finishes it too)", s.Source)
+	case s.Interruption == snapshot.DumpAbandoned:
+		return "abandoned after its dump completed: the run failed after it (a full disk at the last write) and gave the processes back, which ran on, so its images are stale; re-take the checkpoint"
+	case s.Interruption == snapshot.DumpNotStarted:
+		return "interrupted before CRIU's dump completed (Ctrl-C or a failure rolled it back and the processes ran on, or cryo was killed: see `cryo help interrupted`): it holds no CRIU images; re-take the checkpoint"
 	}
 	return "interrupted before CRIU's dump completed: its images are partial; re-take the checkpoint"
 }
