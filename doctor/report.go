@@ -31,8 +31,23 @@ type Report struct {
 	// Version is the version of the cryo that checked.
 	Version string  `json:"version"`
 	Checks  []Check `json:"checks"`
-	// Summary counts the statuses: "12 ok, 2 skipped, 1 warning, 0 failed".
-	Summary string `json:"summary"`
+	// Summary counts the statuses, as numbers so that scripts need not
+	// parse words; its String is the text line ("12 ok, 2 skipped, …").
+	Summary Summary `json:"summary"`
+}
+
+// Summary is the number of checks of each status.
+type Summary struct {
+	OK       int `json:"ok"`
+	Skipped  int `json:"skipped"`
+	Warnings int `json:"warnings"`
+	Failed   int `json:"failed"`
+}
+
+// String is the summary as the text report prints it:
+// "12 ok, 2 skipped, 1 warning, 0 failed".
+func (s Summary) String() string {
+	return fmt.Sprintf("%d ok, %d skipped, %s, %d failed", s.OK, s.Skipped, plural(s.Warnings, "warning"), s.Failed)
 }
 
 func newReport(checks []Check) Report {
@@ -60,10 +75,9 @@ func (r Report) Count(s Status) int {
 	return n
 }
 
-func summary(checks []Check) string {
+func summary(checks []Check) Summary {
 	r := Report{Checks: checks}
-	return fmt.Sprintf("%d ok, %d skipped, %s, %d failed",
-		r.Count(OK), r.Count(Skip), plural(r.Count(Warn), "warning"), r.Count(Fail))
+	return Summary{OK: r.Count(OK), Skipped: r.Count(Skip), Warnings: r.Count(Warn), Failed: r.Count(Fail)}
 }
 
 func plural(n int, word string) string {
@@ -86,7 +100,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s (cryo %s)\n", r.Summary, r.Version)
+	_, err := fmt.Fprintf(w, "%s (cryo %s)\n", r.Summary.String(), r.Version)
 	return err
 }
 

@@ -18,7 +18,10 @@ func TestReport(t *testing.T) {
 		{Name: "criu", Status: Fail, Detail: "missing", Fix: "make deps"},
 		{Name: "runc", Status: OK, Detail: "1.1.5", Fix: "unused"},
 	})
-	if r.Summary != "2 ok, 1 skipped, 1 warning, 1 failed" || !r.Failed() {
+	if r.Summary != (Summary{OK: 2, Skipped: 1, Warnings: 1, Failed: 1}) || !r.Failed() {
+		t.Fatalf("summary %+v, failed %v", r.Summary, r.Failed())
+	}
+	if r.Summary.String() != "2 ok, 1 skipped, 1 warning, 1 failed" {
 		t.Fatalf("summary %q, failed %v", r.Summary, r.Failed())
 	}
 	r.Checks[3].Status = Warn
@@ -34,7 +37,8 @@ func TestReport(t *testing.T) {
 	var generic map[string]any
 	json.Unmarshal(data, &generic)
 	first := generic["checks"].([]any)[2].(map[string]any)
-	if generic["summary"] != r.Summary || generic["version"] == "" || first["name"] != "containerd shim" || first["status"] != "warn" || first["fix"] != "ln -s" {
+	counts, _ := generic["summary"].(map[string]any)
+	if counts["ok"] != 2.0 || counts["skipped"] != 1.0 || counts["warnings"] != 1.0 || counts["failed"] != 1.0 || generic["version"] == "" || first["name"] != "containerd shim" || first["status"] != "warn" || first["fix"] != "ln -s" {
 		t.Fatalf("JSON %s", data)
 	}
 	if _, ok := generic["checks"].([]any)[0].(map[string]any)["fix"]; ok {
@@ -58,7 +62,7 @@ func TestReport(t *testing.T) {
 	if strings.Contains(buf.String(), "unused") {
 		t.Error("the fix of an ok check was printed")
 	}
-	if !strings.HasPrefix(lines[7], r.Summary) {
+	if !strings.HasPrefix(lines[7], r.Summary.String()) {
 		t.Errorf("last line %q, want the summary", lines[7])
 	}
 }

@@ -17,7 +17,8 @@ func doctorCommand() *cobra.Command {
 check: its status, its name and what it found, with the one fix under each
 warning or failure, then a summary ("9 ok, 5 skipped, 2 warnings, 0 failed").
 --json prints the same report as JSON (version, checks with name, status,
-detail and fix, and summary). --libcuda and --call-timeout choose the driver
+detail and fix, and summary: the counts {"ok", "skipped", "warnings",
+"failed"} as numbers). --libcuda and --call-timeout choose the driver
 as for "cryo cuda".
 
 The statuses:
