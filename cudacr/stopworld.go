@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 // No thread of a CUDA process may run while its GPU state is away: between
@@ -258,27 +260,11 @@ func seizeError(tid int, err error) error {
 	if !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("seize thread %d: %w", tid, err)
 	}
-	tracer := tracerOf(tid)
+	tracer := proc.ThreadTracer(tid)
 	if tracer == 0 {
 		return fmt.Errorf("seize thread %d: %w (are ptrace's rights missing? cryo needs root with CAP_SYS_PTRACE)", tid, err)
 	}
-	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tracer))
-	return fmt.Errorf("seize thread %d: %w: pid %d (%s) traces it; a cryo checkpoint, resume or state query may be under way: retry once it has finished", tid, err, tracer, strings.TrimSpace(string(comm)))
-}
-
-// tracerOf is the TracerPid of thread tid, 0 if none or unreadable.
-func tracerOf(tid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	return fmt.Errorf("seize thread %d: %w: pid %d (%s) traces it; a cryo checkpoint, resume or state query may be under way: retry once it has finished", tid, err, tracer, proc.Comm(tracer))
 }
 
 func isStopSignal(s unix.Signal) bool {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/cudacr/proc"
 )
 
 // startMidAction starts `cryo cuda VERB PID` with the fake driver's op
@@ -55,23 +56,12 @@ func awaitHeld(t *testing.T, pid int) {
 		tids, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
 		for _, d := range tids {
 			tid, _ := strconv.Atoi(filepath.Base(d))
-			if tracerPid(tid) != 0 {
+			if proc.ThreadTracer(tid) != 0 {
 				return false
 			}
 		}
 		return cudacr.Stopped(pid)
 	})
-}
-
-func tracerPid(tid int) int {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
 }
 
 // TestKilledCryoMidActionLosesNothing: SIGKILL of `cryo cuda suspend` in

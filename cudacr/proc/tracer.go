@@ -20,6 +20,11 @@ func Tracer(pid int) int {
 	return 0
 }
 
+// ThreadTracer is the pid that ptrace-holds thread tid, 0 if none.
+func ThreadTracer(tid int) int {
+	return tracerIn("/proc/" + strconv.Itoa(tid) + "/status")
+}
+
 // tracerIn is the TracerPid field of a status file, 0 if unreadable.
 func tracerIn(status string) int {
 	data, err := os.ReadFile(status)
