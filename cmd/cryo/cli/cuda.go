@@ -61,7 +61,15 @@ func cudaStateCommand() *cobra.Command {
 		Short: "print the CUDA checkpoint state of each PID",
 		Long: `Prints running, locked, checkpointed or failed for each PID, whether cryo
 holds its threads stopped, and says how to resume a process left suspended.
-Exits 1 if a PID could not be queried.`,
+
+It answers at once where the driver cannot: a process whose cgroup is frozen
+(a paused container) is "frozen" and one another tracer holds (a cryo call
+under way) is "busy", without a driver call (the driver's calls hang on a
+frozen process). cryo's locks are read without locking: when a checkpoint of
+the process (or of its container) is in progress, the message says so
+instead of suggesting "cryo cuda resume". --json prints pid, state, stopped,
+frozen, operation and operation_pid (the cryo run holding its lock) and
+error per PID. Exits 1 if a PID could not be queried.`,
 		Example: "  cryo cuda state 4242 4243\n  cryo cuda state --json 4242",
 		Args:    minArgs(1),
 		RunE:    cudaState,
@@ -143,60 +151,6 @@ func pidArgs(cmd *cobra.Command, args []string) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
-}
-
-// cudaStateLine is one PID of `cryo cuda state --json`.
-type cudaStateLine struct {
-	PID   int    `json:"pid"`
-	State string `json:"state,omitempty"`
-	// Stopped: every thread is held stopped, as `cryo cuda suspend`
-	// leaves a process while its GPU state is away.
-	Stopped bool   `json:"stopped,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-func cudaState(cmd *cobra.Command, args []string) error {
-	asJSON, err := jsonOutput(cmd)
-	if err != nil {
-		return err
-	}
-	pids, err := pidArgs(cmd, args)
-	if err != nil {
-		return err
-	}
-	d := newDriver(cmd)
-	lines, failed := make([]cudaStateLine, 0, len(pids)), 0
-	for _, pid := range pids {
-		st, err := d.State(cmd.Context(), pid)
-		if err != nil {
-			lines = append(lines, cudaStateLine{PID: pid, Error: err.Error()})
-			failed++
-			continue
-		}
-		lines = append(lines, cudaStateLine{PID: pid, State: st.String(), Stopped: cudacr.Stopped(pid)})
-		if st == cudacr.StateCheckpointed || st == cudacr.StateLocked {
-			// Left so by `cryo cuda suspend`, or by a checkpoint killed
-			// between its suspend and its dump.
-			fmt.Fprintf(messages(), "cryo: pid %d is suspended; unless a checkpoint of it is under way, `cryo cuda resume %d` resumes it\n", pid, pid)
-		}
-	}
-	if asJSON {
-		if err := printJSON(stdout, lines); err != nil {
-			return err
-		}
-	} else {
-		for _, l := range lines {
-			state := l.State
-			if l.Stopped && state != "" {
-				state += " (stopped)"
-			}
-			fmt.Fprintf(stdout, "%d\t%s\n", l.PID, or(state, "-\t"+l.Error))
-		}
-	}
-	if failed > 0 {
-		return &silentError{Code: ExitFailure}
-	}
-	return nil
 }
 
 // cudaTargets keeps the CUDA processes among pids and says which it skips.
