@@ -65,3 +65,23 @@ func logSaysDone(dir string, m *Manifest) bool {
 	}
 	return false
 }
+
+// States of a directory marked partial (MarkPartial): its images were
+// removed because its processes ran on; CRIU's kept log tells whether the
+// dump had completed before the run failed.
+const (
+	// DumpFailedRemoved: the run failed or was interrupted (Ctrl-C) before
+	// CRIU's dump completed.
+	DumpFailedRemoved DumpState = "failed-images-removed"
+	// DumpStaleRemoved: the dump completed, then the run failed (a full
+	// disk at the last write): the processes ran on, so it was stale.
+	DumpStaleRemoved DumpState = "stale-images-removed"
+)
+
+// PartialState classifies a directory marked partial by its kept logs.
+func PartialState(dir string) DumpState {
+	if logSaysDone(dir, nil) {
+		return DumpStaleRemoved
+	}
+	return DumpFailedRemoved
+}

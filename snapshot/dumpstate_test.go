@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,4 +42,22 @@ func TestUnfinishedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("abandoned dump", done, DumpAbandoned)
+}
+
+// A directory marked partial keeps CRIU's log, which says whether the
+// dump had completed before the run failed.
+func TestPartialState(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(dir, "criu-dump.log"), []byte("(00.1) Dumping finished successfully\n"), 0o600)
+	if _, err := MarkPartial(dir, errors.New("failed at step manifest: no space left on device")); err != nil {
+		t.Fatal(err)
+	}
+	if st := PartialState(dir); st != DumpStaleRemoved {
+		t.Errorf("a completed dump, then a failure: %q", st)
+	}
+	os.WriteFile(filepath.Join(dir, "criu-dump.log"), []byte("Error: interrupted\n"), 0o600)
+	if st := PartialState(dir); st != DumpFailedRemoved {
+		t.Errorf("a dump cut short: %q", st)
+	}
 }

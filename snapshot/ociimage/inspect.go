@@ -24,6 +24,9 @@ func InspectPath(path string) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect checkpoint %s: %w", path, err)
 	}
+	if p, perr := snapshot.ReadPartial(path); st.IsDir() && (p != nil || perr != nil) {
+		return partialSummary(path, p, perr)
+	}
 	src, err := openSource(path, os.TempDir(), true)
 	if errors.Is(err, ErrUnknownSource) && hasManifestFile(path) {
 		// cryo's manifest without CRIU's inventory: a run interrupted

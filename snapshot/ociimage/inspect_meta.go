@@ -130,3 +130,23 @@ func isImageDir(src *Source) bool {
 	ns, _ := filepath.Glob(filepath.Join(src.CRIU, "mountpoints-*.img"))
 	return len(ns) > 0
 }
+
+// partialSummary describes a directory marked partial: no images, the
+// failure its mark records, and whether the dump had completed before it
+// (snapshot.PartialState). A mark that cannot be read is an error.
+func partialSummary(path string, p *snapshot.Partial, err error) (*Summary, error) {
+	if err != nil {
+		return nil, fmt.Errorf("inspect checkpoint %s: its mark %s cannot be read (%v); remedy: re-take the checkpoint into an empty directory: %w", path, snapshot.PartialName, err, snapshot.ErrCorrupt)
+	}
+	sum := &Summary{Source: path, Kind: KindProcess, Unfinished: true, Partial: p,
+		Interruption: snapshot.PartialState(path), GPUsUnknown: "the checkpoint failed and its images were removed",
+		DetailsNote: "its CRIU images were removed when it failed; CRIU's logs are kept in the directory"}
+	files, err := listFiles(path, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := sumSizes(&Source{Files: files}, &sum.Sizes); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}

@@ -101,3 +101,20 @@ func TestFromManifestJunkGPUCount(t *testing.T) {
 		t.Errorf("no GPU annotation: unknown %q, want none needed", sum.GPUsUnknown)
 	}
 }
+
+// A directory marked partial (its images removed, its logs kept) is
+// described from its mark, not refused as an unknown source.
+func TestInspectPartialMark(t *testing.T) {
+	dir := tinyCheckpoint(t, t.TempDir(), "ckpt")
+	os.WriteFile(filepath.Join(dir, "criu-dump.log"), []byte("Dumping finished successfully\n"), 0o600)
+	if _, err := snapshot.MarkPartial(dir, errors.New("failed at step manifest: no space left on device")); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := InspectPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Partial == nil || sum.Interruption != snapshot.DumpStaleRemoved || !sum.Unfinished || sum.GPUsUnknown == "" {
+		t.Errorf("summary %+v", sum)
+	}
+}

@@ -55,6 +55,9 @@ type Summary struct {
 	// Interruption says, for an Unfinished checkpoint, what its dump left
 	// (snapshot.UnfinishedState), so that its remedy can be named.
 	Interruption snapshot.DumpState `json:"interruption,omitempty"`
+	// Partial is the mark of a checkpoint that failed while its processes
+	// ran on, whose images were removed (snapshot.MarkPartial).
+	Partial *snapshot.Partial `json:"partial,omitempty"`
 	// Checkpointed is when the checkpoint was taken (Created, kept under
 	// its old name); ContainerCreated when the container was created, as
 	// an export's config.dump records it.

@@ -292,10 +292,23 @@ func unfinishedState(s *ociimage.Summary) string {
 	switch {
 	case s.Finishable:
 		return fmt.Sprintf("interrupted after its dump, which completed: finish it with `cryo checkpoint --finish %s` (a restore finishes it too)", s.Source)
+	case s.Partial != nil:
+		return partialState(s)
 	case s.Interruption == snapshot.DumpAbandoned:
 		return "abandoned after its dump completed: the run failed after it (a full disk at the last write) and gave the processes back, which ran on, so its images are stale; re-take the checkpoint"
 	case s.Interruption == snapshot.DumpNotStarted:
 		return "interrupted before CRIU's dump completed (Ctrl-C or a failure rolled it back and the processes ran on, or cryo was killed: see `cryo help interrupted`): it holds no CRIU images; re-take the checkpoint"
 	}
 	return "interrupted before CRIU's dump completed: its images are partial; re-take the checkpoint"
+}
+
+// partialState words a checkpoint that failed while its processes ran on,
+// whose images were removed (snapshot.MarkPartial).
+func partialState(s *ociimage.Summary) string {
+	p := s.Partial
+	kept := orDash(strings.Join(p.Kept, ", "))
+	if s.Interruption == snapshot.DumpStaleRemoved {
+		return fmt.Sprintf("its dump completed, then the run failed at %s (%s); the processes ran on, so the dump was stale and its images were removed (logs kept: %s); re-take the checkpoint (the directory can be given to --dir again)", stamp(p.Time), p.Error, kept)
+	}
+	return fmt.Sprintf("failed before CRIU's dump completed, at %s (%s); the processes ran on and its images were removed (logs kept: %s); re-take the checkpoint (the directory can be given to --dir again)", stamp(p.Time), p.Error, kept)
 }

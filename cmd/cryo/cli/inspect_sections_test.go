@@ -87,3 +87,17 @@ func TestUnfinishedStates(t *testing.T) {
 		}
 	}
 }
+
+// A directory marked partial says whether its dump had completed, and that
+// its images were removed.
+func TestPartialStates(t *testing.T) {
+	p := &snapshot.Partial{Error: "interrupted by SIGINT", Kept: []string{"criu-dump.log"}}
+	s := &ociimage.Summary{Unfinished: true, Partial: p, Interruption: snapshot.DumpFailedRemoved}
+	if got := unfinishedState(s); !strings.Contains(got, "failed before CRIU's dump completed") || !strings.Contains(got, "interrupted by SIGINT") || !strings.Contains(got, "criu-dump.log") {
+		t.Errorf("failed: %q", got)
+	}
+	s.Interruption = snapshot.DumpStaleRemoved
+	if got := unfinishedState(s); !strings.Contains(got, "dump completed, then the run failed") || strings.Contains(got, "before CRIU's dump completed") {
+		t.Errorf("stale: %q", got)
+	}
+}

@@ -1,0 +1,150 @@
+package integration
+
+// `cryo inspect` beyond one summary, on real CRIU checkpoints of the fake
+// CUDA app: several targets in one table, the section flags (the process
+// tree with full command lines, --env with secrets masked, --pid), `cryo
+// inspect list`, a corrupt manifest, and the kind of an interrupted
+// checkpoint (Ctrl-C before the dump, a dump abandoned after a full disk).
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cryo-gpu/cryo/snapshot"
+)
+
+const inspectSecret = "hunter2-do-not-print"
+
+// TestInspectSeveralAndSections takes two checkpoints of one app (the
+// first with --leave-running) and inspects them together and apart.
+func TestInspectSeveralAndSections(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "MY_API_TOKEN="+inspectSecret, "PLAIN_SETTING=visible")
+	p := bareStartFakeApp(t, env, nil)
+	pid := strconv.Itoa(p.pid)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	bareCryo(t, env, "checkpoint", "--leave-running", "--pid", pid, "--dir", a)
+	bareCryo(t, env, "checkpoint", "--pid", pid, "--dir", b)
+	killDumped(t, p)
+
+	table := bareCryo(t, env, "inspect", a, b)
+	t.Logf("inspect a b:\n%s", table)
+	wantIn(t, table, "TARGET", "CHECKPOINTED", "GPUS", a, b, "complete")
+	if n := strings.Count(strings.TrimSpace(table), "\n"); n != 2 {
+		t.Errorf("want a header and two rows, got %d lines:\n%s", n+1, table)
+	}
+	var rows []struct {
+		Target  string
+		Summary struct{ Kind string }
+	}
+	wantJSON(t, "inspect --json a b", bareCryo(t, env, "inspect", "--json", a, b), &rows)
+	if len(rows) != 2 || rows[0].Target != a || rows[1].Summary.Kind != "process" {
+		t.Errorf("inspect --json a b: %+v", rows)
+	}
+
+	// The full command line comes from the pages, the environment too,
+	// with the token masked unless --show-secrets.
+	tree := bareCryo(t, env, "inspect", "--ps-tree", "--env", "--pid", pid, a)
+	t.Logf("inspect --ps-tree --env --pid:\n%s", tree)
+	wantIn(t, tree, "Process tree", fakeFile(t, "fakecuda-app")+" 50", "PLAIN_SETTING=visible", "MY_API_TOKEN=****")
+	if strings.Contains(tree, inspectSecret) {
+		t.Errorf("the secret was printed without --show-secrets:\n%s", tree)
+	}
+	wantIn(t, bareCryo(t, env, "inspect", "--env", "--show-secrets", a), "MY_API_TOKEN="+inspectSecret)
+	if js := bareCryo(t, env, "inspect", "--json", a); strings.Contains(js, inspectSecret) || strings.Contains(js, "PLAIN_SETTING") {
+		t.Errorf("inspect --json without --env shows the environment:\n%s", js)
+	}
+	if out := bareCryo(t, env, "inspect", "--mounts", "--files", a); strings.Contains(out, "Process tree") != true {
+		t.Errorf("--files shows no process tree:\n%s", out)
+	}
+	wantIn(t, bareCryoFails(t, env, "inspect", "--pid", "999999", a), "has no process 999999", pid)
+
+	// A corrupt manifest is reported as corrupt, exit 1.
+	bad := filepath.Join(dir, "bad")
+	run(t, bareTimeout, nil, "cp", "-a", b, bad)
+	if err := os.WriteFile(filepath.Join(bad, snapshot.ManifestName), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := cryoSplit(t, env, "inspect", bad)
+	if code != 1 || !strings.Contains(stderr, "not a valid cryo manifest") {
+		t.Errorf("inspect of a corrupt manifest: exit %d, stderr %q", code, stderr)
+	}
+
+	list := bareCryo(t, env, "inspect", "list", dir)
+	t.Logf("inspect list:\n%s", list)
+	wantIn(t, list, a, b, bad, "complete", "not a valid cryo manifest")
+	var listed []struct{ Target, Kind, State string }
+	wantJSON(t, "inspect list --json", bareCryo(t, env, "inspect", "list", "--json", dir), &listed)
+	if len(listed) != 3 || listed[0].Kind != "process" || listed[0].State != "complete" {
+		t.Errorf("inspect list --json: %+v", listed)
+	}
+}
+
+// TestInspectInterruptedBeforeDump: Ctrl-C while cryo is about to dump
+// rolls the checkpoint back and marks the directory partial (its images
+// removed); inspect names that, exit 0, not refused as an unknown source.
+func TestInspectInterruptedBeforeDump(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "dump")
+	cmd.Process.Signal(syscall.SIGINT)
+	os.Remove(hold)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the interrupted checkpoint succeeded:\n%s", out)
+	}
+	p.waitTicks(t, p.lastTick(t)+3)
+	got := bareCryo(t, env, "inspect", img)
+	t.Logf("inspect of the interrupted checkpoint:\n%s", got)
+	wantIn(t, got, "failed before CRIU's dump completed", "interrupted by SIGINT", "images were removed", "re-take")
+	var sum struct {
+		Unfinished   bool
+		Interruption string
+	}
+	wantJSON(t, "inspect --json", bareCryo(t, env, "inspect", "--json", img), &sum)
+	if !sum.Unfinished || sum.Interruption != string(snapshot.DumpFailedRemoved) {
+		t.Errorf("inspect --json: %+v", sum)
+	}
+}
+
+// TestInspectAbandonedAfterFullDisk: a dump that completed, then was
+// abandoned when the last manifest write hit a full disk (the processes
+// ran on, its images were removed), is called stale, not "interrupted
+// before CRIU's dump".
+func TestInspectAbandonedAfterFullDisk(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
+	p := bareStartFakeApp(t, env, nil)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	img := filepath.Join(mnt, "img")
+	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "final")
+	filler := filepath.Join(mnt, "filler")
+	exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M").Run()
+	os.Remove(hold)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("cryo checkpoint succeeded on a full disk:\n%s", out)
+	}
+	os.Remove(filler)
+	got := bareCryo(t, env, "inspect", img)
+	t.Logf("inspect of the abandoned checkpoint:\n%s", got)
+	wantIn(t, got, "its dump completed, then the run failed", "stale", "no space left", "re-take")
+	if strings.Contains(got, "before CRIU's dump completed") {
+		t.Errorf("the abandoned dump is called interrupted before its dump:\n%s", got)
+	}
+	var sum struct{ Interruption string }
+	if err := json.Unmarshal([]byte(bareCryo(t, env, "inspect", "--json", img)), &sum); err != nil || sum.Interruption != string(snapshot.DumpStaleRemoved) {
+		t.Errorf("inspect --json: %+v, %v", sum, err)
+	}
+}
