@@ -93,3 +93,72 @@ func TestCLICudaStateFrozen(t *testing.T) {
 	}
 }
 
+
+// cuda suspend|resume --json print one document per call (pid, states
+// before and after, bytes, seconds), -q the pids alone; checkpoint -q
+// prints the image directory alone; image build|push|pull|rm --json print
+// the image (ref, digest, size) with nothing else on stdout.
+func TestCLIResultOutputs(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	pid := strconv.Itoa(p.pid)
+	var set []struct {
+		PID     int     `json:"pid"`
+		Before  string  `json:"state_before"`
+		After   string  `json:"state_after"`
+		Bytes   uint64  `json:"bytes"`
+		Seconds float64 `json:"seconds"`
+		Error   string  `json:"error"`
+	}
+	stdout, stderr, code := cryoSplit(t, env, "cuda", "suspend", "--json", pid)
+	wantJSON(t, "cuda suspend --json", stdout, &set)
+	if code != 0 || len(set) != 1 || set[0].PID != p.pid || set[0].Before != "running" || set[0].After != "checkpointed" || set[0].Bytes != 1<<20 || set[0].Seconds <= 0 || set[0].Error != "" {
+		t.Fatalf("cuda suspend --json: exit %d %+v\n%s", code, set, stderr)
+	}
+	stdout, stderr, code = cryoSplit(t, env, "cuda", "resume", "-q", pid)
+	if code != 0 || stdout != pid+"\n" {
+		t.Fatalf("cuda resume -q: exit %d stdout %q\n%s", code, stdout, stderr)
+	}
+	// --format json is --json.
+	stdout, stderr, code = cryoSplit(t, env, "cuda", "suspend", "--format", "json", pid)
+	wantJSON(t, "cuda suspend --format json", stdout, &set)
+	stdout, stderr, code = cryoSplit(t, env, "cuda", "resume", "--json", pid)
+	wantJSON(t, "cuda resume --json", stdout, &set)
+	if code != 0 || set[0].Before != "checkpointed" || set[0].After != "running" || set[0].Bytes != 1<<20 {
+		t.Fatalf("cuda resume --json: exit %d %+v\n%s", code, set, stderr)
+	}
+
+	img := filepath.Join(t.TempDir(), "img")
+	stdout, stderr, code = cryoSplit(t, env, "checkpoint", "-q", "--pid", pid, "--dir", img)
+	if code != 0 || stdout != img+"\n" || stderr != "" {
+		t.Fatalf("checkpoint -q: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	killDumped(t, p)
+
+	store := filepath.Join(t.TempDir(), "store")
+	ref := "localhost:5999/cli/output:v1"
+	var im struct {
+		Ref    string `json:"ref"`
+		Digest string `json:"digest"`
+		Size   int64  `json:"size"`
+		Layers int    `json:"layers"`
+		Kind   string `json:"kind"`
+	}
+	stdout, stderr, code = cryoSplit(t, env, "image", "build", "--json", img, ref, "--store", store)
+	wantJSON(t, "image build --json", stdout, &im)
+	if code != 0 || im.Ref != ref || !strings.HasPrefix(im.Digest, "sha256:") || im.Size == 0 || im.Layers == 0 || im.Kind != "process" {
+		t.Fatalf("image build --json: exit %d %+v\n%s", code, im, stderr)
+	}
+	var rm []struct{ Ref, Digest string }
+	stdout, stderr, code = cryoSplit(t, env, "image", "rm", "--json", ref, "--store", store)
+	wantJSON(t, "image rm --json", stdout, &rm)
+	if code != 0 || len(rm) != 1 || rm[0].Ref != ref || rm[0].Digest != im.Digest {
+		t.Fatalf("image rm --json: exit %d %+v\n%s", code, rm, stderr)
+	}
+	stdout, _, code = cryoSplit(t, env, "image", "rm", "--json", ref, "--store", store)
+	wantJSON(t, "image rm --json of a missing ref", stdout, &rm)
+	if code != 1 || len(rm) != 0 {
+		t.Fatalf("image rm --json of a missing ref: exit %d %+v", code, rm)
+	}
+}

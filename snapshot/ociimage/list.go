@@ -57,6 +57,10 @@ func (st *Store) ListImages(ctx context.Context) ([]ImageInfo, error) {
 	return out, nil
 }
 
+// Info describes one image of the store as ListImages does: what `cryo
+// image build|push|pull --json` print of the image they moved.
+func (st *Store) Info(ctx context.Context, ref string) ImageInfo { return st.imageInfo(ctx, ref) }
+
 func (st *Store) imageInfo(ctx context.Context, ref string) ImageInfo {
 	im, err := st.LoadImage(ctx, ref)
 	if err != nil {

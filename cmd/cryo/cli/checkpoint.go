@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/snapshot"
 )
 
 // checkpointCommand is the bare-process checkpoint: CRIU on a process tree,
@@ -58,6 +59,7 @@ locking".`,
 	fs.Bool("tcp-established", false, "checkpoint established TCP connections")
 	fs.Bool("shell-job", false, "the tree is attached to a terminal or is not a session leader")
 	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics")
+	fs.BoolP("quiet", "q", false, "no progress or messages on stderr; only the image directory on stdout")
 	addLockTimeout(fs)
 	addCopyTimeout(fs)
 	addAllowIPC(fs)
@@ -77,10 +79,10 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if dir := fString(cmd, "finish"); dir != "" {
 		// --finish works on a checkpoint already taken: flags of a new one
 		// would be silently ignored.
-		if err := onlyFlags(cmd, "--finish", "finish", "lock-timeout", "copy-timeout", "format", "json"); err != nil {
+		if err := onlyFlags(cmd, "--finish", "finish", "lock-timeout", "copy-timeout", "format", "json", "quiet"); err != nil {
 			return err
 		}
-		return finishRun(cmd.Context(), dir)
+		return finishRun(cmd.Context(), dir, fBool(cmd, "quiet"))
 	}
 	pid, dir := fInt(cmd, "pid"), fString(cmd, "dir")
 	if pid <= 0 || dir == "" {
@@ -105,24 +107,40 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if asJSON {
 		return printJSON(stdout, res)
 	}
-	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
-	if pids := runtime.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
-		fmt.Fprintf(messages(), "note: CUDA in %s %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pluralWord(len(pids), "pid", "pids"), pids, strings.Trim(fmt.Sprint(pids), "[]"))
+	if fBool(cmd, "quiet") {
+		// The directory alone, for `d=$(cryo checkpoint -q …)`; a process
+		// left suspended is still said, it needs the user.
+		stillSuspendedNote(cmd, m)
+		_, err := fmt.Fprintln(stdout, dir)
+		return err
 	}
+	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
+	stillSuspendedNote(cmd, m)
 	if fBool(cmd, "print-stats") {
 		printStats(stdout, res.Steps, res.CRIU)
 	}
 	return nil
 }
 
-// finishRun completes a checkpoint interrupted after its dump.
-func finishRun(ctx context.Context, dir string) error {
+func stillSuspendedNote(cmd *cobra.Command, m *snapshot.Manifest) {
+	if pids := runtime.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
+		fmt.Fprintf(messages(), "note: CUDA in %s %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pluralWord(len(pids), "pid", "pids"), pids, strings.Trim(fmt.Sprint(pids), "[]"))
+	}
+}
+
+// finishRun completes a checkpoint interrupted after its dump; quiet
+// prints only the directory.
+func finishRun(ctx context.Context, dir string, quiet bool) error {
 	m, err := runtime.New(runtime.WithConfig(cfg), runtime.WithLogger(warnLogger())).FinishCheckpoint(ctx, dir)
 	if errors.Is(err, runtime.ErrNothingToFinish) {
 		fmt.Fprintf(messages(), "%v\n", err)
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	if quiet {
+		_, err := fmt.Fprintln(stdout, dir)
 		return err
 	}
 	fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))

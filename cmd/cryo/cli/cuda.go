@@ -102,6 +102,7 @@ overrides that for a job that avoids both by means cryo cannot see.`,
 	addLockTimeout(fs)
 	addParallel(fs)
 	addAllowIPC(fs)
+	addSetOutputFlags(cmd)
 	return cmd
 }
 
@@ -123,6 +124,7 @@ CUDA_ERROR_INVALID_VALUE and the process stays suspended. "cryo restore
 	addDriverFlags(fs)
 	addGPUMapFlag(fs)
 	addParallel(fs)
+	addSetOutputFlags(cmd)
 	return cmd
 }
 
@@ -202,6 +204,10 @@ func cudaResume(cmd *cobra.Command, args []string) error {
 // cudaSet runs op on the CUDA processes among the PID arguments and reports
 // how long it took. Interrupting it cancels op, which still rolls back.
 func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(context.Context, *cudacr.Driver, []int) error) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
 	pids, err := pidArgs(cmd, args)
 	if err != nil {
 		return err
@@ -222,9 +228,25 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 		return fmt.Errorf("%s: %w; nothing was done", verb, err)
 	}
 	defer l.Release()
+	var res *cudaSetResults
+	if asJSON {
+		res = beginCUDAResults(ctx, d, targets, verb)
+	}
 	start := time.Now()
-	if err := op(ctx, d, targets); err != nil {
-		return fmt.Errorf("%s: %w", verb, err)
+	err = op(ctx, d, targets)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", verb, err)
+	}
+	switch {
+	case asJSON:
+		return res.finish(ctx, d, time.Since(start), err)
+	case err != nil:
+		return err
+	case fBool(cmd, "quiet"):
+		for _, pid := range targets {
+			fmt.Fprintln(stdout, pid)
+		}
+		return nil
 	}
 	fmt.Fprintf(messages(), "%s %s in %s\n", done, plural(len(targets), "process", "processes"), time.Since(start).Round(time.Millisecond))
 	return nil

@@ -136,11 +136,16 @@ is pulled from its registry (--authfile, --plain-http apply).`,
 	fs.Bool("insecure", false, "")
 	_ = fs.MarkHidden("insecure")
 	fs.String("authfile", "", "with --runnable, auth `FILE` for the base image's registry (then $REGISTRY_AUTH_FILE and the usual files)")
+	addFormatFlags(cmd)
 	return cmd
 }
 
 func imageBuild(cmd *cobra.Command, args []string) error {
 	ctx := cmd.Context()
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
 	o, err := buildOptions(cmd, args[1])
 	if err != nil {
 		return err
@@ -166,6 +171,9 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 	if !fBool(cmd, "quiet") {
 		fmt.Fprintf(messages(), "built %s: %s in %d layers, %s raw (ratio %.1f)\n", o.Ref,
 			ociimage.Human(sum.Sizes.Compressed), len(sum.Layers), ociimage.Human(sum.Sizes.Total), sum.Sizes.Ratio)
+	}
+	if asJSON {
+		return printJSON(stdout, imageResult{ImageInfo: st.Info(ctx, o.Ref), Layers: len(sum.Layers), Ratio: sum.Sizes.Ratio})
 	}
 	fmt.Fprintln(stdout, d.Digest)
 	return nil
@@ -232,6 +240,10 @@ verified is recorded on stderr (docs/images.md, "Verifying signatures").`,
 func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Context, string, ociimage.TransferOptions) (ocispec.Descriptor, error)) *cobra.Command {
 	cmd.Args = exactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		asJSON, err := jsonOutput(cmd)
+		if err != nil {
+			return err
+		}
 		// A pull may be the store's first image; a push needs one there.
 		open := openStore
 		if cmd.Name() == "pull" {
@@ -242,13 +254,18 @@ func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Cont
 			return err
 		}
 		d, err := move(st, cmd.Context(), args[0], transferOptions(cmd))
-		if err == nil {
-			fmt.Fprintln(stdout, d.Digest)
+		switch {
+		case err != nil:
+			return err
+		case asJSON:
+			return printJSON(stdout, imageResult{ImageInfo: st.Info(cmd.Context(), args[0])})
 		}
-		return err
+		fmt.Fprintln(stdout, d.Digest)
+		return nil
 	}
 	addStoreFlag(cmd.Flags())
 	addRemoteFlags(cmd.Flags())
+	addFormatFlags(cmd)
 	return cmd
 }
 
@@ -262,23 +279,38 @@ func imageRemoveCommand() *cobra.Command {
 	}
 	addStoreFlag(cmd.Flags())
 	cmd.Flags().BoolP("quiet", "q", false, "print nothing; the exit status says whether every REF was removed")
+	addFormatFlags(cmd)
 	return cmd
 }
 
 // imageRemove removes each REF, printing each one removed on stdout, as
-// "podman rmi" does, so that a script sees what went.
+// "podman rmi" does, so that a script sees what went. With --json the
+// document lists the removed ones even when a later REF fails.
 func imageRemove(cmd *cobra.Command, args []string) error {
-	return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	removed := []removedImage{}
+	err = withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
 		for _, ref := range args {
+			d, _ := st.Resolve(ctx, ref)
 			if err := st.Remove(ctx, ref); err != nil {
 				return err
 			}
-			if !fBool(cmd, "quiet") {
+			removed = append(removed, removedImage{Ref: ref, Digest: d.Digest.String()})
+			if !fBool(cmd, "quiet") && !asJSON {
 				fmt.Fprintf(stdout, "removed %s\n", ref)
 			}
 		}
 		return nil
 	})
+	if asJSON {
+		if perr := printJSON(stdout, removed); perr != nil && err == nil {
+			return perr
+		}
+	}
+	return err
 }
 
 // withStore runs fn with the opened store.
