@@ -93,7 +93,6 @@ func TestCLICudaStateFrozen(t *testing.T) {
 	}
 }
 
-
 // cuda suspend|resume --json print one document per call (pid, states
 // before and after, bytes, seconds), -q the pids alone; checkpoint -q
 // prints the image directory alone; image build|push|pull|rm --json print
@@ -161,4 +160,39 @@ func TestCLIResultOutputs(t *testing.T) {
 	if code != 1 || len(rm) != 0 {
 		t.Fatalf("image rm --json of a missing ref: exit %d %+v", code, rm)
 	}
+}
+
+// An existing empty --dir of another user becomes root's and 0700, so that
+// user cannot replace the manifest or the images afterwards.
+func TestCLICheckpointTakesDir(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "theirs")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cryoSplit(t, env, "checkpoint", "-q", "--leave-running", "--pid", strconv.Itoa(p.pid), "--dir", dir)
+	if code != 0 || stdout != dir+"\n" {
+		t.Fatalf("checkpoint into another user's empty dir: exit %d %q\n%s", code, stdout, stderr)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Mode&0o777 != 0o700 {
+		t.Fatalf("--dir after the checkpoint: uid %d mode %o, want 0 and 700", st.Uid, st.Mode&0o777)
+	}
+	// A symlink as --dir is refused before any process is touched.
+	link := filepath.Join(parent, "link")
+	os.Symlink(t.TempDir(), link)
+	_, stderr, code = cryoSplit(t, env, "checkpoint", "--leave-running", "--pid", strconv.Itoa(p.pid), "--dir", link)
+	if code == 0 || !strings.Contains(stderr, "not a symlink") {
+		t.Fatalf("checkpoint --dir SYMLINK: exit %d\n%s", code, stderr)
+	}
+	p.waitTicks(t, p.lastTick(t)+2)
 }

@@ -126,7 +126,15 @@ func prepareDir(dir string) error {
 	if len(entries) > 0 {
 		return fmt.Errorf("%s holds %d entries (%s…): %w", dir, len(entries), entries[0].Name(), ErrDirNotEmpty)
 	}
-	return snapshot.PrivateDir(dir)
+	if err := snapshot.PrivateDir(dir); err != nil {
+		return err
+	}
+	// Its former owner could write into it until PrivateDir took it: it
+	// must still be empty now that nobody else can.
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		return fmt.Errorf("%s gained entries while cryo made it private: %w", dir, errors.Join(ErrDirNotEmpty, err))
+	}
+	return nil
 }
 
 // RestoreDetached verifies the checkpoint in ro.Dir (manifest, digests, GPU
@@ -145,6 +153,11 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		return nil, o.lockError("restore", id, err)
 	}
 	defer release()
+	// A container's checkpoint is no process tree's: say so before its
+	// GPUs are matched to the host's, or its pid 1 to the host's init.
+	if err := precheckContainerTree(ro.Dir); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
 	// The checkpoint first: a stale or corrupt one must be named as such,
 	// not as a pid conflict that stopping the original would not cure.
 	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
