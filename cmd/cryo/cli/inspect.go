@@ -144,22 +144,12 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 }
 
 func inspectTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error) {
-	if _, err := os.Stat(target); err == nil {
-		return ociimage.InspectPath(target)
-	}
-	ctx := cmd.Context()
-	st, err := openStore(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	dec, err := decryptOptions(cmd)
-	if err != nil {
-		return nil, err
-	}
-	sum, err := st.InspectLocalWith(ctx, target, dec)
+	sum, err := inspectLocalTarget(cmd, target)
 	if !errors.Is(err, ociimage.ErrNotFound) {
 		return sum, err
 	}
+	// Not in the local store (or no store at all): the registry's manifest.
+	ctx := cmd.Context()
 	pinned, err := trustVerifier(cmd, "inspect").Pin(ctx, target, remoteOptions(cmd))
 	if err != nil {
 		return nil, err

@@ -55,11 +55,15 @@ func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool
 	return nil
 }
 
-// inspectLocalTarget is a path, else an image of the local store; a
-// missing store is ErrNotFound too (no image can be in it).
+// inspectLocalTarget is a path (which must exist: a *PathError), else an
+// image of the local store; a missing store is ErrNotFound too (no image
+// can be in it).
 func inspectLocalTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error) {
 	if _, err := os.Stat(target); err == nil {
 		return ociimage.InspectPath(target)
+	}
+	if isPath, err := resolveTarget(target); isPath || err != nil {
+		return nil, err
 	}
 	st, err := openStore(cmd.Context(), cmd)
 	var missing *StoreMissingError
