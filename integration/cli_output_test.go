@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -195,4 +196,41 @@ func TestCLICheckpointTakesDir(t *testing.T) {
 		t.Fatalf("checkpoint --dir SYMLINK: exit %d\n%s", code, stderr)
 	}
 	p.waitTicks(t, p.lastTick(t)+2)
+}
+
+// An encrypted build leaves no temporary blob, and opening the store
+// removes one a killed build left (its writer's pid is in its name).
+func TestCLIImageBuildEncTemps(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	killDumped(t, p)
+	pub, _ := writeKeyPair(t, t.TempDir(), "k")
+	store := filepath.Join(t.TempDir(), "store")
+	bareCryo(t, env, "image", "build", "-q", "--encryption-key", "jwe:"+pub, img, "localhost:5999/cli/enc:v1", "--store", store)
+	blobs := filepath.Join(store, "blobs", "sha256")
+	if left, _ := filepath.Glob(filepath.Join(blobs, ".enc-*")); len(left) != 0 {
+		t.Fatalf("temporary blobs after a build: %v", left)
+	}
+
+	dead := exec.Command("true") // a writer that is gone
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(blobs, ".enc-"+strconv.Itoa(dead.Process.Pid)+"-123")
+	own := filepath.Join(blobs, ".enc-"+strconv.Itoa(os.Getpid())+"-456")
+	for _, f := range []string{stale, own} {
+		if err := os.WriteFile(f, []byte("ciphertext"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bareCryo(t, env, "image", "ls", "--store", store)
+	if _, err := os.Stat(stale); err == nil {
+		t.Fatal("the stale temporary blob of a dead build is still there")
+	}
+	if _, err := os.Stat(own); err != nil {
+		t.Fatalf("a live writer's temporary blob was removed: %v", err)
+	}
 }

@@ -50,7 +50,7 @@ func (st *Store) encryptLayer(in io.Reader, plain ocispec.Descriptor, o *Encrypt
 	if err != nil {
 		return plain, fmt.Errorf("encrypt layer: %w", err)
 	}
-	out, err := os.CreateTemp(st.blobDir(), ".enc-*")
+	out, err := createEncTemp(st.blobDir())
 	if err != nil {
 		return plain, err
 	}

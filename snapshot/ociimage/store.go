@@ -36,6 +36,8 @@ func OpenStore(ctx context.Context, root string) (*Store, error) {
 	// An interrupted pull leaves partial blobs in ingest/: they were never
 	// renamed into blobs/, so they are garbage and the next pull restarts them.
 	os.RemoveAll(filepath.Join(root, "ingest"))
+	// A build killed while it encrypted a layer leaves its temporary blob.
+	sweepEncTemps(filepath.Join(root, "blobs", "sha256"))
 	s, err := oci.NewWithContext(ctx, root)
 	if err != nil {
 		return nil, fmt.Errorf("open image store %s: %w", root, err)
