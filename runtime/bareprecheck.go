@@ -28,6 +28,21 @@ func precheckProcess(po ProcessOptions) error {
 	return precheck.ShellJob(po.PID, tree, po.ShellJob)
 }
 
+// precheckContainerTree refuses a container's checkpoint (`ctr task
+// checkpoint --image-path`, runc's): its root was pid 1 of the container's
+// pid namespace, and a bare restore would give it back pid 1 of the host's,
+// which init holds; stopping that is no remedy. A directory without
+// pstree.img is left to the verify step to refuse.
+func precheckContainerTree(dir string) error {
+	pids, err := checkpointPIDs(dir)
+	if err != nil || len(pids) == 0 || pids[0] != 1 {
+		return nil
+	}
+	return &precheck.Error{Err: precheck.ErrContainerTree,
+		Detail: fmt.Sprintf("the root process of the checkpoint in %s was pid 1 of its own pid namespace: it is a container's (ctr task checkpoint --image-path, runc checkpoint), not a process tree's of `cryo checkpoint`", dir),
+		Remedy: "restore it through containerd on the cryo runtime, into a container of the same image: the Go client's container.NewTask(ctx, ioCreator, client.WithRestoreImagePath(\"" + dir + "\")) then task.Start (docs/containerd.md, \"the image-path route\")"}
+}
+
 // precheckPIDs refuses a restore whose pids (and thread ids) are taken:
 // CRIU gives them back as they were and fails late when one is in use.
 // A directory without pstree.img is left to the verify step to refuse.

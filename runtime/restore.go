@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cryo-gpu/cryo/cudacr"
@@ -140,12 +141,23 @@ func restoreRemedy(err error, dir string) string {
 		return "pass the directory that `cryo checkpoint --dir` wrote (it holds inventory.img and " + snapshot.ManifestName + ")"
 	case errors.Is(err, snapshot.ErrNoManifest):
 		return "re-take the checkpoint through cryo (cryo-runc, the cryo shim, or `cryo checkpoint`), which suspends CUDA first and writes the manifest"
+	case errors.Is(err, cudacr.ErrNoMatchingGPU) && strings.Contains(err.Error(), "the GPU map"):
+		return gpuMapRemedy(err)
 	case errors.Is(err, snapshot.ErrIncompatibleHost):
 		return "restore on a host with the GPUs and driver above, or free GPU memory"
 	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrUnsupportedVersion), errors.Is(err, snapshot.ErrPartial):
 		return "" // their messages carry the remedy
 	}
 	return "check that " + dir + " is readable"
+}
+
+// gpuMapRemedy answers a GPU map that the matcher refused: the host is
+// not at fault, the map is (cudacr's matcher names the map in its message).
+func gpuMapRemedy(err error) string {
+	if strings.Contains(err.Error(), "will not see") {
+		return "that GPU is not one the process can see after the restore (its CUDA_VISIBLE_DEVICES picks among this host's GPUs): map the GPU onto one that it sees (`cryo inspect` shows its CUDA_VISIBLE_DEVICES, `nvidia-smi -L` the host's UUIDs), or leave that pair out of --gpu-map ($CRYO_GPU_MAP) and cryo picks one"
+	}
+	return "correct --gpu-map ($CRYO_GPU_MAP): map each GPU the checkpoint used (`cryo inspect` lists them) onto a GPU of the same model that this host has (`nvidia-smi -L`), each at most once"
 }
 
 // ResumeRestored resumes CUDA in the restored processes of t. Their pids

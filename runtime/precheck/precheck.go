@@ -17,6 +17,8 @@ var (
 	ErrShellJob    = errors.New("process tree attached to a terminal")
 	ErrInContainer = errors.New("process in a container")
 	ErrNameInUse   = errors.New("container name in use")
+	// ErrContainerTree: a bare restore of a container's checkpoint.
+	ErrContainerTree = errors.New("a container's checkpoint, not a process tree's")
 )
 
 // Error is a refused pre-check: nothing was touched.
