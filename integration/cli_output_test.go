@@ -234,3 +234,38 @@ func TestCLIImageBuildEncTemps(t *testing.T) {
 		t.Fatalf("a live writer's temporary blob was removed: %v", err)
 	}
 }
+
+// Shell completion offers the CUDA processes' pids (with their commands),
+// the store's references and --format's values, as cobra's __complete
+// (what every shell's script calls) prints them.
+func TestCLIDynamicCompletion(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	pid := strconv.Itoa(p.pid)
+	for _, args := range [][]string{{"cuda", "suspend", ""}, {"cuda", "state", ""}, {"checkpoint", "--pid", ""}} {
+		out, _, code := cryoSplit(t, env, append([]string{"__complete"}, args...)...)
+		if code != 0 || !strings.Contains(out, pid+"\tfakecuda-app\n") {
+			t.Fatalf("complete %v: exit %d, no pid %s:\n%s", args, code, pid, out)
+		}
+	}
+	if out, _, _ := cryoSplit(t, env, "__complete", "cuda", "resume", pid, ""); strings.Contains(out, pid+"\t") {
+		t.Fatalf("a pid already given is offered again:\n%s", out)
+	}
+
+	img := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, env, "checkpoint", "--leave-running", "--pid", pid, "--dir", img)
+	store := filepath.Join(t.TempDir(), "store")
+	ref := "localhost:5999/cli/complete:v1"
+	bareCryo(t, env, "image", "build", "-q", img, ref, "--store", store)
+	for _, cmd := range []string{"rm", "push", "restore", "export"} {
+		out, _, code := cryoSplit(t, env, "__complete", "image", cmd, "--store", store, "")
+		if code != 0 || !strings.Contains(out, ref+"\n") {
+			t.Fatalf("complete image %s: exit %d, no %s:\n%s", cmd, code, ref, out)
+		}
+	}
+	out, _, _ := cryoSplit(t, env, "__complete", "inspect", "--store", store, "")
+	wantIn(t, out, ref)
+	out, _, _ = cryoSplit(t, env, "__complete", "image", "ls", "--format", "")
+	wantIn(t, out, "json\t", "text\t")
+}

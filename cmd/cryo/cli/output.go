@@ -13,6 +13,7 @@ import (
 func addFormatFlags(cmd *cobra.Command) {
 	cmd.Flags().String("format", "text", "output `FORMAT`: text or json")
 	cmd.Flags().Bool("json", false, "print JSON (same as --format json)")
+	_ = cmd.RegisterFlagCompletionFunc("format", completeFormat)
 }
 
 // jsonOutput says whether the command should print JSON, refusing a format

@@ -107,6 +107,7 @@ Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
 	root.AddCommand(topicCommands()...)
 	root.SetHelpCommandGroupID("host")
 	root.SetCompletionCommandGroupID("host")
+	registerCompletions(root)
 	return root
 }
 
