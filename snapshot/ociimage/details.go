@@ -38,10 +38,13 @@ func addDetails(sum *Summary, dir string, o criuinfo.Options) {
 // addImageDetails extracts the small files of an image (its CRIU metadata
 // and cryo's manifest) into a private temporary directory and reads them.
 // The rootfs and pages layers are skipped; a single-layer image (Podman's)
-// is streamed with its pages and rootfs diff left as placeholders. An
+// is streamed with its pages and rootfs diff left as placeholders. The
+// pages that hold the command lines and environments are then filled in
+// from a second pass (addImageCommandLines) when o asks for them. An
 // encrypted layer is decrypted with dec, as it streams: nothing of it is
 // written in plaintext but those small files, removed on return.
-func (st *Store) addImageDetails(sum *Summary, im *Image, dec *DecryptOptions) {
+func (st *Store) addImageDetails(sum *Summary, im *Image, o InspectOptions) {
+	dec := o.Decrypt
 	tmp, err := os.MkdirTemp("", "cryo-inspect-")
 	if err != nil {
 		sum.DetailsNote = "no room to read the CRIU images: " + err.Error()
@@ -67,6 +70,9 @@ func (st *Store) addImageDetails(sum *Summary, im *Image, dec *DecryptOptions) {
 		fillVersions(&sum.Versions, src.Manifest)
 	}
 	addDetails(sum, criu, criuinfo.Options{StatsDirs: []string{tmp}, NoPages: true})
+	if o.CommandLines {
+		st.addImageCommandLines(sum, im, criu, dec)
+	}
 	readExportMeta(src)
 	addContainerMeta(sum, src)
 }

@@ -19,7 +19,21 @@ import (
 // details of its CRIU images (Summary.Details). A Podman or CRI-O export
 // is read for its metadata only: its memory pages and rootfs diff are
 // counted, not extracted, so its command lines are not read (comm shows).
-func InspectPath(path string) (*Summary, error) {
+func InspectPath(path string) (*Summary, error) { return InspectPathWith(path, InspectOptions{}) }
+
+// InspectOptions tunes InspectPathWith and InspectLocalWith.
+type InspectOptions struct {
+	// Decrypt decrypts an encrypted image's small layers (nil: its
+	// details are not read).
+	Decrypt *DecryptOptions
+	// CommandLines: an archive or image whose pages are read as
+	// placeholders is streamed a second time for the few pages that hold
+	// the command lines and environments (up to maxPagesPass).
+	CommandLines bool
+}
+
+// InspectPathWith is InspectPath with options.
+func InspectPathWith(path string, o InspectOptions) (*Summary, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("inspect checkpoint %s: %w", path, err)
@@ -50,6 +64,9 @@ func InspectPath(path string) (*Summary, error) {
 	}
 	note := sum.DetailsNote
 	addDetails(sum, src.CRIU, detailsOptions(src, !st.IsDir()))
+	if !st.IsDir() && o.CommandLines {
+		addTarCommandLines(sum, path, st.Size(), src)
+	}
 	if note != "" {
 		sum.DetailsNote = note
 	}
@@ -82,12 +99,12 @@ func requireReadableManifest(path string, src *Source) error {
 // container checkpoint --create-image`), cryo's manifest inside its layer is
 // read up to that file only.
 func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error) {
-	return st.InspectLocalWith(ctx, ref, nil)
+	return st.InspectLocalWith(ctx, ref, InspectOptions{})
 }
 
-// InspectLocalWith is InspectLocal with the keys that decrypt an
-// encrypted image's small layers (nil: its details are not read).
-func (st *Store) InspectLocalWith(ctx context.Context, ref string, dec *DecryptOptions) (*Summary, error) {
+// InspectLocalWith is InspectLocal with options: the keys that decrypt an
+// encrypted image, and whether its command lines are read.
+func (st *Store) InspectLocalWith(ctx context.Context, ref string, o InspectOptions) (*Summary, error) {
 	im, err := st.LoadImage(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -101,7 +118,7 @@ func (st *Store) InspectLocalWith(ctx context.Context, ref string, dec *DecryptO
 	if !builtByCryo(im.Manifest.Annotations) {
 		st.readForeignManifest(im, sum)
 	}
-	st.addImageDetails(sum, im, dec)
+	st.addImageDetails(sum, im, o)
 	return sum, nil
 }
 

@@ -38,7 +38,7 @@ func TestInspectLocalEncrypted(t *testing.T) {
 	if err != nil || sum.Details != nil || !strings.Contains(sum.DetailsNote, "--decryption-key") {
 		t.Fatalf("without a key: %v, details %v, note %q", err, sum.Details != nil, sum.DetailsNote)
 	}
-	sum, err = st.InspectLocalWith(ctx, "example/tiny:enc", &DecryptOptions{PrivateKeys: [][]byte{priv}})
+	sum, err = st.InspectLocalWith(ctx, "example/tiny:enc", InspectOptions{Decrypt: &DecryptOptions{PrivateKeys: [][]byte{priv}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,8 +46,11 @@ The sections can be chosen, as with "checkpointctl inspect": --ps-tree,
 the process sections to one process. The environment (the processes' own,
 read from their memory, and the container spec's) shows the values of
 variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY,
-CREDENTIAL, ...) masked, unless --show-secrets. An encrypted image of the
-local store has its details read with --decryption-key.
+CREDENTIAL, ...) masked, unless --show-secrets. An export tar or an image
+is summarised without its memory pages ([comm] shows); --ps-tree, --env or
+--all read the few pages that hold the command lines and environments (a
+second pass over an archive or image of up to 4 GiB). An encrypted image
+of the local store has its details read with --decryption-key.
 
 "cryo inspect list [DIR]" lists the checkpoints in a directory, and
 "cryo inspect list --store" those of the image store.`,
@@ -85,7 +88,7 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 	if len(args) > 1 {
 		return inspectMany(cmd, args, sec, asJSON)
 	}
-	sum, err := inspectTarget(cmd, args[0])
+	sum, err := inspectTarget(cmd, args[0], sec)
 	if err != nil {
 		return err
 	}
@@ -143,8 +146,8 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 	return nil
 }
 
-func inspectTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error) {
-	sum, err := inspectLocalTarget(cmd, target)
+func inspectTarget(cmd *cobra.Command, target string, sec sections) (*ociimage.Summary, error) {
+	sum, err := inspectLocalTarget(cmd, target, sec)
 	if !errors.Is(err, ociimage.ErrNotFound) {
 		return sum, err
 	}

@@ -29,7 +29,7 @@ func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool
 	rows := make([]inspected, 0, len(targets))
 	failed := false
 	for _, t := range targets {
-		sum, err := inspectLocalTarget(cmd, t)
+		sum, err := inspectLocalTarget(cmd, t, sec)
 		if errors.Is(err, ociimage.ErrNotFound) {
 			return usageErrorf(cmd, "%s is neither a checkpoint path nor an image of the local store: several targets are read locally; remedy: `cryo image pull %s` first, or inspect it alone", t, t)
 		}
@@ -58,9 +58,10 @@ func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool
 // inspectLocalTarget is a path (which must exist: a *PathError), else an
 // image of the local store; a missing store is ErrNotFound too (no image
 // can be in it).
-func inspectLocalTarget(cmd *cobra.Command, target string) (*ociimage.Summary, error) {
+func inspectLocalTarget(cmd *cobra.Command, target string, sec sections) (*ociimage.Summary, error) {
+	o := ociimage.InspectOptions{CommandLines: sec.commandLines()}
 	if _, err := os.Stat(target); err == nil {
-		return ociimage.InspectPath(target)
+		return ociimage.InspectPathWith(target, o)
 	}
 	if isPath, err := resolveTarget(target); isPath || err != nil {
 		return nil, err
@@ -73,11 +74,10 @@ func inspectLocalTarget(cmd *cobra.Command, target string) (*ociimage.Summary, e
 	if err != nil {
 		return nil, err
 	}
-	dec, err := decryptOptions(cmd)
-	if err != nil {
+	if o.Decrypt, err = decryptOptions(cmd); err != nil {
 		return nil, err
 	}
-	return st.InspectLocalWith(cmd.Context(), target, dec)
+	return st.InspectLocalWith(cmd.Context(), target, o)
 }
 
 // printTable writes checkpointctl show's columns, with cryo's GPU needs

@@ -59,6 +59,11 @@ func sectionsOf(cmd *cobra.Command) (sections, error) {
 	return s, nil
 }
 
+// commandLines: the process tree or the environment was asked for, so an
+// archive or image whose pages were not extracted is read a second time
+// for the pages that hold them (the default summary does not pay that).
+func (s sections) commandLines() bool { return s.picked && (s.Tree || s.Env) }
+
 // apply shapes sum for output: the environment kept only when asked for
 // (masked unless --show-secrets), and the processes cut to --pid.
 func (s sections) apply(sum *ociimage.Summary) error {
