@@ -148,3 +148,32 @@ func TestInspectAbandonedAfterFullDisk(t *testing.T) {
 		t.Errorf("inspect --json: %+v, %v", sum, err)
 	}
 }
+
+// TestInspectArchiveCommandLines: an export tar and an image of the store
+// are summarised without their pages, but --ps-tree and --env read the
+// pages that hold the command line and the environment from them.
+func TestInspectArchiveCommandLines(t *testing.T) {
+	requireRoot(t)
+	env := append(fakeDriverEnv(t, ""), "MY_API_TOKEN="+inspectSecret)
+	p := bareStartFakeApp(t, env, nil)
+	dir := t.TempDir()
+	img, tarPath, store := filepath.Join(dir, "img"), filepath.Join(dir, "export.tar"), filepath.Join(dir, "store")
+	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	killDumped(t, p)
+	bareCryo(t, env, "image", "export", img, tarPath)
+	bareCryo(t, env, "image", "build", "--store", store, img, "localhost:5999/inspect/args:v1")
+	full := fakeFile(t, "fakecuda-app") + " 50"
+	for _, target := range [][]string{{tarPath}, {"--store", store, "localhost:5999/inspect/args:v1"}} {
+		out := bareCryo(t, env, append([]string{"inspect", "--ps-tree", "--env"}, target...)...)
+		t.Logf("inspect --ps-tree --env %v:\n%s", target, out)
+		wantIn(t, out, full, "MY_API_TOKEN=****")
+		if strings.Contains(out, inspectSecret) {
+			t.Errorf("%v: the secret was printed", target)
+		}
+	}
+	// The several-target table reads the tar and the store image locally.
+	table := bareCryo(t, env, "inspect", "--store", store, img, tarPath, "localhost:5999/inspect/args:v1")
+	wantIn(t, table, img, tarPath, "localhost:5999/inspect/args:v1")
+	list := bareCryo(t, env, "inspect", "list", "--store="+store)
+	wantIn(t, list, "localhost:5999/inspect/args:v1", "process")
+}

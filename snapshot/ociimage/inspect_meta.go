@@ -37,7 +37,9 @@ func addContainerMeta(sum *Summary, src *Source) {
 	}
 	sum.Runtime = src.Runtime
 	if c, ok := readConfigDump(src.Root); ok {
-		sum.ContainerID = firstNonEmpty(c.ID, sum.ContainerID)
+		if !strings.HasPrefix(c.ID, "pid ") { // a bare process's export names no container
+			sum.ContainerID = firstNonEmpty(c.ID, sum.ContainerID)
+		}
 		if !c.CreatedTime.IsZero() {
 			t := c.CreatedTime.UTC()
 			sum.ContainerCreated = &t
