@@ -28,7 +28,7 @@ import (
 // RestoreOptions configures Restore.
 type RestoreOptions struct {
 	Options
-	Name        string               // the new container's id; default: the checkpointed container's
+	Name        string               // the new container's id; default: the checkpointed container's (checkpointedName)
 	Runtime     string               // default: io.containerd.cryo.v2, never the recorded runtime
 	Snapshotter string               // default: containerd's, never the recorded one
 	LogPath     string               // the task's stdout and stderr; "" discards them
@@ -67,7 +67,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 	if err != nil {
 		return nil, err
 	}
-	o.Name = cmp.Or(o.Name, meta.Name, meta.ID)
+	o.Name = cmp.Or(o.Name, checkpointedName(dir, meta))
 	o.Runtime = cmp.Or(o.Runtime, CryoRuntime)
 	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
 	if r.logf == nil {
@@ -116,8 +116,8 @@ func (r *ctrdRestore) run(ctx context.Context, spec func(client.Image) []oci.Spe
 	}
 	defer c.Close()
 	r.c = c
-	if _, err := c.LoadContainer(ctx, r.o.Name); err == nil {
-		return nil, fmt.Errorf("container %s already exists in containerd namespace %q; remedy: pass --name NEW, or remove it (ctr -n %s container rm %s)", r.o.Name, r.o.Namespace, r.o.Namespace, r.o.Name)
+	if err := nameFree(ctx, c, r.o.Options, r.o.Name); err != nil {
+		return nil, err
 	}
 	img, err := r.baseImage(ctx)
 	if err != nil {
@@ -169,8 +169,7 @@ func (r *ctrdRestore) baseImage(ctx context.Context) (client.Image, error) {
 	ref := r.meta.RootfsImageName
 	img, err := r.c.GetImage(ctx, ref)
 	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s; remedy: pull or import it there first (ctr -n %s image pull %s): %w",
-			ref, r.o.Namespace, r.o.Address, r.o.Namespace, ref, ErrBaseImage)
+		return nil, missingBaseImage(r.o.Options, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("base image %s: %w", ref, err)

@@ -113,7 +113,13 @@ func (ck *ctrdCheckpoint) fillMeta(man *snapshot.Manifest) {
 	m.OCIRuntime = firstNonEmpty(m.OCIRuntime, a[ctrdAnnRuntime])
 	m.Snapshotter = firstNonEmpty(m.Snapshotter, a[ctrdAnnSnapshotter])
 	if m.ID == "" {
+		// ctr's default reference (containerd.io/checkpoint/ID:DATE) names
+		// the container, and so does the shim's manifest; any other
+		// reference is the user's choice, named after nothing.
 		m.ID = CheckpointContainerID(ck.ref)
+		if !IsCtrCheckpointName(ck.ref) {
+			m.ID = firstNonEmpty(manifestContainerID(man), m.ID)
+		}
 	}
 	m.Name = firstNonEmpty(m.Name, m.ID)
 	if m.CheckpointedAt.IsZero() && man != nil {
@@ -125,6 +131,19 @@ func (ck *ctrdCheckpoint) fillMeta(man *snapshot.Manifest) {
 		m.CreatedTime = m.CheckpointedAt
 	}
 }
+
+// manifestContainerID is the container id in cryo's manifest; a bare
+// process's ("pid N") names no container.
+func manifestContainerID(m *snapshot.Manifest) string {
+	if m == nil || strings.HasPrefix(m.ContainerID, "pid ") {
+		return ""
+	}
+	return m.ContainerID
+}
+
+// IsCtrCheckpointName reports whether ref is ctr's default name of a
+// checkpoint, which carries the container's id.
+func IsCtrCheckpointName(ref string) bool { return strings.HasPrefix(ref, ctrdCheckpointName) }
 
 // CheckpointContainerID reads the container id out of ctr's default
 // checkpoint name (containerd.io/checkpoint/ID:DATE), or names the
