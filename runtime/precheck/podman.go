@@ -5,29 +5,69 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 )
+
+// ErrNoBaseImage: the image a container checkpoint was created from is not
+// in the container engine's store.
+var ErrNoBaseImage = errors.New("base image missing")
 
 // PodmanName refuses a Podman restore under a name that a container
 // already has: `podman container restore --import` would fail after
 // unpacking. name is the --name given, else the checkpointed container's.
 // Without podman there is nothing to check: its restore says why.
-func PodmanName(ctx context.Context, name string) error {
+func PodmanName(ctx context.Context, name string) error { return PodmanNameIn(ctx, nil, name) }
+
+// PodmanNameIn is PodmanName for the Podman of the global options global
+// (--root, --runroot…): a name is taken or free in one store only.
+func PodmanNameIn(ctx context.Context, global []string, name string) error {
 	if name == "" {
 		return nil
 	}
-	path, err := exec.LookPath("podman")
-	if err != nil {
+	found, err := podmanExists(ctx, global, "container", name)
+	if err != nil || !found {
+		return err
+	}
+	return &Error{Err: ErrNameInUse, Detail: fmt.Sprintf("Podman already has a container named %s", name),
+		Remedy: "restore under another name with --name NEW"}
+}
+
+// PodmanImage refuses a Podman restore whose base image ref is not in
+// Podman's store: `podman container restore --import` needs it, and would
+// say so only after the checkpoint was unpacked.
+func PodmanImage(ctx context.Context, global []string, ref string) error {
+	if _, err := exec.LookPath("podman"); ref == "" || err != nil {
 		return nil
 	}
-	err = exec.CommandContext(ctx, path, "container", "exists", name).Run()
+	found, err := podmanExists(ctx, global, "image", ref)
+	if err != nil || found {
+		return err
+	}
+	return &Error{Err: ErrNoBaseImage, Detail: fmt.Sprintf("the checkpoint's base image %s is not in Podman's store", ref),
+		Remedy: fmt.Sprintf("pull it first (podman %spull %s)", strings.Join(append(global, ""), " "), ref)}
+}
+
+// podmanExists runs `podman OBJECT exists NAME`, which exits 1 for "no
+// such object". Without podman it reports nothing found and no error.
+func podmanExists(ctx context.Context, global []string, object, name string) (bool, error) {
+	path, err := exec.LookPath("podman")
+	if err != nil {
+		return false, nil
+	}
+	args := append(append(append([]string{}, global...), object, "exists"), name)
+	var stderr strings.Builder
+	c := exec.CommandContext(ctx, path, args...)
+	c.Stderr = &stderr
+	err = c.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return &Error{Err: ErrNameInUse, Detail: fmt.Sprintf("Podman already has a container named %s", name),
-			Remedy: "restore under another name with --name NEW"}
-	case errors.As(err, &ee) && ee.ExitCode() == 1:
-		return nil // podman container exists: 1 is "no such container"
+		return true, nil
+	case errors.As(err, &ee) && ee.ExitCode() == 1 && stderr.Len() == 0:
+		// Podman exits 1 on its own errors too (a bad configuration),
+		// but then says why.
+		return false, nil
 	default:
-		return fmt.Errorf("podman container exists %s: %w", name, err)
+		return false, fmt.Errorf("podman %s: %w: %s; remedy: check Podman's options (--root, --runroot, --runtime) and its configuration", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/cryo-gpu/cryo/ctrd"
 	"github.com/cryo-gpu/cryo/cudacr"
 	"github.com/cryo-gpu/cryo/runtime"
-	"github.com/cryo-gpu/cryo/runtime/precheck"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
@@ -74,6 +72,7 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 	addGPUMapFlag(fs)
 	addCopyTimeout(fs)
 	addContainerdRestoreFlags(fs)
+	addPodmanRestoreFlags(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
 	addFormatFlags(cmd)
@@ -116,12 +115,8 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if im.Kind() == ociimage.KindPodman {
-		// Podman would refuse a name in use only after the import; say it
-		// before anything is unpacked.
-		if err := precheck.PodmanName(ctx, or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name)); err != nil {
-			return err
-		}
+	if err := precheckImage(ctx, cmd, im); err != nil {
+		return err
 	}
 	dir, cleanup, err := workDir(dir)
 	if err != nil {
@@ -142,7 +137,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	case ociimage.KindProcess:
 		return restoreDir(cmd, ociimage.CRIUDir(dir))
 	case ociimage.KindPodman:
-		return restorePodman(ctx, cmd, dir)
+		return restorePodman(ctx, cmd, dir, or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name))
 	case ociimage.KindContainerd:
 		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}
@@ -163,6 +158,8 @@ func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
 		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd; remedy: restore without --mount: %w", ref, kind, ctrd.ErrMount)
 	case set("gpu-map") && kind != ociimage.KindProcess:
 		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
+	case kind != ociimage.KindPodman && anySet(cmd, podmanOnlyFlags):
+		return fmt.Errorf("%s is a %q checkpoint: --%s is one of Podman's options, for a Podman checkpoint only; remedy: restore without it: %w", ref, kind, firstSet(cmd, podmanOnlyFlags), ociimage.ErrNotCheckpointImage)
 	case fBool(cmd, "containerd") && kind != ociimage.KindContainerd:
 		return fmt.Errorf("%s is a %q checkpoint, not a containerd one; remedy: build it with `cryo image build --containerd`, or restore it without --containerd: %w", ref, kind, ociimage.ErrNotCheckpointImage)
 	}
@@ -229,29 +226,6 @@ func splitGPUs(v string) []string {
 		}
 	}
 	return out
-}
-
-// restorePodman hands the verified export to Podman as an uncompressed
-// export tar: Podman then restores with the container's own runtime.
-func restorePodman(ctx context.Context, cmd *cobra.Command, dir string) error {
-	tarPath := filepath.Join(dir, "export.tar")
-	if err := tarDir(dir, tarPath); err != nil {
-		return err
-	}
-	defer os.Remove(tarPath)
-	args := []string{"container", "restore", "--import", tarPath}
-	if n := fString(cmd, "name"); n != "" {
-		args = append(args, "--name", n)
-	}
-	if fBool(cmd, "tcp-established") {
-		args = append(args, "--tcp-established")
-	}
-	c := exec.CommandContext(ctx, "podman", args...)
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
-	if err := c.Run(); err != nil {
-		return fmt.Errorf("podman container restore --import %s: %w; remedy: read Podman's message above", tarPath, err)
-	}
-	return nil
 }
 
 func tarDir(dir, tarPath string) error {

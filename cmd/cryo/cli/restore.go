@@ -56,6 +56,7 @@ GPUs of --gpus if given; a bare-process checkpoint onto the GPUs of
 	addStoreFlag(fs)
 	addDecryptFlags(fs)
 	addContainerdRestoreFlags(fs)
+	addPodmanRestoreFlags(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
 	addFormatFlags(cmd)
