@@ -586,20 +586,28 @@ func TestImageRestoreRemovesWorkDir(t *testing.T) {
 	os.MkdirAll(stale, 0o700)
 	os.WriteFile(filepath.Join(stale, "pages-1.img"), []byte("secret"), 0o600)
 
-	out := a.cryo(t, "image", "restore", ref)
+	// A restore that fails after the unpack (the GPU map names a GPU the
+	// checkpoint did not use) removes its work directory, and keeps one
+	// given with --dir.
+	badMap := "GPU-00000000-0000-4000-8000-000000000009=GPU-00000000-0000-4000-8000-000000000008"
+	a.cryoFails(t, "image", "restore", "--gpu-map", badMap, ref)
+	wantEmpty(t, base, "a failed restore")
+	work := filepath.Join(t.TempDir(), "work")
+	out := a.cryoFails(t, "image", "restore", "--dir", work, "--gpu-map", badMap, ref)
+	wantIn(t, out, "the work directory "+work+" is kept (--dir)")
+
+	out = a.cryo(t, "image", "restore", ref)
 	if !strings.HasSuffix(strings.TrimSpace(out), strconv.Itoa(app.pid)) {
 		t.Fatalf("restore printed no pid %d:\n%s", app.pid, out)
 	}
 	app.waitTick(t, tick+3)
 	wantEmpty(t, base, "a successful restore")
 
-	// The original pid is taken by the restored app: CRIU fails.
+	// The original pid is taken by the restored app: refused before the
+	// unpack, which leaves nothing either.
 	a.cryoFails(t, "image", "restore", ref)
-	wantEmpty(t, base, "a failed restore")
+	wantEmpty(t, base, "a refused restore")
 
-	work := filepath.Join(t.TempDir(), "work")
-	out = a.cryoFails(t, "image", "restore", "--dir", work, ref)
-	wantIn(t, out, "the work directory "+work+" is kept (--dir)")
 }
 
 func wantEmpty(t *testing.T, dir, after string) {
