@@ -177,3 +177,20 @@ func TestInspectArchiveCommandLines(t *testing.T) {
 	list := bareCryo(t, env, "inspect", "list", "--store="+store)
 	wantIn(t, list, "localhost:5999/inspect/args:v1", "process")
 }
+
+// TestInspectContainerdImagePath: `ctr task checkpoint --image-path DIR`
+// through the shim leaves a container's bare CRIU images; inspect calls
+// it that (not a process) and names the container.
+func TestInspectContainerdImagePath(t *testing.T) {
+	d := startDaemon(t, ctrdVersions[1])
+	d.importTestImage()
+	d.runApp("ipi")
+	dir := filepath.Join(d.dir, "images")
+	if out, err := d.ctrBinErr(d.ctrWithOptions(), "task", "checkpoint", "--image-path", dir, "ipi"); err != nil {
+		t.Fatalf("ctr task checkpoint --image-path %s: %v\n%s", dir, err, out)
+	}
+	out := bareCryo(t, nil, "inspect", "--mounts", dir)
+	t.Logf("inspect of the --image-path directory:\n%s", out)
+	wantIn(t, out, "Kind:         container-images", "ID:           ipi", "Mounts")
+	d.remove("ipi")
+}
