@@ -27,13 +27,16 @@ restores it by its kind:
     does, onto the GPUs of --gpu-map if given, printing the restored root's
     pid;
   - a Podman checkpoint with "podman container restore --import", so the
-    container's runtime (cryo-runc for GPU containers) resumes CUDA;
+    container's runtime (cryo-runc for GPU containers) resumes CUDA.
+    Podman's --root, --runroot, --runtime and --runtime-flag go to every
+    podman call, --pod, --publish and --name to the restore; a container
+    that a failed restore left Created is removed (podman rm -f);
   - a containerd checkpoint ("cryo image build --containerd") into the
     containerd at --address: the rw layer goes into its content store
     while the CRIU images stay in the verified work directory, which the
-    task names (runc's CriuImagePath); container --name is created from
-    the base image (which must already be in the namespace: cryo does not
-    pull it) and the rw layer, on --runtime (default the cryo runtime),
+    task names (runc's CriuImagePath); container --name (default: the
+    checkpointed container's) is created from the base image (which must
+    already be in the namespace: cryo does not pull it) and the rw layer, on --runtime (default the cryo runtime),
     and its task is restored and started; its stdout and stderr go to
     --log. It prints the container and the pid. The container's spec is
     made as "ctr run" makes one, from the base image and the flags alone:
@@ -44,6 +47,12 @@ restores it by its kind:
     without it, it gets this host's nodes of the GPUs it ran on. The shim
     remaps the CUDA processes onto them. A GPU this host lacks is refused
     before anything reaches containerd.
+
+Before anything is unpacked, what the image's manifest can answer is
+checked: the container name is free, the base image is there, --gpus
+names GPUs of this host, a bare tree's pids are free, and this host has
+the GPUs and driver its annotations ask for. All of it is checked again
+from the verified checkpoint.
 
 A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.
 
