@@ -32,7 +32,7 @@ func ResolveGPUs(ctx context.Context, items []string, inv Inventory) ([]specs.Li
 		if !filepath.IsAbs(item) {
 			if host == nil {
 				if inv == nil {
-					return nil, fmt.Errorf("--gpus %s: no GPU inventory to find it in; remedy: give its device node's path (/dev/nvidiaN): %w", item, ErrNoGPU)
+					return nil, fmt.Errorf("--gpus %s: no GPU inventory to find it in: %w; remedy: give its device node's path (/dev/nvidiaN)", item, ErrNoGPU)
 				}
 				got, err := inv(ctx)
 				if err != nil {
@@ -76,9 +76,9 @@ func pickGPU(item string, gpus []cudacr.GPU) (cudacr.GPU, error) {
 	}
 	switch {
 	case len(found) != 1:
-		return cudacr.GPU{}, fmt.Errorf("--gpus %s: this host has no GPU %s (it has %s); remedy: give an index or a UUID that `nvidia-smi -L` lists: %w", item, item, listGPUs(gpus), ErrNoGPU)
+		return cudacr.GPU{}, fmt.Errorf("--gpus %s: this host has no GPU %s (it has %s): %w; remedy: give an index or a UUID that `nvidia-smi -L` lists", item, item, listGPUs(gpus), ErrNoGPU)
 	case found[0].Minor < 0:
-		return cudacr.GPU{}, fmt.Errorf("--gpus %s: NVML does not tell the device node of GPU %d; remedy: give its node's path (/dev/nvidiaN): %w", item, found[0].Index, ErrNoGPU)
+		return cudacr.GPU{}, fmt.Errorf("--gpus %s: NVML does not tell the device node of GPU %d: %w; remedy: give its node's path (/dev/nvidiaN)", item, found[0].Index, ErrNoGPU)
 	}
 	return found[0], nil
 }
@@ -98,14 +98,14 @@ func listGPUs(gpus []cudacr.GPU) string {
 func hostNode(path string) (specs.LinuxDevice, error) {
 	name := filepath.Base(path)
 	if _, ok := cudacr.NodeMinor("/dev/" + name); !ok {
-		return specs.LinuxDevice{}, fmt.Errorf("%s is not a GPU's device node (nvidiaN); remedy: give a GPU index, a UUID or a /dev/nvidiaN path: %w", path, ErrNoGPU)
+		return specs.LinuxDevice{}, fmt.Errorf("%s is not a GPU's device node (nvidiaN): %w; remedy: give a GPU index, a UUID or a /dev/nvidiaN path", path, ErrNoGPU)
 	}
 	n, err := charDevice(path)
 	if errors.Is(err, errNotCharDevice) {
-		return n, fmt.Errorf("%s is not a character device; remedy: give a GPU's device node: %w", path, ErrNoGPU)
+		return n, fmt.Errorf("%s is not a character device: %w; remedy: give a GPU's device node", path, ErrNoGPU)
 	}
 	if err != nil {
-		return n, fmt.Errorf("device node %s: %w; remedy: load the NVIDIA driver and create its nodes (nvidia-modprobe, or nvidia-smi once): %w", path, err, ErrNoGPU)
+		return n, fmt.Errorf("device node %s: %w: %w; remedy: load the NVIDIA driver and create its nodes (nvidia-modprobe, or nvidia-smi once)", path, err, ErrNoGPU)
 	}
 	n.Path = "/dev/" + name
 	return n, nil

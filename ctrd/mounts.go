@@ -24,7 +24,7 @@ func ParseMount(v string) (specs.Mount, error) {
 	for _, field := range strings.Split(v, ",") {
 		key, val, ok := strings.Cut(field, "=")
 		if !ok {
-			return m, fmt.Errorf("--mount %s: %q is not KEY=VALUE; remedy: write type=bind,src=HOST-DIR,dst=PATH[,options=rbind:ro]: %w", v, field, ErrMount)
+			return m, fmt.Errorf("--mount %s: %q is not KEY=VALUE: %w; remedy: write type=bind,src=HOST-DIR,dst=PATH[,options=rbind:ro]", v, field, ErrMount)
 		}
 		switch key {
 		case "type":
@@ -36,11 +36,11 @@ func ParseMount(v string) (specs.Mount, error) {
 		case "options":
 			m.Options = strings.Split(val, ":")
 		default:
-			return m, fmt.Errorf("--mount %s: unknown key %q; remedy: use type, src, dst and options: %w", v, key, ErrMount)
+			return m, fmt.Errorf("--mount %s: unknown key %q: %w; remedy: use type, src, dst and options", v, key, ErrMount)
 		}
 	}
 	if !filepath.IsAbs(m.Destination) || (m.Type == "bind" && !filepath.IsAbs(m.Source)) {
-		return m, fmt.Errorf("--mount %s: dst (and src, for a bind mount) must be absolute paths; remedy: write type=bind,src=HOST-DIR,dst=PATH: %w", v, ErrMount)
+		return m, fmt.Errorf("--mount %s: dst (and src, for a bind mount) must be absolute paths: %w; remedy: write type=bind,src=HOST-DIR,dst=PATH", v, ErrMount)
 	}
 	if m.Type == "bind" && !slices.Contains(m.Options, "bind") && !slices.Contains(m.Options, "rbind") {
 		m.Options = append(m.Options, "rbind")

@@ -26,7 +26,7 @@ func Open(ctx context.Context, o Options, ref, tmp string) (*ociimage.Source, er
 	defer c.Close()
 	img, err := c.ImageService().Get(ctx, ref)
 	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("%s is not an image in containerd namespace %q at %s; remedy: give the name that `ctr task checkpoint` printed (ctr -n %s image ls), and --namespace: %w", ref, o.Namespace, o.Address, o.Namespace, ociimage.ErrUnknownSource)
+		return nil, fmt.Errorf("%s is not an image in containerd namespace %q at %s: %w; remedy: give the name that `ctr task checkpoint` printed (ctr -n %s image ls), and --namespace", ref, o.Namespace, o.Address, ociimage.ErrUnknownSource, o.Namespace)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %s from containerd: %w", ref, err)

@@ -62,14 +62,14 @@ func nameFree(ctx context.Context, c *client.Client, o Options, name string) err
 		return nil
 	}
 	if _, err := c.LoadContainer(ctx, name); err == nil {
-		return fmt.Errorf("container %s already exists in containerd namespace %q; remedy: pass --name NEW, or remove it (ctr -n %s container rm %s): %w", name, o.Namespace, o.Namespace, name, ErrNameInUse)
+		return fmt.Errorf("container %s already exists in containerd namespace %q: %w; remedy: pass --name NEW, or remove it (ctr -n %s container rm %s)", name, o.Namespace, ErrNameInUse, o.Namespace, name)
 	}
 	return nil
 }
 
 func missingBaseImage(o Options, ref string) error {
-	return fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s; remedy: pull or import it there first (ctr -n %s image pull %s): %w",
-		ref, o.Namespace, o.Address, o.Namespace, ref, ErrBaseImage)
+	return fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s: %w; remedy: pull or import it there first (ctr -n %s image pull %s)",
+		ref, o.Namespace, o.Address, ErrBaseImage, o.Namespace, ref)
 }
 
 // checkpointedName is the name of the container that was checkpointed.

@@ -89,7 +89,7 @@ func withArgsFallback(image string, args []string) oci.SpecOpts {
 			s.Process.Args = args
 		}
 		if s.Process == nil || len(s.Process.Args) == 0 {
-			return fmt.Errorf("base image %s names no command (Entrypoint, Cmd) and the checkpoint records none; remedy: restore onto an image that names one: %w", image, ErrBaseImage)
+			return fmt.Errorf("base image %s names no command (Entrypoint, Cmd) and the checkpoint records none: %w; remedy: restore onto an image that names one", image, ErrBaseImage)
 		}
 		return nil
 	}

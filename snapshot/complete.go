@@ -98,7 +98,7 @@ func Complete(dir string, m *Manifest, recs digest.Records) error {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed, or abandoned after it when the processes ran on (no %s, or no \"Dumping finished successfully\" in the dump log), so its images are partial or stale; remedy: re-take the checkpoint: %w", dir, criuStatsDump, ErrIncomplete)
+		return fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed, or abandoned after it when the processes ran on (no %s, or no \"Dumping finished successfully\" in the dump log), so its images are partial or stale: %w; remedy: re-take the checkpoint", dir, criuStatsDump, ErrIncomplete)
 	}
 	if err := MakePrivate(dir); err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
@@ -111,7 +111,7 @@ func Complete(dir string, m *Manifest, recs digest.Records) error {
 	done := *m
 	done.Digests, done.CompletedLate = d, &now
 	if err := Write(dir, &done); err != nil {
-		return fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved; remedy: free space or make %s writable, then run `cryo checkpoint --finish %s`): %w", dir, dir, dir, err)
+		return fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved: %w; remedy: free space or make %s writable, then run `cryo checkpoint --finish %s`)", dir, err, dir, dir)
 	}
 	*m = done
 	_ = recs.Stamp(dir, d) // best effort: without it the restore hashes again

@@ -222,13 +222,13 @@ func Read(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s is not a valid cryo manifest (%v); remedy: re-take or re-transfer the checkpoint: %w", path, err, ErrCorrupt)
+		return nil, fmt.Errorf("%s is not a valid cryo manifest (%v): %w; remedy: re-take or re-transfer the checkpoint", path, err, ErrCorrupt)
 	}
 	if m.Version < 1 || m.Version > FormatVersion {
-		return nil, fmt.Errorf("%s has format version %d, this cryo reads 1 to %d; remedy: use a cryo at least as new as the one that took the checkpoint: %w", path, m.Version, FormatVersion, ErrUnsupportedVersion)
+		return nil, fmt.Errorf("%s has format version %d, this cryo reads 1 to %d: %w; remedy: use a cryo at least as new as the one that took the checkpoint", path, m.Version, FormatVersion, ErrUnsupportedVersion)
 	}
 	if err := m.consistent(); err != nil {
-		return nil, fmt.Errorf("%s %v; remedy: re-take the checkpoint with cryo on a host whose GPU inventory (NVML) it can read, or re-transfer it if it was altered on the way: %w", path, err, ErrManifestInconsistent)
+		return nil, fmt.Errorf("%s %v: %w; remedy: re-take the checkpoint with cryo on a host whose GPU inventory (NVML) it can read, or re-transfer it if it was altered on the way", path, err, ErrManifestInconsistent)
 	}
 	return &m, nil
 }

@@ -120,7 +120,7 @@ func charge(hdr *tar.Header, dir string, room *int64, b *Budget) error {
 		return &UnsafeEntryError{Name: hdr.Name, Reason: "negative size"}
 	}
 	if *room -= hdr.Size; *room < 0 {
-		return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s; remedy: free space there, or do not restore this image if it is not expected to be this large: %w",
+		return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s: %w; remedy: free space there, or do not restore this image if it is not expected to be this large",
 			hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge)
 	}
 	if b == nil || hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {

@@ -122,7 +122,7 @@ func Verify(dir string, digests map[string]string) error {
 // VerifyWith is Verify, reporting the bytes hashed to p.
 func VerifyWith(dir string, digests map[string]string, p Progress) error {
 	if digests == nil {
-		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish; remedy: `cryo checkpoint --finish %s` completes it if CRIU's dump did (a restore does so itself), else re-take the checkpoint: %w", dir, dir, errors.Join(ErrIncomplete, ErrCorrupt))
+		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish: %w; remedy: `cryo checkpoint --finish %s` completes it if CRIU's dump did (a restore does so itself), else re-take the checkpoint", dir, errors.Join(ErrIncomplete, ErrCorrupt), dir)
 	}
 	if err := confined(dir, digests); err != nil {
 		return err

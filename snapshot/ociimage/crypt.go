@@ -79,15 +79,15 @@ func (st *Store) encryptLayer(in io.Reader, plain ocispec.Descriptor, o *Encrypt
 // at its end.
 func decryptLayer(r io.Reader, d ocispec.Descriptor, o *DecryptOptions) (io.Reader, error) {
 	if o == nil || len(o.PrivateKeys) == 0 {
-		return nil, fmt.Errorf("layer %s is encrypted and no key was given; remedy: pass --decryption-key with the private key of a recipient: %w", d.Digest.Encoded()[:12], ErrDecrypt)
+		return nil, fmt.Errorf("layer %s is encrypted and no key was given: %w; remedy: pass --decryption-key with the private key of a recipient", d.Digest.Encoded()[:12], ErrDecrypt)
 	}
 	cc, err := encconfig.DecryptWithPrivKeys(o.PrivateKeys, make([][]byte, len(o.PrivateKeys)))
 	if err != nil {
-		return nil, fmt.Errorf("decryption keys: %v; remedy: give --decryption-key an unencrypted PEM private key: %w", err, ErrDecrypt)
+		return nil, fmt.Errorf("decryption keys: %v: %w; remedy: give --decryption-key an unencrypted PEM private key", err, ErrDecrypt)
 	}
 	plain, _, err := ocicrypt.DecryptLayer(cc.DecryptConfig, r, d, false)
 	if err != nil {
-		return nil, fmt.Errorf("layer %s: none of the given keys can decrypt it (%s); remedy: use the private key matching an --encryption-key of the build: %w",
+		return nil, fmt.Errorf("layer %s: none of the given keys can decrypt it (%s): %w; remedy: use the private key matching an --encryption-key of the build",
 			d.Digest.Encoded()[:12], firstLine(err.Error()), ErrDecrypt)
 	}
 	return plain, nil

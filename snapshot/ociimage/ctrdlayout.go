@@ -94,7 +94,7 @@ func openLayoutCheckpoint(ctx context.Context, dir, tmp string, cleanup func()) 
 		}
 		return s, nil
 	}
-	return fail(fmt.Errorf("%s is an OCI image layout without a containerd checkpoint in it; remedy: export the checkpoint image (`ctr image export OUT.tar CHECKPOINT`): %w", dir, ErrUnknownSource))
+	return fail(fmt.Errorf("%s is an OCI image layout without a containerd checkpoint in it: %w; remedy: export the checkpoint image (`ctr image export OUT.tar CHECKPOINT`)", dir, ErrUnknownSource))
 }
 
 func hasCRIUBlob(idx ocispec.Index) bool {

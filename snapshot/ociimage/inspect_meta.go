@@ -138,7 +138,7 @@ func isImageDir(src *Source) bool {
 // (snapshot.PartialState). A mark that cannot be read is an error.
 func partialSummary(path string, p *snapshot.Partial, err error) (*Summary, error) {
 	if err != nil {
-		return nil, fmt.Errorf("inspect checkpoint %s: its mark %s cannot be read (%v); remedy: re-take the checkpoint into an empty directory: %w", path, snapshot.PartialName, err, snapshot.ErrCorrupt)
+		return nil, fmt.Errorf("inspect checkpoint %s: its mark %s cannot be read (%v): %w; remedy: re-take the checkpoint into an empty directory", path, snapshot.PartialName, err, snapshot.ErrCorrupt)
 	}
 	sum := &Summary{Source: path, Kind: KindProcess, Unfinished: true, Partial: p,
 		Interruption: snapshot.PartialState(path), GPUsUnknown: "the checkpoint failed and its images were removed",

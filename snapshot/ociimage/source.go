@@ -79,7 +79,7 @@ func openSource(path, tmp string, skeleton bool) (*Source, error) {
 	if isOCILayout(path) {
 		return openLayoutCheckpoint(context.Background(), path, tmp, nil)
 	}
-	return nil, fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/ nor an exported containerd checkpoint; remedy: give a `cryo checkpoint --dir` directory, a Podman export tar, a `ctr image export` of a containerd checkpoint, or a containerd checkpoint image with --containerd: %w", path, ErrUnknownSource)
+	return nil, fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/ nor an exported containerd checkpoint: %w; remedy: give a `cryo checkpoint --dir` directory, a Podman export tar, a `ctr image export` of a containerd checkpoint, or a containerd checkpoint image with --containerd", path, ErrUnknownSource)
 }
 
 func isCRIUDir(dir string) bool {

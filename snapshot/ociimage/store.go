@@ -54,7 +54,7 @@ func (s *Store) blobPath(d ocispec.Descriptor) string {
 func (s *Store) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error) {
 	d, err := s.oci.Resolve(ctx, ref)
 	if errors.Is(err, errdef.ErrNotFound) {
-		return d, fmt.Errorf("%s is not in the image store %s; remedy: `cryo image pull %s` or `cryo image build`: %w", ref, s.Root, ref, ErrNotFound)
+		return d, fmt.Errorf("%s is not in the image store %s: %w; remedy: `cryo image pull %s` or `cryo image build`", ref, s.Root, ErrNotFound, ref)
 	}
 	return d, err
 }

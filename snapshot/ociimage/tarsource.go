@@ -48,7 +48,7 @@ func openExportTar(path, tmp string, skeleton bool) (*Source, error) {
 	}
 	if !isCRIUDir(dir + "/" + checkpointDir) {
 		cleanup()
-		return nil, fmt.Errorf("%s has no checkpoint/ with CRIU images; remedy: give a `podman container checkpoint --export` archive: %w", path, ErrUnknownSource)
+		return nil, fmt.Errorf("%s has no checkpoint/ with CRIU images: %w; remedy: give a `podman container checkpoint --export` archive", path, ErrUnknownSource)
 	}
 	return openExportDir(dir, cleanup)
 }

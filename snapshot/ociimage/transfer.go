@@ -124,7 +124,7 @@ func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil || d.MediaType != ocispec.MediaTypeImageManifest || !isCheckpointImage(m.Annotations) {
-		return nil, d, fmt.Errorf("%s (%s) is not a checkpoint image: it has none of the checkpoint annotations (%s, %s); remedy: give an image made by `cryo image build`: %w",
+		return nil, d, fmt.Errorf("%s (%s) is not a checkpoint image: it has none of the checkpoint annotations (%s, %s): %w; remedy: give an image made by `cryo image build`",
 			ref, d.MediaType, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage)
 	}
 	return &m, d, nil

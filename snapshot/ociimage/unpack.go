@@ -46,7 +46,7 @@ func (st *Store) LoadImage(ctx context.Context, ref string) (*Image, error) {
 		return nil, err
 	}
 	if !isCheckpointImage(im.Manifest.Annotations) {
-		return nil, fmt.Errorf("%s has none of the checkpoint annotations (%s, %s); remedy: give an image made by `cryo image build` or `podman container checkpoint --create-image`: %w",
+		return nil, fmt.Errorf("%s has none of the checkpoint annotations (%s, %s): %w; remedy: give an image made by `cryo image build` or `podman container checkpoint --create-image`",
 			ref, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage)
 	}
 	if err := st.readJSON(ctx, im.Manifest.Config, &im.Config); err != nil {

@@ -46,7 +46,7 @@ func VerifyPath(path, tmp string) error {
 func verifyDir(target, dir string) error {
 	m, err := snapshot.Read(dir)
 	if errors.Is(err, snapshot.ErrNoManifest) {
-		return &VerifyError{Target: target, File: snapshot.ManifestName, Err: fmt.Errorf("it has no cryo manifest, so no digests to check its files against (it was not taken by cryo); remedy: none to restore it, but only a checkpoint taken by cryo can be verified: %w", err)}
+		return &VerifyError{Target: target, File: snapshot.ManifestName, Err: fmt.Errorf("it has no cryo manifest, so no digests to check its files against (it was not taken by cryo): %w; remedy: none to restore it, but only a checkpoint taken by cryo can be verified", err)}
 	}
 	if err != nil {
 		return &VerifyError{Target: target, File: snapshot.ManifestName, Err: err}

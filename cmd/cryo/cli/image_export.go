@@ -50,7 +50,7 @@ func imageExport(cmd *cobra.Command, args []string) error {
 	// The archive holds process memory: owner-only, and never over a file.
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, archive.FileMode)
 	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("export %s: %s already exists; remedy: name a new file or remove it first: %w", src, dst, err)
+		return fmt.Errorf("export %s: %s already exists: %w; remedy: name a new file or remove it first", src, dst, err)
 	}
 	if err != nil {
 		return fmt.Errorf("export %s: %w; remedy: name a file in a directory you can write", src, err)

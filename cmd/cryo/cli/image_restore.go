@@ -160,17 +160,17 @@ func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
 	set := func(name string) bool { return cmd.Flags().Changed(name) }
 	switch {
 	case kind == ociimage.KindKubelet:
-		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md): %w", ref, ociimage.ErrNotRestorable)
+		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it: %w; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md)", ref, ociimage.ErrNotRestorable)
 	case set("gpus") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
+		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
 	case set("mount") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd; remedy: restore without --mount: %w", ref, kind, ctrd.ErrMount)
+		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd: %w; remedy: restore without --mount", ref, kind, ctrd.ErrMount)
 	case set("gpu-map") && kind != ociimage.KindProcess:
-		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process; remedy: %s: %w", ref, kind, otherGPUsRemedy(kind), ctrd.ErrNoGPU)
+		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
 	case kind != ociimage.KindPodman && anySet(cmd, podmanOnlyFlags):
-		return fmt.Errorf("%s is a %q checkpoint: --%s is one of Podman's options, for a Podman checkpoint only; remedy: restore without it: %w", ref, kind, firstSet(cmd, podmanOnlyFlags), ociimage.ErrNotCheckpointImage)
+		return fmt.Errorf("%s is a %q checkpoint: --%s is one of Podman's options, for a Podman checkpoint only: %w; remedy: restore without it", ref, kind, firstSet(cmd, podmanOnlyFlags), ociimage.ErrNotCheckpointImage)
 	case fBool(cmd, "containerd") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint, not a containerd one; remedy: build it with `cryo image build --containerd`, or restore it without --containerd: %w", ref, kind, ociimage.ErrNotCheckpointImage)
+		return fmt.Errorf("%s is a %q checkpoint, not a containerd one: %w; remedy: build it with `cryo image build --containerd`, or restore it without --containerd", ref, kind, ociimage.ErrNotCheckpointImage)
 	}
 	return nil
 }

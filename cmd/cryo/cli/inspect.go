@@ -119,7 +119,7 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 		}
 		err = st.VerifyLocal(cmd.Context(), target, os.TempDir(), dec)
 		if errors.Is(err, ociimage.ErrNotFound) {
-			return fmt.Errorf("%s is neither a path nor an image of the local store; remedy: `cryo image pull %s`, then verify it: %w", target, target, err)
+			return fmt.Errorf("%s is neither a path nor an image of the local store: %w; remedy: `cryo image pull %s`, then verify it", target, err, target)
 		}
 	}
 	if asJSON {
