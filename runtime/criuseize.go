@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -41,6 +42,10 @@ func (o *Orchestrator) checkSeizeStopped(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, path, "check", "--feature", seizeFeature).CombinedOutput()
+	err = seizeVerdict(out, err)
+	if err != nil && errors.Is(err, syscall.ECHILD) {
+		return fmt.Errorf("%s check --feature %s: its answer was lost (%w); remedy: retry", path, seizeFeature, err) // not cached
+	}
 	if err != nil {
 		if cctx.Err() != nil {
 			return fmt.Errorf("%s check --feature %s: %w", path, seizeFeature, cctx.Err()) // not cached
@@ -49,5 +54,16 @@ func (o *Orchestrator) checkSeizeStopped(ctx context.Context) error {
 			ErrCRIUCannotHold, path, seizeFeature, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
 	}
 	seizeChecks.Store(path, err)
+	return err
+}
+
+// seizeVerdict is the check's answer. In the containerd shim a reaper
+// waits for every child and may reap the check before its Wait does
+// ("wait: no child processes"): CRIU's own verdict, printed on success,
+// decides then.
+func seizeVerdict(out []byte, err error) error {
+	if err != nil && strings.Contains(string(out), seizeFeature+" is supported") {
+		return nil
+	}
 	return err
 }
