@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -59,6 +60,21 @@ func TestCLINotPermitted(t *testing.T) {
 		t.Fatalf("non-root checkpoint: exit %d, want 77:\n%s", code, out.String())
 	}
 	wantIn(t, out.String(), "not running as root", "remedy: run as root")
+
+	// A checkpoint directory only root may read: `cryo inspect` as another
+	// user says permission denied (77), not "holds neither CRIU images".
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "inventory.img"), "")
+	cmd = exec.Command(cryoBin(t, "cryo"), "inspect", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out.Reset()
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if code := exitCode(cmd.Run()); code != 77 || !strings.Contains(out.String(), "permission denied: "+dir) {
+		t.Fatalf("inspect of an unreadable directory as nobody: exit %d, want 77 saying permission denied:\n%s", code, out.String())
+	}
 }
 
 // TestCLICheckpointSingular: one CUDA process is "1 CUDA process", and the

@@ -75,6 +75,14 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A path that is missing or unreadable says so (exit 1, or 77 for
+	// permission) before anything reads inside it; with several targets,
+	// its row says so (inspectMany).
+	if len(args) == 1 {
+		if _, err := resolveTarget(args[0]); err != nil {
+			return err
+		}
+	}
 	sec, err := sectionsOf(cmd)
 	if err != nil {
 		return err
