@@ -91,5 +91,9 @@ func TestCLICheckpointSingular(t *testing.T) {
 	}
 	store := filepath.Join(t.TempDir(), "store")
 	bareCryo(t, env, "image", "build", "--store", store, img, "localhost/cli/rm:v1")
+	// Podman's --format templates, over the JSON fields.
+	if out := bareCryo(t, env, "image", "ls", "--store", store, "--format", "{{.ref}} {{.kind}}"); strings.TrimSpace(out) != "localhost/cli/rm:v1 process" {
+		t.Errorf("image ls --format '{{.ref}} {{.kind}}': %q", out)
+	}
 	wantIn(t, bareCryo(t, env, "image", "rm", "--store", store, "localhost/cli/rm:v1"), "removed localhost/cli/rm:v1")
 }

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"strings"
+	"text/template"
 
 	"github.com/spf13/cobra"
 )
@@ -11,7 +14,7 @@ import (
 // addFormatFlags gives a command Podman's --format (text or json) and --json
 // as its short form: scripts read the JSON, people the text.
 func addFormatFlags(cmd *cobra.Command) {
-	cmd.Flags().String("format", "text", "output `FORMAT`: text or json")
+	cmd.Flags().String("format", "text", "output `FORMAT`: text, json, or a Go template over the JSON fields, as Podman's (e.g. '{{.pid}} {{.state}}'; one line per item of a list)")
 	cmd.Flags().Bool("json", false, "print JSON (same as --format json)")
 	_ = cmd.RegisterFlagCompletionFunc("format", completeFormat)
 }
@@ -22,18 +25,35 @@ func jsonOutput(cmd *cobra.Command) (bool, error) {
 	if j, _ := cmd.Flags().GetBool("json"); j {
 		return true, nil
 	}
-	switch f, _ := cmd.Flags().GetString("format"); f {
-	case "json":
+	f, _ := cmd.Flags().GetString("format")
+	switch {
+	case f == "json":
 		return true, nil
-	case "text", "":
+	case f == "text" || f == "":
 		return false, nil
+	case strings.Contains(f, "{{"):
+		t, err := template.New("format").Option("missingkey=error").Parse(f)
+		if err != nil {
+			return false, usageErrorf(cmd, "--format: %v; remedy: fix the template (fields are the JSON output's, e.g. {{.pid}})", err)
+		}
+		outputTemplate = t
+		return true, nil
 	default:
-		return false, usageErrorf(cmd, "--format %q: want text or json", f)
+		return false, usageErrorf(cmd, "--format %q: want text, json or a Go template such as '{{.pid}}'", f)
 	}
 }
 
-// printJSON writes v indented, one document, to w (stdout for commands).
+// outputTemplate is the --format template of this run, if one was given:
+// printJSON renders each result through it instead of printing JSON.
+var outputTemplate *template.Template
+
+// printJSON writes v indented, one document, to w (stdout for commands),
+// or, with a --format template, v's JSON rendered through it: a line per
+// item of a list, one line for anything else.
 func printJSON(w io.Writer, v any) error {
+	if outputTemplate != nil {
+		return printTemplate(w, outputTemplate, v)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -42,3 +62,28 @@ func printJSON(w io.Writer, v any) error {
 // stdout is where results go; progress and messages go to stderr, so that
 // `cryo restore … | read pid` and `--json | jq` see the result alone.
 var stdout io.Writer = os.Stdout
+
+// printTemplate renders v as its JSON reads (the fields by their JSON
+// names), so that a template and a script over --json see the same data.
+func printTemplate(w io.Writer, t *template.Template, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	items, ok := doc.([]any)
+	if !ok {
+		items = []any{doc}
+	}
+	for _, it := range items {
+		var b strings.Builder
+		if err := t.Execute(&b, it); err != nil {
+			return fmt.Errorf("--format: %w; remedy: use the fields of the command's --json output", err)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), "\n"))
+	}
+	return nil
+}
