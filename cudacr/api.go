@@ -110,6 +110,12 @@ type Options struct {
 	// passes its environment file's settings here, since Podman starts it
 	// with an almost empty environment.
 	Env []string
+	// DieWithCaller: a helper that holds a process's threads dies with its
+	// caller, as every other helper does, instead of ending its call. For
+	// the containerd shim: containerd kills the task of a shim that died,
+	// and a helper tracing the task's threads would keep their exits from
+	// being reaped until its call ended, wedging containerd's cleanup.
+	DieWithCaller bool
 }
 
 // DriverInfo is what Probe learns about the driver.

@@ -44,7 +44,7 @@ func (d *Driver) call(ctx context.Context, req request, timeout time.Duration) (
 	defer runtime.UnlockOSThread()
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
-	cmd := d.helperCommand(in, &stdout, stderr, !req.heldAction())
+	cmd := d.helperCommand(in, &stdout, stderr, !req.heldAction() || d.opts.DieWithCaller)
 	if err := cmd.Start(); err != nil {
 		return reply{}, fmt.Errorf("%s: start helper %s: %w", describe(req.Op, req.PID), helperExe, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/cudacr"
 	cryort "github.com/cryo-gpu/cryo/runtime"
 	"github.com/cryo-gpu/cryo/snapshot"
 	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
@@ -54,6 +55,9 @@ func (s *service) orch(ctx context.Context) *cryort.Orchestrator {
 		// The driver runs every CUDA call in a child process with a
 		// deadline; the shim itself never calls the driver.
 		cryort.WithConfig(s.cfg),
+		// A task whose shim dies is killed by containerd: the driver's
+		// helpers die with the shim rather than finish their call.
+		cryort.WithDriverOptions(shimDriverOptions(s.cfg)),
 		cryort.WithLogger(newEntryLogger(ctx)),
 		cryort.WithEvents(func(e cryort.Event) { logStep(ctx, e) }),
 		cryort.WithFrontEnd(cryort.FrontEndShim),
@@ -175,4 +179,12 @@ func (s *service) Delete(ctx context.Context, r *taskv3.DeleteRequest) (*taskv3.
 		s.orch(ctx).ForgetPause(r.ID)
 	}
 	return resp, err
+}
+
+// shimDriverOptions are the driver's options in the shim (see
+// cudacr.Options.DieWithCaller).
+func shimDriverOptions(c config.Config) cudacr.Options {
+	o := cryort.DriverOptions(c)
+	o.DieWithCaller = true
+	return o
 }
