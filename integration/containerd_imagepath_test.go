@@ -140,7 +140,9 @@ func TestContainerd17ClientImagePath(t *testing.T) {
 	dir := t.TempDir()
 	images, work := filepath.Join(dir, "cr"), filepath.Join(dir, "work")
 	ctx := namespacedCtx()
-	old := legacyAny("containerd.linux.runc.CheckpointOptions", map[protowire.Number]string{8: work, 9: images})
+	// exit (1): the task stops at its checkpoint, so that the counter it
+	// printed last is the one the restore carries on from.
+	old := legacyAny("containerd.linux.runc.CheckpointOptions", map[protowire.Number]any{1: true, 8: work, 9: images})
 	if _, err := d.task("lg").Checkpoint(ctx, func(r *client.CheckpointTaskInfo) error {
 		r.Options = old
 		return nil
@@ -150,9 +152,10 @@ func TestContainerd17ClientImagePath(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(images, snapshot.ManifestName)); err != nil {
 		t.Fatalf("nothing was checkpointed into the image path %s: %v\n%s", images, err, lastLines(d.log(), 30))
 	}
+	d.waitStopped("lg")
 	before := ctrdLastTick(t, d.logPath("lg"))
 	d.remove("lg")
-	create := legacyAny("containerd.linux.runc.CreateOptions", map[protowire.Number]string{12: work, 13: images})
+	create := legacyAny("containerd.linux.runc.CreateOptions", map[protowire.Number]any{12: work, 13: images})
 	task, err := d.newContainer("lg-r").NewTask(ctx, cio.LogFile(d.logPath("lg-r")), func(_ context.Context, _ *client.Client, ti *client.TaskInfo) error {
 		ti.Options = create
 		return nil
@@ -169,13 +172,17 @@ func TestContainerd17ClientImagePath(t *testing.T) {
 }
 
 // legacyAny is a message of containerd 1.7's old runtime types, string
-// fields by number, as its client sends it.
-func legacyAny(typeURL string, fields map[protowire.Number]string) *anypb.Any {
+// and bool fields by number, as its client sends it.
+func legacyAny(typeURL string, fields map[protowire.Number]any) *anypb.Any {
 	var b []byte
 	for num := protowire.Number(1); num <= 13; num++ {
-		if v, ok := fields[num]; ok {
+		switch v := fields[num].(type) {
+		case string:
 			b = protowire.AppendTag(b, num, protowire.BytesType)
 			b = protowire.AppendString(b, v)
+		case bool:
+			b = protowire.AppendTag(b, num, protowire.VarintType)
+			b = protowire.AppendVarint(b, protowire.EncodeBool(v))
 		}
 	}
 	return &anypb.Any{TypeUrl: typeURL, Value: b}
