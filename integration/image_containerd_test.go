@@ -90,7 +90,8 @@ func testImageContainerd(t *testing.T, v ctrdVersion) {
 	// from where A stopped.
 	b.ctr("images", "import", "--all-platforms", filepath.Join(a.dir, "image", "image.tar"))
 	log := b.logPath(clone)
-	out = b.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log, "--gpus", gpu0, ref)
+	// The refusal above came before the pull: nothing came down yet.
+	out = b.cryo(t, "image", "restore", "--pull", "--containerd", "--name", clone, "--log", log, "--gpus", gpu0, ref)
 	wantIn(t, out, "restored container "+clone, "in place (no copy into containerd's content store)")
 	if strings.Contains(out, "warning") {
 		t.Errorf("restore warned:\n%s", out)

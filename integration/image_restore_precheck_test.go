@@ -189,3 +189,29 @@ func TestImageRestorePodmanOptions(t *testing.T) {
 	}
 	p.requireContinued(t, "clone", before)
 }
+
+// TestImageRestorePullChecksFirst: `cryo image restore --pull` checks the
+// registry's manifest before it pulls: a checkpoint whose pid is held (its
+// original still runs) is refused without a layer coming down.
+func TestImageRestorePullChecksFirst(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	reg := startRegistry(t)
+	a, b := newNode(t, env), newNode(t, env)
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img, "--leave-running")
+	ref := reg.addr + "/precheck/pull:v1"
+	a.cryo(t, "image", "build", img, ref, "-q")
+	a.cryo(t, "image", "push", ref)
+
+	work := filepath.Join(t.TempDir(), "work")
+	out := b.cryoFails(t, "image", "restore", "--pull", "--dir", work, ref)
+	refusedBeforeUnpack(t, out, work, "pid "+strconv.Itoa(p.pid)+" of the checkpoint is held by")
+	if strings.Contains(out, "pull "+ref) {
+		t.Fatalf("the image was pulled before the refusal:\n%s", out)
+	}
+	if ls := b.cryo(t, "image", "ls", "--format", "{{.ref}}"); strings.Contains(ls, ref) {
+		t.Fatalf("the refused restore left the image in the store:\n%s", ls)
+	}
+}

@@ -201,3 +201,14 @@ func classify(err error) error {
 	}
 	return fmt.Errorf("%w: %w", err, ErrTransfer)
 }
+
+// RemoteImage reads ref's manifest from its registry alone, no layer: what
+// a restore checks (kind, name, base image, pids, GPUs) before it pulls
+// gigabytes. Config is left empty.
+func RemoteImage(ctx context.Context, ref string, o RemoteOptions) (*Image, error) {
+	m, d, err := remoteManifest(ctx, ref, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Image{Ref: ref, Desc: d, Manifest: *m}, nil
+}

@@ -109,6 +109,15 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 		return err
 	}
 	if fBool(cmd, "pull") {
+		// Checked from the registry's manifest before the pull: a
+		// mistake costs a round trip, not gigabytes.
+		remote, err := ociimage.RemoteImage(ctx, ref, remoteOptions(cmd))
+		if err != nil {
+			return err
+		}
+		if err := checkImageCheaply(ctx, cmd, remote); err != nil {
+			return err
+		}
 		if _, err := st.Pull(ctx, ref, transferOptions(cmd)); err != nil {
 			return err
 		}
@@ -117,14 +126,12 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := flagsFitKind(cmd, ref, im.Kind()); err != nil {
+	// Again on what was pulled: the tag may have moved meanwhile.
+	if err := checkImageCheaply(ctx, cmd, im); err != nil {
 		return err
 	}
 	mounts, err := mountFlags(cmd)
 	if err != nil {
-		return err
-	}
-	if err := precheckImage(ctx, cmd, im); err != nil {
 		return err
 	}
 	dir, cleanup, err := workDir(dir)
@@ -151,6 +158,15 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}
 	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
+}
+
+// checkImageCheaply runs the checks that need no layer: the flags against
+// the image's kind, then the name, base image, pids and GPUs it records.
+func checkImageCheaply(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
+	if err := flagsFitKind(cmd, im.Ref, im.Kind()); err != nil {
+		return err
+	}
+	return precheckImage(ctx, cmd, im)
 }
 
 // flagsFitKind refuses, before anything is unpacked, flags that the image's
