@@ -31,6 +31,9 @@ func TestCLIUsageMistakes(t *testing.T) {
 		{nil, []string{"inspect", "./nonexist.tar"}, 1, "no such file or directory: ./nonexist.tar"},
 		{nil, []string{"image", "restore", "/tmp/cryo-nonexist.tar.gz"}, 1, "no such file or directory: /tmp/cryo-nonexist.tar.gz"},
 		{nil, []string{"image", "ls", "--store", store}, 1, "image store " + store + " does not exist"},
+		{nil, []string{"image", "push", "./nonexist.tar"}, 1, "no such file or directory: ./nonexist.tar"},
+		{nil, []string{"image", "push", dir}, 2, "REF takes an image of the store, and " + dir + " is a path"},
+		{nil, []string{"image", "export", "/tmp/cryo-nonexist-dir", filepath.Join(dir, "out.tar")}, 1, "no such file or directory: /tmp/cryo-nonexist-dir"},
 	} {
 		out, err := runErr(bareTimeout, c.env, cryoBin(t, "cryo"), c.args...)
 		if code := exitCode(err); code != c.code || !strings.Contains(out, c.want) {

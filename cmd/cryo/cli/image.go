@@ -244,6 +244,10 @@ func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Cont
 		if err != nil {
 			return err
 		}
+		// A path is not a reference: said as such, never sent to a registry.
+		if err := refNotPath(cmd, "REF", args[0]); err != nil {
+			return err
+		}
 		// A pull may be the store's first image; a push needs one there.
 		open := openStore
 		if cmd.Name() == "pull" {

@@ -43,6 +43,11 @@ file is removed.`,
 
 func imageExport(cmd *cobra.Command, args []string) error {
 	src, dst := args[0], args[1]
+	// A path source that is missing or unreadable says so before a file
+	// is created for it.
+	if _, err := resolveTarget(src); err != nil {
+		return err
+	}
 	write := func(w io.Writer) error { return exportTo(cmd, src, w) }
 	if dst == "-" {
 		return write(stdout)
