@@ -9,7 +9,6 @@ package integration
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,20 +122,7 @@ func TestInspectAbandonedAfterFullDisk(t *testing.T) {
 	requireRoot(t)
 	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
 	p := bareStartFakeApp(t, env, nil)
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	img := filepath.Join(mnt, "img")
-	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "final")
-	filler := filepath.Join(mnt, "filler")
-	exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M").Run()
-	os.Remove(hold)
-	if err := cmd.Wait(); err == nil {
-		t.Fatalf("cryo checkpoint succeeded on a full disk:\n%s", out)
-	}
-	os.Remove(filler)
+	img, _ := fullDiskCheckpoint(t, env, p)
 	got := bareCryo(t, env, "inspect", img)
 	t.Logf("inspect of the abandoned checkpoint:\n%s", got)
 	wantIn(t, got, "its dump completed, then the run failed", "stale", "no space left", "re-take")

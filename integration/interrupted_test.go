@@ -130,6 +130,26 @@ func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
 	requireRoot(t)
 	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
 	p := bareStartFakeApp(t, env, nil)
+	img, out := fullDiskCheckpoint(t, env, p)
+	wantIn(t, out, "failed at step manifest", "no space left", "left running with CUDA resumed")
+	if !p.alive() || proc.State(p.pid) == "T" {
+		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", proc.State(p.pid), out)
+	}
+	p.waitTicks(t, p.lastTick(t)+5)
+	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
+	bareTicksIncrease(t, p.output())
+
+	wantIn(t, bareCryoFails(t, env, "restore", "--dir", img), "did not finish", "re-take the checkpoint")
+	if !p.alive() {
+		t.Fatal("the refused restore touched the running process")
+	}
+}
+
+// fullDiskCheckpoint runs `cryo checkpoint` of p into a 64 MiB tmpfs that
+// fills up just before the last manifest write, and returns the image
+// directory and cryo's output once cryo has failed (the space freed again).
+func fullDiskCheckpoint(t *testing.T, env []string, p *bareProc) (string, string) {
+	t.Helper()
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)
@@ -144,19 +164,8 @@ func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("cryo checkpoint succeeded on a full disk:\n%s", out)
 	}
-	wantIn(t, out.String(), "failed at step manifest", "no space left", "left running with CUDA resumed")
-	if !p.alive() || proc.State(p.pid) == "T" {
-		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", proc.State(p.pid), out)
-	}
-	p.waitTicks(t, p.lastTick(t)+5)
-	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
-	bareTicksIncrease(t, p.output())
-
 	os.Remove(filler)
-	wantIn(t, bareCryoFails(t, env, "restore", "--dir", img), "did not finish", "re-take the checkpoint")
-	if !p.alive() {
-		t.Fatal("the refused restore touched the running process")
-	}
+	return img, out.String()
 }
 
 // TestInterruptedKilledAtEveryStep: `cryo checkpoint` SIGKILLed before each
