@@ -2,7 +2,6 @@ package ociimage
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -99,22 +98,7 @@ func TestInspectExportTarDetails(t *testing.T) {
 	if err := os.Rename(filepath.Join(ckpt, "stats-dump"), filepath.Join(root, "stats-dump")); err != nil {
 		t.Fatal(err)
 	}
-	files, err := Files(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tarPath := filepath.Join(t.TempDir(), "export.tar.gz")
-	f, err := os.Create(tarPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	if err := archive.Write(zw, files); err != nil {
-		t.Fatal(err)
-	}
-	zw.Close()
-	f.Close()
-	sum, err := InspectPath(tarPath)
+	sum, err := InspectPath(exportTarOf(t, root))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,6 @@ package ociimage
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,9 +15,7 @@ import (
 // moment: every file created in the blob directory during the build is
 // watched (inotify), and none may be a plain layer's temp file.
 func TestEncryptedBuildWritesNoPlaintext(t *testing.T) {
-	k, _ := rsa.GenerateKey(rand.Reader, 2048)
-	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	pub, _ := rsaPEM(t)
 	ctx := context.Background()
 	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
 	if err != nil {

@@ -14,13 +14,7 @@ import (
 // An encrypted image of the store has its details read with its key
 // (decrypted as they stream); without one, the note names the flag.
 func TestInspectLocalEncrypted(t *testing.T) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubDER, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
-	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	pub, priv := rsaPEM(t)
 	ctx := context.Background()
 	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
 	if err != nil {
@@ -43,4 +37,20 @@ func TestInspectLocalEncrypted(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTinyDetails(t, sum, false)
+}
+
+// rsaPEM is a fresh RSA key pair, PEM-encoded, as cryo's encryption flags
+// take them.
+func rsaPEM(t *testing.T) (pub, priv []byte) {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
 }

@@ -15,6 +15,12 @@ func exportTar(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	tinyCheckpoint(t, root, "checkpoint")
+	return exportTarOf(t, root)
+}
+
+// exportTarOf writes the export layout in root as a gzip tar.
+func exportTarOf(t *testing.T, root string) string {
+	t.Helper()
 	files, err := Files(root)
 	if err != nil {
 		t.Fatal(err)
