@@ -1,0 +1,139 @@
+package integration
+
+// The signal sweep of hold_signals_test.go, on a real driver: cryo killed,
+// interrupted or left without a reader in the middle of the driver's copy
+// of several GiB of device memory. The fake driver copies inside the
+// caller; the real one copies in the driver, so what a dying caller leaves
+// behind is measured here.
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/cudacr/proc"
+)
+
+// gpuSignalMiB is large enough that the driver's copy lasts seconds (it
+// moves 1.2–2 GiB/s), so that a signal lands in the middle of it.
+const gpuSignalMiB = "8192"
+
+// startDriverAction starts `cryo cuda VERB PID` and returns once the
+// driver's action has begun: the process is locked, and a second later
+// the copy is well under way.
+func startDriverAction(t *testing.T, cryo, verb string, pid int) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(cryo, "cuda", verb, strconv.Itoa(pid))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// cryo's helper traces the process from the driver's lock to the end
+	// of the action; the lock and the seizing take milliseconds.
+	waitFor(t, time.Minute, "the driver's action to begin", func() bool {
+		return proc.Tracer(pid) != 0
+	})
+	time.Sleep(1500 * time.Millisecond)
+	return cmd, out
+}
+
+// gpuApp is a cudamem process with its log.
+type gpuApp struct {
+	pid int
+	log string
+}
+
+func startGPUApp(t *testing.T) gpuApp {
+	t.Helper()
+	reapOrphans(t)
+	log := filepath.Join(t.TempDir(), "app.log")
+	cmd := startDetached(t, log, cudamemBin(t), gpuSignalMiB, "100")
+	t.Cleanup(func() { killPid(cmd.Process.Pid) })
+	a := gpuApp{pid: cmd.Process.Pid, log: log}
+	waitTicks(t, a.output, 2, "the workload's first ticks")
+	return a
+}
+
+func (a gpuApp) output() string { return readFile(a.log) }
+
+// ticksOn: the process lives and computes on, every tick verifying its
+// device memory.
+func (a gpuApp) ticksOn(t *testing.T, what string) {
+	t.Helper()
+	if !pidLives(a.pid) {
+		t.Fatalf("the workload died %s:\n%s", what, tail(a.output(), 10))
+	}
+	n := lastTick(t, a.output())
+	after := waitTicks(t, a.output, n+2, "ticks "+what)
+	t.Logf("ticks %d → %d with verify=OK %s", n, after, what)
+}
+
+// TestGPUSignalsMidCopy: SIGKILL of `cryo cuda suspend` and of `cryo cuda
+// resume` in the middle of the driver's copy, SIGINT of the suspend, and a
+// suspend whose output pipe has no reader. Each leaves the workload alive,
+// in a state `cryo cuda state` names, and `cryo cuda resume` (or the
+// rollback) brings its memory back intact.
+func TestGPUSignalsMidCopy(t *testing.T) {
+	gpuOrSkip(t)
+	cryo := cryoBin(t, "cryo")
+	resumeHeld := func(t *testing.T, a gpuApp, want string) {
+		t.Helper()
+		awaitHeld(t, a.pid)
+		time.Sleep(300 * time.Millisecond)
+		st := run(t, time.Minute, nil, cryo, "cuda", "state", strconv.Itoa(a.pid))
+		if !strings.Contains(st, want) {
+			t.Fatalf("cryo cuda state after cryo was killed: %q, want %q", st, want)
+		}
+		t.Logf("state after the kill: %s", strings.TrimSpace(st))
+		report(t, "resume after the kill", timed(t, nil, cryo, "cuda", "resume", strconv.Itoa(a.pid)))
+		a.ticksOn(t, "after `cryo cuda resume`")
+	}
+
+	t.Run("SIGKILL suspend", func(t *testing.T) {
+		a := startGPUApp(t)
+		cmd, _ := startDriverAction(t, cryo, "suspend", a.pid)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		resumeHeld(t, a, "checkpointed (stopped)")
+	})
+	t.Run("SIGKILL resume", func(t *testing.T) {
+		a := startGPUApp(t)
+		run(t, 2*time.Minute, nil, cryo, "cuda", "suspend", strconv.Itoa(a.pid))
+		cmd, _ := startDriverAction(t, cryo, "resume", a.pid)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		resumeHeld(t, a, "(stopped)")
+	})
+	t.Run("SIGINT suspend", func(t *testing.T) {
+		a := startGPUApp(t)
+		cmd, out := startDriverAction(t, cryo, "suspend", a.pid)
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		if err == nil || !strings.Contains(out.String(), "every process was returned to running") {
+			t.Fatalf("cryo cuda suspend interrupted mid-copy: %v\n%s", err, out)
+		}
+		t.Logf("interrupted:\n%s", tail(out.String(), 4))
+		a.ticksOn(t, "after the interrupted suspend")
+	})
+	t.Run("SIGPIPE suspend", func(t *testing.T) {
+		a := startGPUApp(t)
+		// The reader exits at once: every write of cryo's meets a closed pipe.
+		sh := exec.Command("sh", "-c", `"$0" cuda suspend "$1" 2>&1 | true; echo done`, cryo, strconv.Itoa(a.pid))
+		if out, err := sh.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		st := run(t, time.Minute, nil, cryo, "cuda", "state", strconv.Itoa(a.pid))
+		if !strings.Contains(st, "checkpointed") {
+			t.Fatalf("cryo cuda state after a suspend without a reader: %q, want checkpointed", st)
+		}
+		t.Logf("state after a suspend without a reader: %s", strings.TrimSpace(st))
+		run(t, 2*time.Minute, nil, cryo, "cuda", "resume", strconv.Itoa(a.pid))
+		a.ticksOn(t, "after the resume")
+	})
+}
