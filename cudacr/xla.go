@@ -58,8 +58,8 @@ func (x *XLAProcess) restorable(gpus int) bool {
 func CheckXLA(procs []ProcessGPUs) error {
 	var risky []string
 	for _, p := range procs {
-		if !p.XLA.restorable(len(p.GPUs)) {
-			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", p.PID, len(p.GPUs)))
+		if n := p.usedGPUs(); !p.XLA.restorable(n) {
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", p.PID, n))
 		}
 	}
 	return xlaRefusal(risky)
@@ -82,11 +82,49 @@ func CheckXLAOf(pids []int) error {
 		if err != nil {
 			return err
 		}
-		if !x.restorable(len(held)) {
-			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", pid, len(held)))
+		if n := visibleCap(env, len(held)); !x.restorable(n) {
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", pid, n))
 		}
 	}
 	return xlaRefusal(risky)
+}
+
+// usedGPUs is how many GPUs p computes on: those it holds memory on where
+// NVML said (XLA preallocates on every GPU it uses), else those it can
+// see. The device files alone overcount: the driver opens every GPU's
+// node at start-up, CUDA_VISIBLE_DEVICES=0 or not (measured on 580).
+func (p ProcessGPUs) usedGPUs() int {
+	n := 0
+	for _, g := range p.GPUs {
+		if g.Memory > 0 {
+			n++
+		}
+	}
+	if n > 0 {
+		return n
+	}
+	env := map[string]string{}
+	if p.VisibleDevices.Set {
+		env["CUDA_VISIBLE_DEVICES"] = p.VisibleDevices.Value
+	}
+	return visibleCap(env, len(p.GPUs))
+}
+
+// visibleCap caps n, the GPUs whose device files a process holds, by
+// the entries of its CUDA_VISIBLE_DEVICES when set: a process never
+// computes on more GPUs than that lists.
+func visibleCap(env map[string]string, n int) int {
+	v, ok := env["CUDA_VISIBLE_DEVICES"]
+	if !ok {
+		return n
+	}
+	listed := 0
+	for _, tok := range strings.Split(v, ",") {
+		if strings.TrimSpace(tok) != "" {
+			listed++
+		}
+	}
+	return min(n, listed)
 }
 
 func xlaRefusal(risky []string) error {

@@ -23,6 +23,11 @@ func TestCheckXLA(t *testing.T) {
 		{"platform allocator, two GPUs", ProcessGPUs{PID: 44, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "platform"}}, false},
 		{"default allocator, one GPU", ProcessGPUs{PID: 45, GPUs: twoGPUs[:1], XLA: &XLAProcess{}}, false},
 		{"not XLA, two GPUs", ProcessGPUs{PID: 46, GPUs: twoGPUs}, false},
+		// The driver opens every GPU's node whatever CUDA_VISIBLE_DEVICES
+		// says: what counts is the memory held, else the variable.
+		{"default allocator, both nodes, memory on one", ProcessGPUs{PID: 47, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b"}}, XLA: &XLAProcess{}}, false},
+		{"default allocator, memory on both", ProcessGPUs{PID: 48, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b", Memory: 1 << 30}}, XLA: &XLAProcess{}}, true},
+		{"default allocator, both nodes, CUDA_VISIBLE_DEVICES=0", ProcessGPUs{PID: 49, GPUs: twoGPUs, VisibleDevices: VisibleDevices{Set: true, Value: "0"}, XLA: &XLAProcess{}}, false},
 	}
 	for _, c := range cases {
 		err := CheckXLA([]ProcessGPUs{c.p})
@@ -66,13 +71,13 @@ func TestCheckXLAOf(t *testing.T) {
 	if err := os.WriteFile(plugin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	start := func(allocator string, gpus ...string) int {
+	start := func(env string, gpus ...string) int {
 		script := "mount -t tmpfs tmpfs /dev && mknod /dev/nvidia0 c 1 3 && mknod /dev/nvidia1 c 1 3 && exec \"$0\" 60"
 		for i, g := range gpus {
 			script += " " + string(rune('3'+i)) + "</dev/nvidia" + g
 		}
 		cmd := exec.Command("unshare", "-m", "sh", "-c", script, plugin)
-		cmd.Env = append(os.Environ(), "XLA_PYTHON_CLIENT_ALLOCATOR="+allocator)
+		cmd.Env = append(os.Environ(), env)
 		if err := cmd.Start(); err != nil {
 			t.Skipf("unshare: %v", err)
 		}
@@ -88,16 +93,20 @@ func TestCheckXLAOf(t *testing.T) {
 		t.Fatalf("the stand-in process never mapped the plugin and held GPUs %v", gpus)
 		return 0
 	}
-	two := start("", "0", "1")
+	two := start("XLA_PYTHON_CLIENT_ALLOCATOR=", "0", "1")
 	err = CheckXLAOf([]int{two})
 	if !errors.Is(err, ErrXLAMultiGPU) || !strings.Contains(err.Error(), "(2 GPUs)") {
 		t.Fatalf("JAX on two GPUs with the default allocator: got %v", err)
 	}
-	if err := CheckXLAOf([]int{start("platform", "0", "1")}); err != nil {
+	if err := CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=platform", "0", "1")}); err != nil {
 		t.Fatalf("JAX on two GPUs with the platform allocator refused: %v", err)
 	}
-	if err := CheckXLAOf([]int{start("", "1")}); err != nil {
+	if err := CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=", "1")}); err != nil {
 		t.Fatalf("JAX on one GPU refused: %v", err)
+	}
+	// The driver opens both nodes though CUDA_VISIBLE_DEVICES names one.
+	if err := CheckXLAOf([]int{start("CUDA_VISIBLE_DEVICES=0", "0", "1")}); err != nil {
+		t.Fatalf("JAX with CUDA_VISIBLE_DEVICES=0 holding both nodes refused: %v", err)
 	}
 	if err := CheckXLAOf([]int{os.Getpid()}); err != nil {
 		t.Fatalf("a process without XLA refused: %v", err)
