@@ -230,6 +230,9 @@ main() {
 		gpus=(--gpus /dev/nvidia1)
 		say "this host has several GPUs: demo-restored gets GPU 1 (demo ran on GPU 0), and cryo remaps the workload onto it"
 	fi
+	# A restore takes no rights from the checkpoint: the host's network
+	# is granted again, as at the run.
+	private_net || gpus+=(--net-host)
 	t=$(date +%s%N)
 	cryo image restore --containerd --name demo-restored --log "$WORK/logs/restored.log" "${gpus[@]}" "$CKPT_IMAGE" >/dev/null 2>"$WORK/restore.log" || {
 		echo "demo: the restore failed:" >&2

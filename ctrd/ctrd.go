@@ -31,6 +31,9 @@ var (
 	ErrMount = errors.New("bad mount")
 	// ErrMissingMount: the checkpoint needs a mount the new container lacks.
 	ErrMissingMount = errors.New("mount missing")
+	// ErrHostNetwork: the checkpointed container shared the host's
+	// network namespace and the restore was not granted it.
+	ErrHostNetwork = errors.New("host network not granted")
 )
 
 // Options says which containerd to talk to.

@@ -41,6 +41,10 @@ type RestoreOptions struct {
 	// Mounts are the user's mounts (ParseMount), the only ones the new
 	// container gets besides containerd's defaults.
 	Mounts []specs.Mount
+	// NetHost shares the host's network namespace (the user's grant, as
+	// `ctr run --net-host`): the restore of a container that shared it
+	// is refused without it.
+	NetHost bool
 }
 
 // Restored is the container that Restore created.
@@ -68,6 +72,9 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 		return nil, err
 	}
 	o.Name = cmp.Or(o.Name, checkpointedName(dir, meta))
+	if rec.hostNet && !o.NetHost {
+		return nil, fmt.Errorf("restore container %s: the checkpointed container shared the host's network namespace, and a restore takes no rights from the checkpoint: %w; nothing was restored; remedy: grant it again with --net-host", o.Name, ErrHostNetwork)
+	}
 	o.Runtime = cmp.Or(o.Runtime, CryoRuntime)
 	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
 	if r.logf == nil {
@@ -81,7 +88,7 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 		return nil, fmt.Errorf("the checkpoint of %s records no base image; cryo restores only containers created from an image: %w", meta.Name, ErrBaseImage)
 	}
 	r.noteRuntime()
-	return r.run(ctx, specOpts(rec, o.Mounts, gpus))
+	return r.run(ctx, specOpts(rec, grants{mounts: o.Mounts, netHost: o.NetHost}, gpus))
 }
 
 // noteRuntime says so when the restore does not run on the recorded

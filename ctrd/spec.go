@@ -39,6 +39,10 @@ type carried struct {
 	// restore gives it this host's nodes of those names, never the
 	// recorded device entries.
 	gpuNames []string
+	// hostNet: it shared the host's network namespace. Read only to
+	// refuse early a restore not granted it (CRIU would fail at the
+	// network): the grant itself is the user's flag.
+	hostNet bool
 }
 
 // readCarried reads spec.dump of the checkpoint unpacked in dir.
@@ -52,6 +56,9 @@ func readCarried(dir string) (carried, error) {
 		c.terminal, c.args = s.Process.Terminal, s.Process.Args
 	}
 	if s.Linux != nil {
+		c.hostNet = !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool {
+			return n.Type == specs.NetworkNamespace
+		})
 		for _, d := range s.Linux.Devices {
 			if _, ok := cudacr.NodeMinor(d.Path); ok && !slices.Contains(c.gpuNames, filepath.Base(d.Path)) {
 				c.gpuNames = append(c.gpuNames, filepath.Base(d.Path))
@@ -61,18 +68,27 @@ func readCarried(dir string) (carried, error) {
 	return c, nil
 }
 
+// grants are what the user's flags give the restored container.
+type grants struct {
+	mounts  []specs.Mount
+	netHost bool
+}
+
 // specOpts build the new container's spec of base image img on
 // containerd's default one (client.WithNewSpec): what `ctr run IMAGE`
-// would give it, plus the checkpoint's terminal, the user's mounts and the
+// would give it, plus the checkpoint's terminal, the user's grants and the
 // GPU nodes.
-func specOpts(c carried, mounts []specs.Mount, gpus []specs.LinuxDevice) func(img client.Image) []oci.SpecOpts {
+func specOpts(c carried, g grants, gpus []specs.LinuxDevice) func(img client.Image) []oci.SpecOpts {
 	return func(img client.Image) []oci.SpecOpts {
 		opts := []oci.SpecOpts{oci.WithDefaultUnixDevices, oci.WithImageConfig(img), withArgsFallback(img.Name(), c.args)}
 		if c.terminal {
 			opts = append(opts, oci.WithTTY)
 		}
-		if len(mounts) > 0 {
-			opts = append(opts, oci.WithMounts(mounts))
+		if g.netHost {
+			opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+		}
+		if len(g.mounts) > 0 {
+			opts = append(opts, oci.WithMounts(g.mounts))
 		}
 		if len(gpus) > 0 {
 			opts = append(opts, withGPUs(gpus))

@@ -179,6 +179,8 @@ func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
 		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it: %w; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md)", ref, ociimage.ErrNotRestorable)
 	case set("gpus") && kind != ociimage.KindContainerd:
 		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
+	case set("net-host") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint: --net-host is for a container restored into containerd: %w; remedy: restore without --net-host", ref, kind, ctrd.ErrMount)
 	case set("mount") && kind != ociimage.KindContainerd:
 		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd: %w; remedy: restore without --mount", ref, kind, ctrd.ErrMount)
 	case set("gpu-map") && kind != ociimage.KindProcess:
@@ -213,6 +215,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		GPUs:      splitGPUs(fString(cmd, "gpus")),
 		Inventory: cudacr.New(runtimeDriverOptions()).Inventory,
 		Mounts:    mounts,
+		NetHost:   fBool(cmd, "net-host"),
 	})
 	if err != nil {
 		return err
