@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/cryo-gpu/cryo/internal/confine"
 	"github.com/cryo-gpu/cryo/snapshot/archive"
 	"github.com/cryo-gpu/cryo/snapshot/ociimage"
 )
@@ -72,8 +74,8 @@ func Restore(ctx context.Context, dir string, o RestoreOptions) (*Restored, erro
 		return nil, err
 	}
 	o.Name = cmp.Or(o.Name, checkpointedName(dir, meta))
-	if rec.hostNet && !o.NetHost {
-		return nil, fmt.Errorf("restore container %s: the checkpointed container shared the host's network namespace, and a restore takes no rights from the checkpoint: %w; nothing was restored; remedy: grant it again with --net-host", o.Name, ErrHostNetwork)
+	if err := needsHostNet(dir, o); err != nil {
+		return nil, err
 	}
 	o.Runtime = cmp.Or(o.Runtime, CryoRuntime)
 	r := &ctrdRestore{o: o, meta: meta, dir: dir, logf: o.Log}
@@ -333,4 +335,21 @@ func readJSONFile(p string, v any) error {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// needsHostNet refuses, before anything reaches containerd, the restore of
+// a container that shared the host's network namespace when the user did
+// not grant it again: the shim's confinement would refuse it later, with
+// a remedy that cannot name this command's flag. The CRIU images say so,
+// not the checkpoint's spec, which is the image's own word. Images that
+// cannot be read are left to the shim, which refuses them with the reason.
+func needsHostNet(dir string, o RestoreOptions) error {
+	if o.NetHost {
+		return nil
+	}
+	shared, err := confine.SharedWithHost(ociimage.CRIUDir(dir))
+	if err != nil || !slices.Contains(shared, specs.NetworkNamespace) {
+		return nil
+	}
+	return fmt.Errorf("restore container %s: the checkpointed container shared the host's network namespace, and a restore takes no rights from the checkpoint: %w; nothing was restored; remedy: grant it again with --net-host", o.Name, ErrHostNetwork)
 }

@@ -39,10 +39,6 @@ type carried struct {
 	// restore gives it this host's nodes of those names, never the
 	// recorded device entries.
 	gpuNames []string
-	// hostNet: it shared the host's network namespace. Read only to
-	// refuse early a restore not granted it (CRIU would fail at the
-	// network): the grant itself is the user's flag.
-	hostNet bool
 }
 
 // readCarried reads spec.dump of the checkpoint unpacked in dir.
@@ -56,9 +52,6 @@ func readCarried(dir string) (carried, error) {
 		c.terminal, c.args = s.Process.Terminal, s.Process.Args
 	}
 	if s.Linux != nil {
-		c.hostNet = !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool {
-			return n.Type == specs.NetworkNamespace
-		})
 		for _, d := range s.Linux.Devices {
 			if _, ok := cudacr.NodeMinor(d.Path); ok && !slices.Contains(c.gpuNames, filepath.Base(d.Path)) {
 				c.gpuNames = append(c.gpuNames, filepath.Base(d.Path))

@@ -9,7 +9,9 @@ package integration
 // cryo's, and builds the image again with cryo, so that its digests and
 // cryo's manifest hold. `cryo image restore --containerd` must take none of
 // it: the restored container is made from the base image and the flags, and
-// its process goes on from the checkpoint.
+// its process goes on from the checkpoint. What the process itself shared
+// with the host (its network namespace) is refused unless the flags grant
+// it again.
 
 import (
 	"encoding/json"
@@ -31,6 +33,7 @@ func TestImageRestoreIgnoresImageConfig(t *testing.T) {
 			n := func(t *testing.T) *ctrdNode { return &ctrdNode{daemon: node.with(t), imgNode: node.imgNode} }
 			t.Run("CraftedSpec", func(t *testing.T) { testCraftedSpecIgnored(t, n(t), v) })
 			t.Run("MissingMount", func(t *testing.T) { testMissingMountNamed(t, n(t), v) })
+			t.Run("HostNetwork", func(t *testing.T) { testHostNetworkGranted(t, n(t), v) })
 		})
 	}
 }
@@ -208,6 +211,34 @@ func testMissingMountNamed(t *testing.T, n *ctrdNode, v ctrdVersion) {
 	log := n.logPath(clone)
 	out = n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--log", log,
 		"--mount", "type=bind,src="+data+",dst=/data", "--gpus", gpu0, ref)
+	wantIn(t, out, "restored container "+clone)
+	n.waitTicksIn(log, 3)
+	assertContinues(t, log, tick)
+	n.remove(clone)
+	n.remove(app)
+}
+
+// testHostNetworkGranted: a container that shared the host's network
+// namespace comes back in it (CRIU does not restore a namespace the
+// process shared with it), so its restore needs the grant again. Without
+// --net-host it is refused before containerd sees it, naming the flag; with
+// it the process goes on.
+func testHostNetworkGranted(t *testing.T, n *ctrdNode, v ctrdVersion) {
+	app, clone := uniqueID("hostnet"), uniqueID("hostnet-clone")
+	n.runApp(app, oci.WithHostNamespace(specs.NetworkNamespace))
+	ckpt, tick := n.taskCheckpoint(app, "--exit")
+	n.waitStopped(app)
+	ref := "localhost/ckpt/hostnet-" + v.dir + ":1"
+	n.cryo(t, "image", "build", "--containerd", ckpt, ref)
+
+	gpu0 := standInNode(t, 0)
+	out := n.cryoFails(t, "image", "restore", "--containerd", "--name", clone, "--gpus", gpu0, ref)
+	wantIn(t, out, "shared the host's network namespace", "nothing was restored", "remedy: grant it again with --net-host")
+	if _, err := n.client.LoadContainer(namespacedCtx(), clone); err == nil {
+		t.Errorf("the refused restore left container %s behind", clone)
+	}
+	log := n.logPath(clone)
+	out = n.cryo(t, "image", "restore", "--containerd", "--net-host", "--name", clone, "--log", log, "--gpus", gpu0, ref)
 	wantIn(t, out, "restored container "+clone)
 	n.waitTicksIn(log, 3)
 	assertContinues(t, log, tick)

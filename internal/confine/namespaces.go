@@ -28,6 +28,23 @@ var nsKinds = []struct {
 	{specs.TimeNamespace, "time namespace", (*criucore.TaskKobjIdsEntry).GetTimeNsId},
 }
 
+// SharedWithHost lists the namespaces that the checkpoint in dir (its
+// CRIU images) shared with the host: a restore brings the process back in
+// the host's own, so its new spec must not ask for one of the container's.
+func SharedWithHost(dir string) ([]specs.LinuxNamespaceType, error) {
+	im, err := readImage(dir)
+	if err != nil {
+		return nil, err
+	}
+	var shared []specs.LinuxNamespaceType
+	for _, k := range nsKinds {
+		if k.id(im.taskIDs) == k.id(im.rootIDs) {
+			shared = append(shared, k.typ)
+		}
+	}
+	return shared, nil
+}
+
 func checkNamespaces(im *image, spec *specs.Spec) error {
 	asked := map[specs.LinuxNamespaceType]bool{}
 	if spec.Linux != nil {
