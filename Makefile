@@ -13,7 +13,7 @@ LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action
 # The version cryo reports (cryo version, the shim's -v, every manifest).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
-GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/version.Commit=$(COMMIT)"
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/internal/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/internal/version.Commit=$(COMMIT)"
 
 .PHONY: all build fake deps test test-unit test-integration demo dist gpu-test bench docs clean help
 
@@ -38,9 +38,9 @@ build:
 
 fake:
 	@mkdir -p $(FAKE)
-	gcc -O2 -shared -fPIC -o $(FAKE)/libcuda.so.1 cudacr/fakecuda/csrc/fakecuda.c
-	gcc -O2 -shared -fPIC -o $(FAKE)/libnvidia-ml.so.1 cudacr/fakecuda/csrc/fakenvml.c
-	gcc -O2 -o $(FAKE)/fakecuda-app cudacr/fakecuda/csrc/fakeapp.c -ldl
+	gcc -O2 -shared -fPIC -o $(FAKE)/libcuda.so.1 internal/cuda/fakecuda/csrc/fakecuda.c
+	gcc -O2 -shared -fPIC -o $(FAKE)/libnvidia-ml.so.1 internal/cuda/fakecuda/csrc/fakenvml.c
+	gcc -O2 -o $(FAKE)/fakecuda-app internal/cuda/fakecuda/csrc/fakeapp.c -ldl
 	gcc -O2 -static -o $(FAKE)/netserver integration/testdata/netserver.c
 
 deps:

@@ -25,8 +25,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/config"
-	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
 )
 
 func TestAnnotationPolicy(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
-	"github.com/cryo-gpu/cryo/cudacr/proc"
-	"github.com/cryo-gpu/cryo/snapshot"
-	"github.com/cryo-gpu/cryo/snapshot/digest"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 const bareTimeout = 2 * time.Minute
@@ -61,7 +61,7 @@ func startBare(t *testing.T, env []string, extra []*os.File, script string) *bar
 	return p
 }
 
-func (p *bareProc) alive() bool { return proc.Alive(p.pid) }
+func (p *bareProc) alive() bool { return procfs.Alive(p.pid) }
 
 func (p *bareProc) output() string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, "out"))
@@ -134,7 +134,7 @@ func TestBareCPUCheckpointRestore(t *testing.T) {
 	if c := bareCounter(p); c != stopped {
 		t.Fatalf("counter moved from %d to %d after the dump", stopped, c)
 	}
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil || m.HasCUDA() || len(m.Digests) == 0 {
 		t.Fatalf("manifest of a CPU checkpoint: %+v, %v", m, err)
 	}
@@ -157,7 +157,7 @@ func TestBareCUDACheckpointRestore(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the dumped process to exit", func() bool { return !p.alive() })
 	before := p.lastTick(t)
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil || len(m.Processes) != 1 || m.Processes[0].PID != p.pid || len(m.Inventory.GPUs) == 0 {
 		t.Fatalf("manifest: %+v, %v", m, err)
 	}
@@ -199,7 +199,7 @@ func TestBareCUDALeaveRunning(t *testing.T) {
 	}
 	p.waitTicks(t, p.lastTick(t)+5)
 	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil || !m.HasCUDA() || digest.Verify(img, m.Digests) != nil {
 		t.Fatalf("leave-running checkpoint: %+v, %v", m, err)
 	}
@@ -297,7 +297,7 @@ func TestBareRefusals(t *testing.T) {
 // fake host lacks.
 func bareDemandB200(t *testing.T, img string) {
 	t.Helper()
-	path := filepath.Join(img, snapshot.ManifestName)
+	path := filepath.Join(img, manifest.ManifestName)
 	var m map[string]any
 	b, _ := os.ReadFile(path)
 	if err := json.Unmarshal(b, &m); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	metadata "github.com/checkpoint-restore/checkpointctl/lib"
 
-	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
 )
 
 // checkpointctlBin is checkpointctl v1.4.0 as contrib/install-deps.sh

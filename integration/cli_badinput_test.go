@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // TestBareLockTimeoutRefused: a lock timeout that is not positive is a usage
@@ -57,12 +57,12 @@ func TestBareManifestWithoutProcesses(t *testing.T) {
 	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
 	waitFor(t, 10*time.Second, "the dumped process to exit", func() bool { return !p.alive() })
 	before := p.lastTick(t)
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Processes, m.Needs = nil, nil
-	if err := snapshot.Write(img, m); err != nil {
+	if err := manifest.Write(img, m); err != nil {
 		t.Fatal(err)
 	}
 	bareCryo(t, env, "restore", "--dir", img)

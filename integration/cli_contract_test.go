@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 // cryoSplit runs cryo and returns stdout and stderr apart: a script reads

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // The concurrency cases: two checkpoints of one target at once. Exactly one
@@ -109,7 +109,7 @@ func TestConcurrentBareCheckpoint(t *testing.T) {
 		// can be restored (CRIU checks the size of the app's output file).
 		leave := r < concurrentRounds
 		win := oneWins(t, r, race(env, ckpt(imgs[0], leave), ckpt(imgs[1], leave)), "pid "+pid)
-		if _, err := snapshot.Read(imgs[1-win]); err == nil {
+		if _, err := manifest.Read(imgs[1-win]); err == nil {
 			t.Fatalf("round %d: the refused run wrote a manifest", r)
 		}
 		if !leave {

@@ -27,8 +27,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cryo-gpu/cryo/internal/criutest"
-	"github.com/cryo-gpu/cryo/snapshot"
-	"github.com/cryo-gpu/cryo/snapshot/digest"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
 
 // cfContainer is a busybox shell loop run by cryo-runc with real runc.
@@ -369,14 +369,14 @@ func editImage(t *testing.T, dir, name string, msg proto.Message, edit func(prot
 // reseal recomputes the digests in cryo's manifest.
 func reseal(t *testing.T, dir string) {
 	t.Helper()
-	m, err := snapshot.Read(dir)
+	m, err := manifest.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Digests, err = digest.Files(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := snapshot.Write(dir, m); err != nil {
+	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
 }

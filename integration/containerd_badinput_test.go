@@ -14,8 +14,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // a100 is a GPU the checkpoints of these tests (taken on the fake driver's
@@ -221,7 +221,7 @@ func testShimKilledWhileFrozen(d *daemon, _ string) {
 	pid := d.taskPid("skf")
 	d.killShimDuringCheckpoint("skf", pid, func() bool {
 		_, err := os.Stat(wrapper + ".stalled")
-		return err == nil && proc.Frozen(pid)
+		return err == nil && procfs.Frozen(pid)
 	})
 }
 
@@ -264,7 +264,7 @@ func (d *daemon) killShimDuringCheckpoint(id string, pid int, ready func() bool)
 	}
 	killed := time.Now()
 	p, _ := fakecuda.ReadPage(pid)
-	d.t.Logf("killed shim %d; pid %d: CUDA state %d, cgroup frozen: %v", shim, pid, p.State, proc.Frozen(pid))
+	d.t.Logf("killed shim %d; pid %d: CUDA state %d, cgroup frozen: %v", shim, pid, p.State, procfs.Frozen(pid))
 	select {
 	case r := <-done:
 		if r.err == nil {
@@ -330,8 +330,8 @@ func (d *daemon) settle(id string, pid int) string {
 		}
 		if errdefs.IsNotFound(err) {
 			_, berr := os.Stat(bundle)
-			last = fmt.Sprintf("no task; bundle left: %v; pid %d alive: %v", berr == nil, pid, proc.Alive(pid))
-			if os.IsNotExist(berr) && !proc.Alive(pid) {
+			last = fmt.Sprintf("no task; bundle left: %v; pid %d alive: %v", berr == nil, pid, procfs.Alive(pid))
+			if os.IsNotExist(berr) && !procfs.Alive(pid) {
 				return "stopped"
 			}
 		} else if err != nil {

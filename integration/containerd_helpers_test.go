@@ -21,7 +21,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // logPath is where a container's stdout goes.
@@ -264,7 +264,7 @@ func (d *daemon) waitStopped(id string) {
 
 // checkpointManifest reads cryo's GPU manifest out of the CRIU tar of a
 // checkpoint image.
-func (d *daemon) checkpointManifest(ref string) *snapshot.Manifest {
+func (d *daemon) checkpointManifest(ref string) *manifest.Manifest {
 	d.t.Helper()
 	ctx := namespacedCtx()
 	img, err := d.client.ImageService().Get(ctx, ref)
@@ -289,7 +289,7 @@ func (d *daemon) checkpointManifest(ref string) *snapshot.Manifest {
 	return nil
 }
 
-func (d *daemon) manifestInBlob(desc ocispec.Descriptor) *snapshot.Manifest {
+func (d *daemon) manifestInBlob(desc ocispec.Descriptor) *manifest.Manifest {
 	d.t.Helper()
 	ra, err := d.client.ContentStore().ReaderAt(namespacedCtx(), desc)
 	if err != nil {
@@ -305,14 +305,14 @@ func (d *daemon) manifestInBlob(desc ocispec.Descriptor) *snapshot.Manifest {
 		if err != nil {
 			d.t.Fatal(err)
 		}
-		if filepath.Base(hdr.Name) == snapshot.ManifestName {
-			var m snapshot.Manifest
+		if filepath.Base(hdr.Name) == manifest.ManifestName {
+			var m manifest.Manifest
 			if err := json.NewDecoder(tr).Decode(&m); err != nil {
 				d.t.Fatal(err)
 			}
 			return &m
 		}
 	}
-	d.t.Fatalf("no %s in the CRIU tar", snapshot.ManifestName)
+	d.t.Fatalf("no %s in the CRIU tar", manifest.ManifestName)
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // TestContainerdImagePathNew: `ctr task checkpoint --image-path DIR` through
@@ -37,7 +37,7 @@ func TestContainerdImagePathNew(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("image directory %s: %v, mode %v; want it created 0700", dir, err, fi.Mode().Perm())
 	}
-	for _, name := range []string{snapshot.ManifestName, "inventory.img", "dump.log", "stats-dump"} {
+	for _, name := range []string{manifest.ManifestName, "inventory.img", "dump.log", "stats-dump"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("image directory lacks %s: %v", name, err)
 		}
@@ -67,7 +67,7 @@ func TestContainerdImagePathRestore(t *testing.T) {
 	before := ctrdLastTick(t, d.logPath("ipr"))
 	d.restoreFromPath(dir, "ipr-restored")
 	assertContinues(t, d.logPath("ipr-restored"), before)
-	if _, err := os.Stat(filepath.Join(dir, snapshot.ManifestName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, manifest.ManifestName)); err != nil {
 		t.Fatalf("the image directory went after the restore: %v", err)
 	}
 	d.remove("ipr-restored")
@@ -149,7 +149,7 @@ func TestContainerd17ClientImagePath(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("checkpoint with containerd 1.7's old options: %v\n%s", err, lastLines(d.log(), 30))
 	}
-	if _, err := os.Stat(filepath.Join(images, snapshot.ManifestName)); err != nil {
+	if _, err := os.Stat(filepath.Join(images, manifest.ManifestName)); err != nil {
 		t.Fatalf("nothing was checkpointed into the image path %s: %v\n%s", images, err, lastLines(d.log(), 30))
 	}
 	d.waitStopped("lg")

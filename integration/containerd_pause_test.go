@@ -8,7 +8,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 // testTaskPauseResume: `ctr task pause` suspends CUDA (the fake driver

@@ -13,7 +13,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // criPod is one pod sandbox with one container, made by the kubelet's
@@ -186,20 +186,20 @@ func archiveFiles(t testing.TB, path string) map[string]int64 {
 }
 
 // archiveManifest decodes cryo's GPU manifest from a checkpoint archive.
-func archiveManifest(t testing.TB, path string) *snapshot.Manifest {
+func archiveManifest(t testing.TB, path string) *manifest.Manifest {
 	t.Helper()
-	var m *snapshot.Manifest
+	var m *manifest.Manifest
 	readArchive(t, path, func(hdr *tar.Header, r io.Reader) {
-		if filepath.Base(hdr.Name) != snapshot.ManifestName {
+		if filepath.Base(hdr.Name) != manifest.ManifestName {
 			return
 		}
-		m = new(snapshot.Manifest)
+		m = new(manifest.Manifest)
 		if err := json.NewDecoder(r).Decode(m); err != nil {
 			t.Fatalf("%s: %s: %v", path, hdr.Name, err)
 		}
 	})
 	if m == nil {
-		t.Fatalf("%s holds no %s", path, snapshot.ManifestName)
+		t.Fatalf("%s holds no %s", path, manifest.ManifestName)
 	}
 	return m
 }

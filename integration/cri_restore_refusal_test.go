@@ -6,7 +6,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
 )
 
 // testCRIRestoreWrongGPU: node 2's GPU is not the checkpoint's model, so

@@ -15,7 +15,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
 )
 
 // criCheckpoint is what node 1 hands to node 2.

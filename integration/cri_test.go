@@ -9,7 +9,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // TestCRI drives containerd 2.x's CRI plugin the way the kubelet does,
@@ -58,7 +58,7 @@ func testCRICheckpoint(n *criNode) {
 		t.Fatalf("container after checkpoint: %s, want running", st.State)
 	}
 	files := archiveFiles(t, location)
-	want := []string{"checkpoint/" + snapshot.ManifestName, "checkpoint/inventory.img",
+	want := []string{"checkpoint/" + manifest.ManifestName, "checkpoint/inventory.img",
 		"checkpoint/dump.log", "checkpoint/stats-dump", "config.dump", "spec.dump"}
 	if n.copiesCRIUStats() {
 		want = append(want, "stats-dump", "dump.log") // where checkpointctl reads them

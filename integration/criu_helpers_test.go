@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // The restore log line of cryo's CRIU patch (contrib/criu): a CRIU whose
@@ -220,7 +220,7 @@ func (p *hugeProc) kill(t testing.TB) {
 
 func (p *hugeProc) waitGone(t testing.TB) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, "pid "+strconv.Itoa(p.pid)+" to be reaped", func() bool { return !proc.Exists(p.pid) })
+	waitFor(t, 2*time.Minute, "pid "+strconv.Itoa(p.pid)+" to be reaped", func() bool { return !procfs.Exists(p.pid) })
 }
 
 // loggingCRIU is a `criu` in a directory of its own that records each

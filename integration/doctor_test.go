@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/config"
-	"github.com/cryo-gpu/cryo/doctor"
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/doctor"
 )
 
 // summaryLine is the last line of `cryo doctor`: "9 ok, 4 skipped, 3

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // TestGPUSuspendResumeInPlace: `cryo cuda suspend` then `cryo cuda resume`
@@ -58,7 +58,7 @@ func TestGPUBareCheckpointRestore(t *testing.T) {
 
 	img := filepath.Join(dir, "img")
 	report(t, "cryo checkpoint", timed(t, nil, cryo, "checkpoint", "--pid", strconv.Itoa(pid), "--dir", img))
-	waitFor(t, 10*time.Second, "the checkpointed process to exit", func() bool { return !proc.Alive(pid) })
+	waitFor(t, 10*time.Second, "the checkpointed process to exit", func() bool { return !procfs.Alive(pid) })
 	atDump := lastTick(t, readFile(logPath))
 	size := fileSize(t, logPath)
 
@@ -75,7 +75,7 @@ func TestGPUBareCheckpointRestore(t *testing.T) {
 		// The restored process is an orphan of CRIU, reparented to this
 		// test (a subreaper): reap it so that its pid is free again.
 		_, _ = unix.Wait4(pid, nil, 0, nil)
-		waitFor(t, 30*time.Second, "the restored process to be reaped", func() bool { return !proc.Exists(pid) })
+		waitFor(t, 30*time.Second, "the restored process to be reaped", func() bool { return !procfs.Exists(pid) })
 	}
 	rawBaseline(t, cryo, app, dir)
 }

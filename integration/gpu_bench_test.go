@@ -16,7 +16,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // TestBenchGPU is `make bench` (integration/gpu/bench.sh): cryo against the
@@ -122,7 +122,7 @@ func (b *bench) row(workload string, mib int, figure string, v float64) {
 }
 
 func (b *bench) steps(workload string, mib int, img string) {
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil {
 		b.t.Fatalf("manifest: %v", err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
 )
 
 // criDriverDir is where the container sees the driver's libraries, as

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -115,7 +115,7 @@ func fwBare(t *testing.T, py *hostPython, fw framework) {
 	// Ticks go on until the driver's lock; none may come once suspended.
 	n = fwTicks(t, fw.name, get())
 	time.Sleep(2 * time.Second)
-	if !proc.Alive(pid) {
+	if !procfs.Alive(pid) {
 		t.Fatalf("%s died while suspended (%d threads):\n%s", fw.name, threads, tail(get(), 20))
 	}
 	if st := run(t, time.Minute, nil, cryo, "cuda", "state", "--json", spid); !strings.Contains(st, `"checkpointed"`) || !strings.Contains(st, `"stopped": true`) {
@@ -259,7 +259,7 @@ func TestGPUJAXDefaults(t *testing.T) {
 	cryo := cryoBin(t, "cryo")
 	report(t, "JAX defaults: cuda suspend", timed(t, nil, cryo, "cuda", "suspend", spid))
 	time.Sleep(2 * time.Second)
-	if !proc.Alive(pid) {
+	if !procfs.Alive(pid) {
 		t.Fatalf("JAX died while suspended (%d threads):\n%s", threads, tail(get(), 20))
 	}
 	report(t, "JAX defaults: cuda resume", timed(t, nil, cryo, "cuda", "resume", spid))

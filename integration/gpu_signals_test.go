@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // gpuSignalMiB is large enough that the driver's copy lasts seconds (it
@@ -37,7 +37,7 @@ func startDriverAction(t *testing.T, cryo, verb string, pid int) (*exec.Cmd, *st
 	// cryo's helper traces the process from the driver's lock to the end
 	// of the action; the lock and the seizing take milliseconds.
 	waitFor(t, time.Minute, "the driver's action to begin", func() bool {
-		return proc.Tracer(pid) != 0
+		return procfs.Tracer(pid) != 0
 	})
 	time.Sleep(1500 * time.Millisecond)
 	return cmd, out

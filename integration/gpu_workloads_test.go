@@ -12,7 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // The GPU workload tests (contrib/workloads, docs/gpu-workloads.md): a
@@ -249,7 +249,7 @@ func TestGPUWorkloadMulti(t *testing.T) {
 // multiManifest checks that a cryo-runc checkpoint of the multi container
 // lists every worker.
 func multiManifest(t *testing.T, img string, workers []string) {
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func waitWorkers(t *testing.T, c gpuTask, workers []string, after map[string]int
 	})
 }
 
-func stepsString(steps []snapshot.Step) string {
+func stepsString(steps []manifest.Step) string {
 	var b strings.Builder
 	for _, s := range steps {
 		fmt.Fprintf(&b, "%s %.3fs ", s.Name, s.Seconds)

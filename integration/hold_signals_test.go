@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // startMidAction starts `cryo cuda VERB PID` with the fake driver's op
@@ -56,11 +56,11 @@ func awaitHeld(t *testing.T, pid int) {
 		tids, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
 		for _, d := range tids {
 			tid, _ := strconv.Atoi(filepath.Base(d))
-			if proc.ThreadTracer(tid) != 0 {
+			if procfs.ThreadTracer(tid) != 0 {
 				return false
 			}
 		}
-		return cudacr.Stopped(pid)
+		return cuda.Stopped(pid)
 	})
 }
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // The fake application's touch thread faults if any thread runs while its
@@ -27,7 +27,7 @@ func TestCUDASuspendHoldsThreads(t *testing.T) {
 	if !p.alive() {
 		t.Fatalf("the app died while suspended:\n%s", tail(p.output(), 5))
 	}
-	if !cudacr.Stopped(p.pid) {
+	if !cuda.Stopped(p.pid) {
 		t.Fatalf("pid %d is not held stopped while suspended", p.pid)
 	}
 	before := p.lastTick(t)
@@ -40,7 +40,7 @@ func TestCUDASuspendHoldsThreads(t *testing.T) {
 	}
 	bareCryo(t, env, "cuda", "resume", spid)
 	p.waitTicks(t, before+3)
-	if cudacr.Stopped(p.pid) {
+	if cuda.Stopped(p.pid) {
 		t.Fatalf("pid %d still stopped after the resume", p.pid)
 	}
 }
@@ -60,7 +60,7 @@ func TestCheckpointSurvivesClosedPipe(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cryo checkpoint with its output piped into `true`: %v (exit 141 is SIGPIPE)\n%s", err, out)
 	}
-	if _, err := snapshot.Read(img); err != nil {
+	if _, err := manifest.Read(img); err != nil {
 		t.Fatalf("the checkpoint is not complete: %v", err)
 	}
 	waitFor(t, 10*time.Second, "the dumped process to exit", func() bool { return !p.alive() })

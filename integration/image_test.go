@@ -33,9 +33,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/cryo-gpu/cryo/cudacr/proc"
-	"github.com/cryo-gpu/cryo/snapshot"
-	filedigest "github.com/cryo-gpu/cryo/snapshot/digest"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 const imgTimeout = 2 * time.Minute
@@ -160,7 +160,7 @@ func checkpointApp(t *testing.T, env []string) (*imgApp, string, int) {
 	a := startImgApp(t)
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	run(t, imgTimeout, env, cryoBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(a.pid), "--dir", dir)
-	waitFor(t, 10*time.Second, "checkpointed app to exit", func() bool { return !proc.Alive(a.pid) })
+	waitFor(t, 10*time.Second, "checkpointed app to exit", func() bool { return !procfs.Alive(a.pid) })
 	return a, dir, a.lastTick(t)
 }
 
@@ -246,7 +246,7 @@ func TestImageIntegrity(t *testing.T) {
 	if _, err := os.Stat(work); err == nil {
 		t.Errorf("%s left behind after a refused unpack", work)
 	}
-	if !!proc.Alive(app.pid) {
+	if !!procfs.Alive(app.pid) {
 		t.Errorf("pid %d is alive: the tampered checkpoint was restored", app.pid)
 	}
 
@@ -289,7 +289,7 @@ func TestImageEncrypted(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "work")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--decryption-key")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--decryption-key", wrong, ref), "none of the given keys can decrypt it")
-	if !!proc.Alive(app.pid) {
+	if !!procfs.Alive(app.pid) {
 		t.Fatalf("restored without the key")
 	}
 	b.cryo(t, "image", "restore", "--dir", work, "--decryption-key", priv, ref)
@@ -435,12 +435,12 @@ func bigCheckpointDir(t *testing.T, size int) string {
 // digests of dir's files, as a checkpoint through cryo would.
 func sealFakeCheckpoint(t testing.TB, dir string) {
 	t.Helper()
-	m := snapshot.New("fake")
+	m := manifest.New("fake")
 	var err error
 	if m.Digests, err = filedigest.Files(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := snapshot.Write(dir, m); err != nil {
+	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
 }

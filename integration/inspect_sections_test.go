@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 const inspectSecret = "hunter2-do-not-print"
@@ -68,7 +68,7 @@ func TestInspectSeveralAndSections(t *testing.T) {
 	// A corrupt manifest is reported as corrupt, exit 1.
 	bad := filepath.Join(dir, "bad")
 	run(t, bareTimeout, nil, "cp", "-a", b, bad)
-	if err := os.WriteFile(filepath.Join(bad, snapshot.ManifestName), []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, manifest.ManifestName), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, code := cryoSplit(t, env, "inspect", bad)
@@ -109,7 +109,7 @@ func TestInspectInterruptedBeforeDump(t *testing.T) {
 		Interruption string
 	}
 	wantJSON(t, "inspect --json", bareCryo(t, env, "inspect", "--json", img), &sum)
-	if !sum.Unfinished || sum.Interruption != string(snapshot.DumpFailedRemoved) {
+	if !sum.Unfinished || sum.Interruption != string(manifest.DumpFailedRemoved) {
 		t.Errorf("inspect --json: %+v", sum)
 	}
 }
@@ -130,7 +130,7 @@ func TestInspectAbandonedAfterFullDisk(t *testing.T) {
 		t.Errorf("the abandoned dump is called interrupted before its dump:\n%s", got)
 	}
 	var sum struct{ Interruption string }
-	if err := json.Unmarshal([]byte(bareCryo(t, env, "inspect", "--json", img)), &sum); err != nil || sum.Interruption != string(snapshot.DumpStaleRemoved) {
+	if err := json.Unmarshal([]byte(bareCryo(t, env, "inspect", "--json", img)), &sum); err != nil || sum.Interruption != string(manifest.DumpStaleRemoved) {
 		t.Errorf("inspect --json: %+v, %v", sum, err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
-	"github.com/cryo-gpu/cryo/snapshot/ociimage"
+	"github.com/cryo-gpu/cryo/internal/criuimg"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
 )
 
 // TestInspectDetails checkpoints netserver holding a file (fd 3), a
@@ -96,17 +96,17 @@ func checkInspectDetails(t *testing.T, sum *ociimage.Summary, pid int, port, hel
 	if sp.PID != pid || sp.Comm != "netserver" || len(sp.Cmdline) != 2 || sp.Cmdline[0] != netServerBin(t) || sp.Cmdline[1] != port {
 		t.Errorf("process = pid %d comm %q cmdline %q, want pid %d, netserver %s", sp.PID, sp.Comm, sp.Cmdline, pid, port)
 	}
-	if !slices.ContainsFunc(sp.Files, func(f criuinfo.File) bool { return f.FD == 3 && f.Type == "REG" && f.Path == heldPath }) {
+	if !slices.ContainsFunc(sp.Files, func(f criuimg.File) bool { return f.FD == 3 && f.Type == "REG" && f.Path == heldPath }) {
 		t.Errorf("files = %+v, want fd 3 on %s", sp.Files, heldPath)
 	}
 	n, _ := strconv.Atoi(port)
-	want := map[string]func(criuinfo.Socket) bool{
-		"TCP listener": func(s criuinfo.Socket) bool { return s.Protocol == "TCP" && s.State == "LISTEN" && s.SrcPort == n },
-		"TCP connection": func(s criuinfo.Socket) bool {
+	want := map[string]func(criuimg.Socket) bool{
+		"TCP listener": func(s criuimg.Socket) bool { return s.Protocol == "TCP" && s.State == "LISTEN" && s.SrcPort == n },
+		"TCP connection": func(s criuimg.Socket) bool {
 			return s.State == "ESTABLISHED" && s.SrcPort == n && s.Dst == "127.0.0.1" && s.DstPort != 0
 		},
-		"UDP socket": func(s criuinfo.Socket) bool { return s.Protocol == "UDP" && s.SrcPort == n },
-		"UNIX listener": func(s criuinfo.Socket) bool {
+		"UDP socket": func(s criuimg.Socket) bool { return s.Protocol == "UDP" && s.SrcPort == n },
+		"UNIX listener": func(s criuimg.Socket) bool {
 			return s.FD == 4 && s.Family == "UNIX" && s.State == "LISTEN" && s.Src == sockPath
 		},
 	}

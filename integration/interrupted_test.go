@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
-	"github.com/cryo-gpu/cryo/cudacr/proc"
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // startHeldCheckpoint starts `cryo checkpoint` of p into img, held before
@@ -60,7 +60,7 @@ func killDumped(t *testing.T, p *bareProc) {
 		syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 	// Reaped, not only dead: the restore needs the pid free.
-	waitFor(t, 10*time.Second, "the dumped process to be reaped", func() bool { return proc.State(p.pid) == "" })
+	waitFor(t, 10*time.Second, "the dumped process to be reaped", func() bool { return procfs.State(p.pid) == "" })
 }
 
 // killedBeforeDigests checkpoints a fake CUDA app and SIGKILLs cryo when
@@ -82,20 +82,20 @@ func killedBeforeDigests(t *testing.T) ([]string, *bareProc, string) {
 // manifest has no digests. The restore completes the checkpoint and says so.
 func TestInterruptedKilledDuringDigests(t *testing.T) {
 	env, p, img := killedBeforeDigests(t)
-	if m, err := snapshot.Read(img); err != nil || !m.Unfinished() {
+	if m, err := manifest.Read(img); err != nil || !m.Unfinished() {
 		t.Fatalf("manifest after the kill: %+v, %v", m, err)
 	}
-	if ok, err := snapshot.DumpCompleted(img, nil); !ok || err != nil {
+	if ok, err := manifest.DumpCompleted(img, nil); !ok || err != nil {
 		t.Fatalf("DumpCompleted after a complete dump: %v, %v", ok, err)
 	}
 	// CRIU left the tree stopped for cryo, which died before it could kill
 	// it: the workload is still there.
-	if st := proc.State(p.pid); st != "T" {
+	if st := procfs.State(p.pid); st != "T" {
 		t.Fatalf("the dumped process is in state %q after cryo was killed, want T (stopped)", st)
 	}
 	killDumped(t, p)
 	bareRestoreVerified(t, env, p, img, "completing a checkpoint interrupted after its dump")
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil || m.Unfinished() || m.CompletedLate == nil {
 		t.Fatalf("manifest after the completing restore: %+v, %v", m, err)
 	}
@@ -113,8 +113,8 @@ func TestInterruptedFinishCommand(t *testing.T) {
 	bareRestoreVerified(t, env, p, img)
 
 	partial := t.TempDir()
-	m := snapshot.New("partial")
-	if err := snapshot.Write(partial, m); err != nil {
+	m := manifest.New("partial")
+	if err := manifest.Write(partial, m); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(partial, "inventory.img"), []byte("x"), 0o600)
@@ -132,8 +132,8 @@ func TestInterruptedFullDiskKeepsRunning(t *testing.T) {
 	p := bareStartFakeApp(t, env, nil)
 	img, out := fullDiskCheckpoint(t, env, p)
 	wantIn(t, out, "failed at step manifest", "no space left", "left running with CUDA resumed")
-	if !p.alive() || proc.State(p.pid) == "T" {
-		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", proc.State(p.pid), out)
+	if !p.alive() || procfs.State(p.pid) == "T" {
+		t.Fatalf("the process is gone or still stopped (state %q) after the failed checkpoint:\n%s", procfs.State(p.pid), out)
 	}
 	p.waitTicks(t, p.lastTick(t)+5)
 	wantIn(t, bareCryo(t, env, "cuda", "state", strconv.Itoa(p.pid)), "running")
@@ -192,8 +192,8 @@ func TestInterruptedKilledAtEveryStep(t *testing.T) {
 				wantIn(t, state, "checkpointed", "cryo cuda resume "+strconv.Itoa(p.pid))
 				bareCryo(t, env, "cuda", "resume", strconv.Itoa(p.pid))
 			default:
-				if proc.State(p.pid) != "T" {
-					t.Fatalf("after the dump the process is in state %q, want stopped (T) for its checkpoint", proc.State(p.pid))
+				if procfs.State(p.pid) != "T" {
+					t.Fatalf("after the dump the process is in state %q, want stopped (T) for its checkpoint", procfs.State(p.pid))
 				}
 				killDumped(t, p)
 				bareRestoreVerified(t, env, p, img, "completing a checkpoint interrupted after its dump")
@@ -222,7 +222,7 @@ func TestInterruptedCheckpointLeavesNoImages(t *testing.T) {
 	if code := exitCode(cmd.Wait()); code != 130 {
 		t.Fatalf("interrupted checkpoint: exit %d, want 130:\n%s", code, out)
 	}
-	wantIn(t, out.String(), "interrupted by SIGINT", "was removed", snapshot.PartialName)
+	wantIn(t, out.String(), "interrupted by SIGINT", "was removed", manifest.PartialName)
 	p.waitTicks(t, p.lastTick(t)+3)
 	if imgs, _ := filepath.Glob(filepath.Join(img, "*.img")); len(imgs) > 0 {
 		t.Fatalf("the interrupted checkpoint left %d images (%s…)", len(imgs), filepath.Base(imgs[0]))
@@ -233,7 +233,7 @@ func TestInterruptedCheckpointLeavesNoImages(t *testing.T) {
 	wantIn(t, bareCryoFails(t, env, "restore", "--dir", img), "did not finish", "images were removed", "re-take the checkpoint")
 
 	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
-	if _, err := os.Stat(filepath.Join(img, snapshot.PartialName)); err == nil {
+	if _, err := os.Stat(filepath.Join(img, manifest.PartialName)); err == nil {
 		t.Fatal("the new checkpoint kept the old partial mark")
 	}
 	killDumped(t, p)

@@ -20,8 +20,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // fakeHost is a fake GPU host of H100s, GPU i at /dev/nvidia<i>.
@@ -237,7 +237,7 @@ func TestMultiGPUContainerMovesToOtherGPU(t *testing.T) {
 	c.start()
 	c.assertOn(1)
 	img := c.checkpoint("img1")
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil {
 		t.Fatal(err)
 	}

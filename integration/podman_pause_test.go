@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/config"
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 // TestPodmanPauseUnpause: `podman pause` through cryo-runc suspends CUDA

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/snapshot"
-	"github.com/cryo-gpu/cryo/snapshot/digest"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
 
 // podmanImage is the image every Podman test runs: newRootfs, imported.
@@ -179,10 +179,10 @@ func (p *podmanEnv) cudaStateErr(name string) (string, error) {
 }
 
 // manifestOf reads cryo-manifest.json from an exported checkpoint.
-func exportedManifest(t *testing.T, export string) *snapshot.Manifest {
+func exportedManifest(t *testing.T, export string) *manifest.Manifest {
 	t.Helper()
-	out := run(t, time.Minute, nil, "tar", "--zstd", "-xOf", export, "checkpoint/"+snapshot.ManifestName)
-	var m snapshot.Manifest
+	out := run(t, time.Minute, nil, "tar", "--zstd", "-xOf", export, "checkpoint/"+manifest.ManifestName)
+	var m manifest.Manifest
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatalf("manifest in %s: %v\n%s", export, err, out)
 	}
@@ -226,7 +226,7 @@ func TestPodmanExportImport(t *testing.T) {
 }
 
 // stepBefore reports whether step a was taken, and before step b.
-func stepTakenBefore(m *snapshot.Manifest, a, b string) bool {
+func stepTakenBefore(m *manifest.Manifest, a, b string) bool {
 	ia, ib := -1, -1
 	for i, s := range m.Steps {
 		if s.Name == a && s.Error == "" {
@@ -335,7 +335,7 @@ func TestPodmanHooksDirectRuncCheckpoint(t *testing.T) {
 	img := filepath.Join(p.dir, "direct")
 	// Podman gives runc no --root, so runc's default state directory holds it.
 	out := run(t, time.Minute, nil, "/usr/sbin/runc", "checkpoint", "--leave-running", "--image-path", img, "--work-path", filepath.Join(p.dir, "direct-work"), id)
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil {
 		t.Fatalf("direct runc checkpoint wrote no manifest: %v\n%s", err, out)
 	}

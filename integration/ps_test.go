@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/status"
 )
 
@@ -84,7 +84,7 @@ func TestPsBareStates(t *testing.T) {
 	bareCryo(t, env, "cuda", "suspend", strconv.Itoa(suspended.pid))
 	t.Cleanup(func() { runErr(time.Minute, env, cryoBin(t, "cryo"), "cuda", "resume", strconv.Itoa(suspended.pid)) })
 
-	d := cudacr.New(cudacr.Options{LibPath: fakeFile(t, "libcuda.so.1"), CallTimeout: 10 * time.Second})
+	d := cuda.New(cuda.Options{LibPath: fakeFile(t, "libcuda.so.1"), CallTimeout: 10 * time.Second})
 	if err := d.Lock(context.Background(), locked.pid, 5*time.Second); err != nil {
 		t.Fatalf("lock pid %d through the driver: %v", locked.pid, err)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/internal/config"
 )
 
 const (

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cryo-gpu/cryo/config"
-	"github.com/cryo-gpu/cryo/cudacr/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 // TestRuncwrapDeleteForgetsPause: `runc delete` of a container that a

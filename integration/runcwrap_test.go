@@ -15,9 +15,9 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/snapshot"
-	"github.com/cryo-gpu/cryo/snapshot/digest"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
 
 // rwFakeRuncScript stands in for runc: it records every command line (one
@@ -114,7 +114,7 @@ func TestRuncwrapCheckpointPassesFlags(t *testing.T) {
 	if !reflect.DeepEqual(dump, args) {
 		t.Fatalf("runc checkpoint saw %q, want %q\n%s", dump, args, out)
 	}
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil {
 		t.Fatalf("no manifest in the image path: %v\n%s", err, out)
 	}
@@ -139,17 +139,17 @@ func rwCraftCheckpoint(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	m := snapshot.New("crafted")
-	m.Processes = []snapshot.Process{{PID: 1, State: "running"}}
-	m.Inventory = cudacr.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000, GPUs: []cudacr.GPU{{
+	m := manifest.New("crafted")
+	m.Processes = []manifest.Process{{PID: 1, State: "running"}}
+	m.Inventory = cuda.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000, GPUs: []cuda.GPU{{
 		Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-0b1c2d3e-0000-4000-8000-000000000001",
 		MemoryTotal: 80 << 30, MemoryFree: 72 << 30, ComputeCapability: "9.0"}}}
-	m.Needs = snapshot.NeedsFromInventory(m.Inventory)
+	m.Needs = manifest.NeedsFromInventory(m.Inventory)
 	var err error
 	if m.Digests, err = digest.Files(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := snapshot.Write(dir, m); err != nil {
+	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -278,7 +278,7 @@ func TestRuncwrapHooksDirectRunc(t *testing.T) {
 	img := filepath.Join(dir, "img")
 	run(t, time.Minute, nil, "/usr/sbin/runc", "--root", root, "checkpoint", "--image-path", img, "--work-path", filepath.Join(dir, "w1"), id)
 	before := rwLastTick(out.String())
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil || len(m.Processes) != 1 || m.Digests == nil {
 		t.Fatalf("direct checkpoint manifest %+v: %v", m, err)
 	}

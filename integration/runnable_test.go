@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/shim"
+	"github.com/cryo-gpu/cryo/internal/shim"
 )
 
 func TestRunnableImage(t *testing.T) {

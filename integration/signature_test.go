@@ -23,9 +23,9 @@ import (
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/imagetrust/signtest"
-	"github.com/cryo-gpu/cryo/snapshot/imagerestore"
 )
 
 // cosignKey is a signing key pair and its public key file (cosign.pub).

@@ -17,14 +17,14 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 
-	"github.com/cryo-gpu/cryo/snapshot"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // editManifest rewrites the manifest of img as raw JSON, as an attacker
 // who can write the image directory would.
 func editManifest(t *testing.T, img string, edit func(map[string]any)) {
 	t.Helper()
-	path := filepath.Join(img, snapshot.ManifestName)
+	path := filepath.Join(img, manifest.ManifestName)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -55,11 +55,11 @@ func TestTrustManifestNeedsEmptied(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "img")
 	bareCryo(t, env, "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
 	killDumped(t, p)
-	m, err := snapshot.Read(img)
+	m, err := manifest.Read(img)
 	if err != nil || !m.HasCUDA() || len(m.Needs) == 0 {
 		t.Fatalf("manifest of the checkpoint: %+v, %v", m, err)
 	}
-	if _, ok := m.Digests[snapshot.ManifestName]; ok {
+	if _, ok := m.Digests[manifest.ManifestName]; ok {
 		t.Fatal("the manifest is among its own digests: this attack would not get past them")
 	}
 	editManifest(t, img, func(m map[string]any) { m["needs"] = []any{} })
@@ -114,7 +114,7 @@ func TestTrustManifestBareCRIUDump(t *testing.T) {
 func TestTrustManifestCryoRunc(t *testing.T) {
 	requireRoot(t)
 	dir := rwCraftCheckpoint(t)
-	for _, name := range []string{snapshot.ManifestName, "files.img"} {
+	for _, name := range []string{manifest.ManifestName, "files.img"} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestTrustManifestShim(t *testing.T) {
 		t.Fatalf("ctr task checkpoint: %v\n%s", err, out)
 	}
 	d.waitStopped("nm")
-	if err := os.Remove(filepath.Join(dir, snapshot.ManifestName)); err != nil {
+	if err := os.Remove(filepath.Join(dir, manifest.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := d.newContainer("nm-restored").NewTask(namespacedCtx(), cio.LogFile(d.logPath("nm-restored")), client.WithRestoreImagePath(dir))

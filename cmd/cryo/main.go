@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cryo-gpu/cryo/cmd/cryo/cli"
-	"github.com/cryo-gpu/cryo/hooks"
-	"github.com/cryo-gpu/cryo/runcwrap"
-	"github.com/cryo-gpu/cryo/shim"
+	"github.com/cryo-gpu/cryo/internal/cli"
+	"github.com/cryo-gpu/cryo/internal/criuaction"
+	"github.com/cryo-gpu/cryo/internal/runcwrap"
+	"github.com/cryo-gpu/cryo/internal/shim"
 )
 
 func main() {
@@ -21,7 +21,7 @@ func main() {
 	case "cryo-runc":
 		os.Exit(runcwrap.Main(os.Args[1:]))
 	case "cryo-criu-action":
-		os.Exit(hooks.CRIUAction())
+		os.Exit(criuaction.CRIUAction())
 	default:
 		os.Exit(cli.Main(os.Args))
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/seccomp"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
+	"github.com/cryo-gpu/cryo/internal/criuimg"
 )
 
 // image is what CRIU will restore that carries rights: every thread's
@@ -76,7 +76,7 @@ func (im *image) readInventory() error {
 }
 
 func (im *image) readTasks() error {
-	entries, err := criuinfo.ReadImage(im.dir, "pstree.img", &pstree.PstreeEntry{})
+	entries, err := criuimg.ReadImage(im.dir, "pstree.img", &pstree.PstreeEntry{})
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (im *image) readMounts() error {
 	}
 	sort.Strings(names)
 	for _, path := range names {
-		entries, err := criuinfo.ReadImage(im.dir, filepath.Base(path), &mnt.MntEntry{})
+		entries, err := criuimg.ReadImage(im.dir, filepath.Base(path), &mnt.MntEntry{})
 		if err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ var errEmpty = errors.New("the image holds no entry")
 // one reads the single entry of an image.
 func one[T proto.Message](dir, name string, msg proto.Message) (T, error) {
 	var zero T
-	entries, err := criuinfo.ReadImage(dir, name, msg)
+	entries, err := criuimg.ReadImage(dir, name, msg)
 	if err != nil {
 		return zero, err
 	}
@@ -182,4 +182,4 @@ func (e *imageError) Error() string {
 	return fmt.Sprintf("CRIU image %s cannot be checked: %s", e.file, e.reason)
 }
 
-func (e *imageError) Unwrap() error { return criuinfo.ErrCorrupt }
+func (e *imageError) Unwrap() error { return criuimg.ErrCorrupt }

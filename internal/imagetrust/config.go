@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/cryo-gpu/cryo/config"
+	"github.com/cryo-gpu/cryo/internal/config"
 )
 
 const (

@@ -7,14 +7,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
 // describe fills in the GPUs p can see and the memory it holds on each,
 // from the inventory and /proc (no driver call). Without an inventory the
 // GPUs stay empty.
-func describe(p *Process, inv cudacr.Inventory) {
+func describe(p *Process, inv cuda.Inventory) {
 	if len(inv.GPUs) == 0 {
 		return
 	}
@@ -28,7 +28,7 @@ func describe(p *Process, inv cudacr.Inventory) {
 	}
 }
 
-func indexOf(inv cudacr.Inventory, uuid string) int {
+func indexOf(inv cuda.Inventory, uuid string) int {
 	for _, g := range inv.GPUs {
 		if g.UUID == uuid {
 			return g.Index
@@ -39,7 +39,7 @@ func indexOf(inv cudacr.Inventory, uuid string) int {
 
 // attach names p's container and the cryo run on it: the held lock of
 // its pid, and the pause record that suspended it.
-func attach(p *Process, held []Lock, pauses []runtime.PauseInfo) {
+func attach(p *Process, held []Lock, pauses []orchestrate.PauseInfo) {
 	for _, l := range held {
 		if l.Key != "pid-"+strconv.Itoa(p.PID) {
 			continue
@@ -68,7 +68,7 @@ func attach(p *Process, held []Lock, pauses []runtime.PauseInfo) {
 
 // fromPause takes the GPUs and memory the pause recorded before its
 // suspend, keeping the inventory's indices where it gave them.
-func fromPause(p *Process, gpus []cudacr.ProcessGPU, total uint64) {
+func fromPause(p *Process, gpus []cuda.ProcessGPU, total uint64) {
 	index := map[string]int{}
 	for _, g := range p.GPUs {
 		index[g.UUID] = g.Index

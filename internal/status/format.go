@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cryo-gpu/cryo/snapshot/criuinfo"
+	"github.com/cryo-gpu/cryo/internal/criuimg"
 )
 
 // WriteTable prints the report for people: one row per CUDA process, then
@@ -133,7 +133,7 @@ func dash(s string) string { return or(s, "-") }
 
 // esc keeps what other processes wrote (a lock file's line, a container
 // id) from moving the terminal's cursor or recolouring it.
-func esc(s string) string { return criuinfo.EscapeControl(s) }
+func esc(s string) string { return criuimg.EscapeControl(s) }
 
 func (r *Report) warn(format string, args ...any) {
 	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))

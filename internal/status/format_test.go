@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/cudacr"
+	"github.com/cryo-gpu/cryo/internal/cuda"
 )
 
 func TestStateText(t *testing.T) {
@@ -51,16 +51,16 @@ func TestContainerFromCgroup(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	p := Process{PID: 1 << 30} // no such pid: no tracer to find
-	if got, ok := classify(p, cudacr.StateLocked, nil); !ok || got.State != "locked" {
+	if got, ok := classify(p, cuda.StateLocked, nil); !ok || got.State != "locked" {
 		t.Fatalf("answer: %+v %v", got, ok)
 	}
-	if got, ok := classify(p, 0, fmt.Errorf("state: %w", cudacr.ErrTimeout)); !ok || StateText(got) != "unknown (driver did not answer)" {
+	if got, ok := classify(p, 0, fmt.Errorf("state: %w", cuda.ErrTimeout)); !ok || StateText(got) != "unknown (driver did not answer)" {
 		t.Fatalf("timeout: %+v %v", got, ok)
 	}
-	if _, ok := classify(p, 0, fmt.Errorf("gone: %w", cudacr.ErrNoProcess)); ok {
+	if _, ok := classify(p, 0, fmt.Errorf("gone: %w", cuda.ErrNoProcess)); ok {
 		t.Fatal("an exited process is kept")
 	}
-	if _, ok := classify(p, 0, &cudacr.DriverError{Code: 3, Name: "CUDA_ERROR_NOT_INITIALIZED"}); ok {
+	if _, ok := classify(p, 0, &cuda.DriverError{Code: 3, Name: "CUDA_ERROR_NOT_INITIALIZED"}); ok {
 		t.Fatal("a process without CUDA state is kept")
 	}
 	if got, ok := classify(p, 0, errors.New("helper died")); !ok || got.State != StateUnknown || got.Detail != "helper died" {

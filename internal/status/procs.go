@@ -10,8 +10,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/cudacr/proc"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // scan lists the processes of this host that map the CUDA driver, cryo's
@@ -26,10 +26,10 @@ func scan() ([]int, error) {
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() || !proc.Alive(pid) {
+		if err != nil || pid == os.Getpid() || !procfs.Alive(pid) {
 			continue
 		}
-		if ok, _ := cudacr.MapsDriver(pid); !ok || (self != (fileID{}) && exeID(pid) == self) {
+		if ok, _ := cuda.MapsDriver(pid); !ok || (self != (fileID{}) && exeID(pid) == self) {
 			continue
 		}
 		pids = append(pids, pid)
@@ -58,7 +58,7 @@ func exeID(pid int) fileID {
 // queryAll learns the state of each pid, at most parallel driver queries
 // at once; a pid that exits meanwhile, or that the driver says holds no
 // CUDA state, is left out.
-func queryAll(ctx context.Context, d *cudacr.Driver, pids []int, parallel int) []Process {
+func queryAll(ctx context.Context, d *cuda.Driver, pids []int, parallel int) []Process {
 	if parallel <= 0 {
 		parallel = 16
 	}
@@ -91,13 +91,13 @@ func queryAll(ctx context.Context, d *cudacr.Driver, pids []int, parallel int) [
 // query is one process's state. The driver is asked only when it can
 // answer: not for a frozen process (its calls hang there), not for one
 // that another tracer holds (a cryo call under way on it).
-func query(ctx context.Context, d *cudacr.Driver, pid int) (Process, bool) {
-	p := Process{PID: pid, Command: proc.Comm(pid), Stopped: cudacr.Stopped(pid), Frozen: proc.Frozen(pid), GPUs: []GPU{}}
+func query(ctx context.Context, d *cuda.Driver, pid int) (Process, bool) {
+	p := Process{PID: pid, Command: procfs.Comm(pid), Stopped: cuda.Stopped(pid), Frozen: procfs.Frozen(pid), GPUs: []GPU{}}
 	if p.Frozen {
 		p.State = StateFrozen
 		return p, true
 	}
-	if t := proc.Tracer(pid); t > 0 {
+	if t := procfs.Tracer(pid); t > 0 {
 		p.State, p.TracerPID = StateBusy, t
 		p.Detail = busyDetail(t)
 		return p, true
@@ -107,7 +107,7 @@ func query(ctx context.Context, d *cudacr.Driver, pid int) (Process, bool) {
 }
 
 func busyDetail(tracer int) string {
-	name := or(proc.Comm(tracer), "gone")
+	name := or(procfs.Comm(tracer), "gone")
 	if id := exeID(tracer); id != (fileID{}) && id == exeID(os.Getpid()) {
 		name = "cryo" // its driver helper, re-executed as /proc/self/exe
 	}
@@ -116,19 +116,19 @@ func busyDetail(tracer int) string {
 
 // classify turns a state query's answer into the process's row, or drops
 // the process (false) when it is gone or holds no CUDA state.
-func classify(p Process, st cudacr.State, err error) (Process, bool) {
+func classify(p Process, st cuda.State, err error) (Process, bool) {
 	switch {
 	case err == nil:
 		p.State = st.String()
-	case errors.Is(err, cudacr.ErrNoProcess):
+	case errors.Is(err, cuda.ErrNoProcess):
 		return p, false
-	case errors.Is(err, cudacr.ErrTimeout):
+	case errors.Is(err, cuda.ErrTimeout):
 		p.State, p.Detail = StateUnknown, "driver did not answer"
-		if t := proc.Tracer(p.PID); t > 0 {
+		if t := procfs.Tracer(p.PID); t > 0 {
 			// A cryo call began while this one waited.
 			p.State, p.TracerPID, p.Detail = StateBusy, t, busyDetail(t)
 		}
-	case errors.Is(err, cudacr.ErrNotCUDA):
+	case errors.Is(err, cuda.ErrNotCUDA):
 		return p, false // libcuda mapped, CUDA never initialised
 	default:
 		p.State, p.Detail = StateUnknown, err.Error()
@@ -138,18 +138,18 @@ func classify(p Process, st cudacr.State, err error) (Process, bool) {
 
 // inventoryAsync starts the GPU inventory (NVML, in the driver's helper)
 // while the state queries run, and returns a function that waits for it.
-func inventoryAsync(ctx context.Context, d *cudacr.Driver) func() (cudacr.Inventory, error) {
-	var inv cudacr.Inventory
+func inventoryAsync(ctx context.Context, d *cuda.Driver) func() (cuda.Inventory, error) {
+	var inv cuda.Inventory
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		inv, err = d.Inventory(ctx)
 	}()
-	return func() (cudacr.Inventory, error) { <-done; return inv, err }
+	return func() (cuda.Inventory, error) { <-done; return inv, err }
 }
 
-func alive(pid int) bool { return proc.Alive(pid) }
+func alive(pid int) bool { return procfs.Alive(pid) }
 
 func or(v, def string) string {
 	if v != "" {

@@ -10,8 +10,8 @@ import (
 	"context"
 	"sort"
 
-	"github.com/cryo-gpu/cryo/cudacr"
-	"github.com/cryo-gpu/cryo/runtime"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
 // The states of Process.State besides the driver's four (running, locked,
@@ -107,7 +107,7 @@ type Options struct {
 	LockDir string
 	// Driver answers the state queries and the GPU inventory; its
 	// CallTimeout bounds each call.
-	Driver *cudacr.Driver
+	Driver *cuda.Driver
 	// Parallel caps the driver queries under way at once (≤ 0: 16).
 	Parallel int
 }
@@ -116,11 +116,11 @@ type Options struct {
 // anything else it could not learn is a warning or a process's Detail.
 func Collect(ctx context.Context, o Options) (*Report, error) {
 	r := &Report{Processes: []Process{}, Locks: []Lock{}, Pauses: []Pause{}}
-	locks, err := runtime.ReadLocks(o.LockDir)
+	locks, err := orchestrate.ReadLocks(o.LockDir)
 	if err != nil {
 		r.warn("locks in %s: %v", o.LockDir, err)
 	}
-	pauses, err := runtime.ReadPauses(o.LockDir)
+	pauses, err := orchestrate.ReadPauses(o.LockDir)
 	if err != nil {
 		r.warn("%v", err)
 	}
@@ -154,7 +154,7 @@ func (r *Report) PIDs() []int {
 	return out
 }
 
-func heldLocks(all []runtime.LockInfo) []Lock {
+func heldLocks(all []orchestrate.LockInfo) []Lock {
 	out := []Lock{}
 	for _, l := range all {
 		if !l.Held {
@@ -166,7 +166,7 @@ func heldLocks(all []runtime.LockInfo) []Lock {
 	return out
 }
 
-func pauseList(all []runtime.PauseInfo) []Pause {
+func pauseList(all []orchestrate.PauseInfo) []Pause {
 	out := []Pause{}
 	for _, p := range all {
 		ps := Pause{Container: p.ID, File: p.Path, Processes: []PauseProcess{}}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+)
+
+// checkpointCommand is the bare-process checkpoint: CRIU on a process tree,
+// with CUDA suspended around the dump. The logic lives in runtime.
+func checkpointCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint --pid PID --dir DIR [flags]\n  cryo checkpoint --finish DIR",
+		Short: "checkpoint a process tree (and its GPU state) into a directory",
+		Long: `Suspends CUDA in the tree's CUDA processes (their GPU memory moves into host
+memory), dumps the tree with CRIU into DIR, and writes cryo-manifest.json with
+the GPUs, driver, versions, step times and the sha256 of every image file.
+DIR must be new or empty (it becomes 0700, its files 0600): a directory
+holding anything is refused before any process is touched. The manifest
+records, for each CUDA process, the GPUs it can see and the memory it holds
+on each, so that a restore needs only those.
+
+Without --leave-running the processes exit once dumped; restore them with
+"cryo restore --dir DIR". If anything fails, CUDA is resumed and the processes
+keep running. CRIU's log is DIR/criu-dump.log.
+
+Stdio: /dev/null, files and sockets inside the tree are fine. A terminal needs
+--shell-job (at restore too). Pipes to a process outside the tree (the shell
+that started it) are restored as pipes nobody reads: redirect to a file
+instead, e.g. start the program with "setsid prog </dev/null >log 2>&1 &".
+
+For containers use the container tool: "ctr task checkpoint" with the cryo
+runtime, "podman container checkpoint" with cryo-runc, or the kubelet's
+checkpoint API; a pid inside a container is refused here.
+
+--finish DIR completes a checkpoint whose run was interrupted after CRIU's
+dump had completed (cryo killed while it hashed, a full disk at the last
+write): it hashes the image files as they are now and writes the manifest.
+"cryo restore" does the same by itself; a checkpoint whose dump did not
+complete cannot be finished and must be taken again (see "cryo help
+interrupted"). Two runs on one process collide at once, see "cryo help
+locking".`,
+		Example: `  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/train
+  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/serve --leave-running --tcp-established --print-stats`,
+		Args: noArgs,
+		RunE: checkpointRun,
+	}
+	fs := cmd.Flags()
+	fs.Int("pid", 0, "`PID` of the root of the process tree to checkpoint")
+	fs.String("dir", "", "image directory `DIR` (created if missing; must not hold a checkpoint)")
+	fs.String("finish", "", "complete the interrupted checkpoint in `DIR` instead (see above)")
+	fs.Bool("leave-running", false, "keep the processes running after the dump (CUDA resumed)")
+	fs.Bool("tcp-established", false, "checkpoint established TCP connections")
+	fs.Bool("shell-job", false, "the tree is attached to a terminal or is not a session leader")
+	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics")
+	fs.BoolP("quiet", "q", false, "no progress or messages on stderr; only the image directory on stdout")
+	addLockTimeout(fs)
+	addCopyTimeout(fs)
+	addAllowIPC(fs)
+	addFormatFlags(cmd)
+	return cmd
+}
+
+func checkpointRun(cmd *cobra.Command, _ []string) error {
+	lt, err := positive(cmd, "lock-timeout", "10s or 1m")
+	if err != nil {
+		return err
+	}
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	if dir := fString(cmd, "finish"); dir != "" {
+		// --finish works on a checkpoint already taken: flags of a new one
+		// would be silently ignored.
+		if err := onlyFlags(cmd, "--finish", "finish", "lock-timeout", "copy-timeout", "format", "json", "quiet"); err != nil {
+			return err
+		}
+		return finishRun(cmd.Context(), dir, fBool(cmd, "quiet"))
+	}
+	pid, dir := fInt(cmd, "pid"), fString(cmd, "dir")
+	if pid <= 0 || dir == "" {
+		return usageErrorf(cmd, "give --pid PID and --dir DIR, or --finish DIR")
+	}
+	drv, err := driverOption(cmd)
+	if err != nil {
+		return err
+	}
+	o := orchestrator(cmd, drv, orchestrate.WithLockTimeout(lt), orchestrate.WithAllowCUDAIPC(fBool(cmd, "allow-cuda-ipc")))
+	m, err := o.CheckpointProcess(cmd.Context(), orchestrate.ProcessOptions{
+		PID:            pid,
+		Dir:            dir,
+		LeaveRunning:   fBool(cmd, "leave-running"),
+		TCPEstablished: fBool(cmd, "tcp-established"),
+		ShellJob:       fBool(cmd, "shell-job"),
+	})
+	if err != nil {
+		return err
+	}
+	res := newCheckpointResult(pid, dir, m)
+	if asJSON {
+		return printJSON(stdout, res)
+	}
+	if fBool(cmd, "quiet") {
+		// The directory alone, for `d=$(cryo checkpoint -q …)`; a process
+		// left suspended is still said, it needs the user.
+		stillSuspendedNote(cmd, m)
+		_, err := fmt.Fprintln(stdout, dir)
+		return err
+	}
+	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
+	stillSuspendedNote(cmd, m)
+	if fBool(cmd, "print-stats") {
+		printStats(stdout, res.Steps, res.CRIU)
+	}
+	return nil
+}
+
+func stillSuspendedNote(cmd *cobra.Command, m *manifest.Manifest) {
+	if pids := orchestrate.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
+		fmt.Fprintf(messages(), "note: CUDA in %s %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pluralWord(len(pids), "pid", "pids"), pids, strings.Trim(fmt.Sprint(pids), "[]"))
+	}
+}
+
+// finishRun completes a checkpoint interrupted after its dump; quiet
+// prints only the directory.
+func finishRun(ctx context.Context, dir string, quiet bool) error {
+	m, err := orchestrate.New(orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger())).FinishCheckpoint(ctx, dir)
+	if errors.Is(err, orchestrate.ErrNothingToFinish) {
+		fmt.Fprintf(messages(), "%v\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if quiet {
+		_, err := fmt.Fprintln(stdout, dir)
+		return err
+	}
+	fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))
+	return nil
+}

@@ -1,0 +1,87 @@
+package ctrd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
+)
+
+// ErrNameInUse: a container of the restored one's name exists already.
+var ErrNameInUse = errors.New("container name in use")
+
+// PrecheckOptions are what a restore can check before the checkpoint is
+// unpacked: an image's annotations name the container and its base image.
+type PrecheckOptions struct {
+	Options
+	Name      string // the restored container's id; "" skips the check
+	BaseImage string // the base image's reference; "" skips the check
+	GPUs      []string
+	Inventory Inventory
+}
+
+// Precheck refuses, before an image of many gigabytes is unpacked and
+// hashed, a restore that Restore would refuse anyway: --gpus naming a GPU
+// this host lacks, a container name in use, a base image missing from the
+// namespace. Restore checks all of it again from the verified checkpoint.
+func Precheck(ctx context.Context, o PrecheckOptions) error {
+	if len(o.GPUs) > 0 {
+		if _, err := ResolveGPUs(ctx, o.GPUs, o.Inventory); err != nil {
+			return fmt.Errorf("restore container %s: give it GPUs: %w", o.Name, err)
+		}
+	}
+	c, ctx, err := o.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := nameFree(ctx, c, o.Options, o.Name); err != nil {
+		return err
+	}
+	if o.BaseImage == "" {
+		return nil
+	}
+	if _, err := c.GetImage(ctx, o.BaseImage); errdefs.IsNotFound(err) {
+		return missingBaseImage(o.Options, o.BaseImage)
+	} else if err != nil {
+		return fmt.Errorf("base image %s: %w", o.BaseImage, err)
+	}
+	return nil
+}
+
+// nameFree refuses a name that a container of the namespace has.
+func nameFree(ctx context.Context, c *client.Client, o Options, name string) error {
+	if name == "" {
+		return nil
+	}
+	if _, err := c.LoadContainer(ctx, name); err == nil {
+		return fmt.Errorf("container %s already exists in containerd namespace %q: %w; remedy: pass --name NEW, or remove it (ctr -n %s container rm %s)", name, o.Namespace, ErrNameInUse, o.Namespace, name)
+	}
+	return nil
+}
+
+func missingBaseImage(o Options, ref string) error {
+	return fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s: %w; remedy: pull or import it there first (ctr -n %s image pull %s)",
+		ref, o.Namespace, o.Address, ErrBaseImage, o.Namespace, ref)
+}
+
+// checkpointedName is the name of the container that was checkpointed.
+// An image built by an older cryo may have named it after the last part
+// of the checkpoint's reference (`ctr container checkpoint app ux-ck`
+// gave "ux-ck") when containerd no longer held the container's record:
+// then the id in cryo's manifest, which the shim wrote, is the name.
+func checkpointedName(dir string, meta ociimage.ContainerdMeta) string {
+	ref := meta.CheckpointImage
+	fromRef := ref != "" && !ociimage.IsCtrCheckpointName(ref) && meta.ID == ociimage.CheckpointContainerID(ref)
+	if m, err := manifest.Read(ociimage.CRIUDir(dir)); fromRef && err == nil && m.ContainerID != "" && !strings.HasPrefix(m.ContainerID, "pid ") {
+		return m.ContainerID
+	}
+	return cmp.Or(meta.Name, meta.ID)
+}

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/status"
+)
+
+// cudaStateLine is one PID of `cryo cuda state --json`.
+type cudaStateLine struct {
+	PID int `json:"pid"`
+	// State is the driver's (running, locked, checkpointed, failed), or
+	// frozen or busy when the driver was not asked (see cryo ps).
+	State string `json:"state,omitempty"`
+	// Stopped: every thread is held stopped, as `cryo cuda suspend`
+	// leaves a process while its GPU state is away.
+	Stopped bool `json:"stopped,omitempty"`
+	// Frozen: its cgroup is frozen (a paused container).
+	Frozen bool `json:"frozen,omitempty"`
+	// Operation is the cryo run holding its lock ("checkpoint", …) and
+	// OperationPID that cryo's pid.
+	Operation    string `json:"operation,omitempty"`
+	OperationPID int    `json:"operation_pid,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+func cudaState(cmd *cobra.Command, args []string) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	pids, err := pidArgs(cmd, args)
+	if err != nil {
+		return err
+	}
+	d := newDriver(cmd)
+	// Read without locking: a view must neither wait for a checkpoint nor
+	// make one that starts meanwhile lose its lock.
+	locks, _ := orchestrate.ReadLocks(or(cfg.LockDir, config.DefaultLockDir))
+	lines, failed := make([]cudaStateLine, 0, len(pids)), 0
+	for _, pid := range pids {
+		l := stateOf(cmd.Context(), d, pid, locks)
+		if l.Error != "" {
+			failed++
+		}
+		if note := stateNote(l); note != "" {
+			fmt.Fprintf(messages(), "cryo: pid %d %s\n", pid, note)
+		}
+		lines = append(lines, l)
+	}
+	if asJSON {
+		if err := printJSON(stdout, lines); err != nil {
+			return err
+		}
+	} else {
+		printStateLines(lines)
+	}
+	if failed > 0 {
+		return &silentError{Code: ExitFailure}
+	}
+	return nil
+}
+
+// stateOf is one pid's line, asked of the driver only when it can answer
+// at once: its calls hang on a frozen process (until --call-timeout), and
+// fail on one another tracer holds (a cryo call under way on it).
+func stateOf(ctx context.Context, d *cuda.Driver, pid int, locks []orchestrate.LockInfo) cudaStateLine {
+	l := cudaStateLine{PID: pid}
+	if lk, ok := lockOf(pid, locks); ok {
+		l.Operation, l.OperationPID = lk.Op, lk.HolderPID
+	}
+	switch {
+	case procfs.Frozen(pid):
+		l.State, l.Frozen = status.StateFrozen, true
+	case procfs.Tracer(pid) > 0:
+		l.State = status.StateBusy
+	default:
+		st, err := d.State(ctx, pid)
+		if err != nil {
+			l.Error = err.Error()
+			return l
+		}
+		l.State = st.String()
+	}
+	l.Stopped = cuda.Stopped(pid)
+	return l
+}
+
+// stateNote is what the user should know about l, with its one remedy,
+// "" when there is nothing to say. A checkpoint in progress owns the
+// process: resuming it under the checkpoint would corrupt the image.
+func stateNote(l cudaStateLine) string {
+	checkpoint := l.Operation == "checkpoint"
+	switch {
+	case checkpoint:
+		return fmt.Sprintf("is %s: a checkpoint of it is in progress (cryo pid %d); remedy: wait for that checkpoint to finish, it resumes or ends the process itself", or(l.State, "not answered"), l.OperationPID)
+	case l.Frozen:
+		return "is frozen (its cgroup is frozen, as a paused container's is), so the driver was not asked; remedy: resume the container (ctr task resume, podman unpause) and ask again"
+	case l.State == status.StateBusy:
+		return fmt.Sprintf("is traced by pid %d, so the driver was not asked; remedy: wait for that tracer (a cryo call under way, CRIU or a debugger) to let go", procfs.Tracer(l.PID))
+	case l.Operation != "":
+		return fmt.Sprintf("is held by `cryo %s` (cryo pid %d); remedy: wait for it to finish", l.Operation, l.OperationPID)
+	case l.State == cuda.StateCheckpointed.String() || l.State == cuda.StateLocked.String():
+		// Left so by `cryo cuda suspend`, or by a checkpoint killed
+		// between its suspend and its dump.
+		return fmt.Sprintf("is suspended; remedy: `cryo cuda resume %d` resumes it", l.PID)
+	}
+	return ""
+}
+
+func printStateLines(lines []cudaStateLine) {
+	for _, l := range lines {
+		state := l.State
+		if l.Stopped && state != "" {
+			state += " (stopped)"
+		}
+		fmt.Fprintf(stdout, "%d\t%s\n", l.PID, or(state, "-\t"+l.Error))
+	}
+}
+
+// lockOf is the held lock of pid's cryo run: its pid's own, or its
+// container's when its cgroup names that container.
+func lockOf(pid int, locks []orchestrate.LockInfo) (orchestrate.LockInfo, bool) {
+	for _, l := range locks {
+		if l.Held && l.PID() == pid {
+			return l, true
+		}
+	}
+	for _, l := range locks {
+		if id := l.Container(); l.Held && id != "" && inContainer(pid, id) {
+			return l, true
+		}
+	}
+	return orchestrate.LockInfo{}, false
+}
+
+// inContainer says whether an element of pid's cgroup path names the
+// container id, as runtimes name them: "ID", "cri-containerd-ID.scope",
+// "libpod-ID.scope", and so on.
+func inContainer(pid int, id string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, elem := range strings.Split(parts[2], "/") {
+			elem = strings.TrimSuffix(elem, ".scope")
+			if elem == id || strings.HasSuffix(elem, "-"+id) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+)
+
+func imageRestoreCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restore REF",
+		Short: "restore a checkpoint image (pulled first with --pull)",
+		Long: `Unpacks REF (verified, see "cryo image unpack") into a work directory and
+restores it by its kind:
+  - a bare-process checkpoint ("cryo checkpoint --dir") as "cryo restore --dir"
+    does, onto the GPUs of --gpu-map if given, printing the restored root's
+    pid;
+  - a Podman checkpoint with "podman container restore --import", so the
+    container's runtime (cryo-runc for GPU containers) resumes CUDA.
+    Podman's --root, --runroot, --runtime and --runtime-flag go to every
+    podman call, --pod, --publish and --name to the restore; a container
+    that a failed restore left Created is removed (podman rm -f);
+  - a containerd checkpoint ("cryo image build --containerd") into the
+    containerd at --address: the rw layer goes into its content store
+    while the CRIU images stay in the verified work directory, which the
+    task names (runc's CriuImagePath); container --name (default: the
+    checkpointed container's) is created from the base image (which must
+    already be in the namespace: cryo does not pull it) and the rw layer, on --runtime (default the cryo runtime),
+    and its task is restored and started; its stdout and stderr go to
+    --log. It prints the container and the pid. The container's spec is
+    made as "ctr run" makes one, from the base image and the flags alone:
+    the spec in the image is never used (no hooks, mounts, devices,
+    capabilities, namespaces or runtime of its choosing), only its
+    terminal flag; --mount adds a mount. --gpus gives it other GPUs than
+    those it ran on, as a device plugin gives a restored pod other GPUs;
+    without it, it gets this host's nodes of the GPUs it ran on. The shim
+    remaps the CUDA processes onto them. A GPU this host lacks is refused
+    before anything reaches containerd.
+
+Before anything is unpacked, what the image's manifest can answer is
+checked: the container name is free, the base image is there, --gpus
+names GPUs of this host, a bare tree's pids are free, and this host has
+the GPUs and driver its annotations ask for. All of it is checked again
+from the verified checkpoint.
+
+A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.
+
+The work directory holds the process's memory (decrypted): it is removed
+after the restore, whether it succeeded, failed or was interrupted, unless
+--dir was given. One left by a killed cryo is removed by the next restore.`,
+		Example: `  cryo image restore --pull localhost:5000/ckpt/train:v1
+  cryo image restore --name train-2 --gpus 1 --log /tmp/train.log localhost:5000/ckpt/train:v1
+  cryo image restore --decryption-key priv.pem localhost:5000/ckpt/db:v1`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refNotPath(cmd, "REF", args[0]); err != nil {
+				return err
+			}
+			return restoreImage(cmd, args[0], fString(cmd, "dir"))
+		},
+	}
+	fs := cmd.Flags()
+	addStoreFlag(fs)
+	addDecryptFlags(fs)
+	fs.Bool("pull", false, "pull REF from its registry first")
+	fs.String("dir", "", "work directory `DIR` for the unpacked checkpoint, kept afterwards (default: a new one under /var/lib/cryo/restore, removed)")
+	fs.Bool("shell-job", false, "bare process: restore into this terminal")
+	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
+	fs.Bool("print-stats", false, "bare process: print the time of each step and CRIU's statistics")
+	addGPUMapFlag(fs)
+	addCopyTimeout(fs)
+	addContainerdRestoreFlags(fs)
+	addPodmanRestoreFlags(fs)
+	addRemoteFlags(fs)
+	addTrustFlags(fs)
+	addFormatFlags(cmd)
+	return cmd
+}
+
+// restoreImage pulls (with --pull), checks the kind against the flags,
+// unpacks into dir (default: a new work directory) and restores by kind.
+func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
+	ctx := cmd.Context()
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	dec, err := decryptOptions(cmd)
+	if err != nil {
+		return err
+	}
+	open := openStore
+	if fBool(cmd, "pull") {
+		open = createStore // the pull may be the store's first image
+	}
+	st, err := open(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if fBool(cmd, "pull") {
+		// Checked from the registry's manifest before the pull: a
+		// mistake costs a round trip, not gigabytes.
+		remote, err := ociimage.RemoteImage(ctx, ref, remoteOptions(cmd))
+		if err != nil {
+			return err
+		}
+		if err := checkImageCheaply(ctx, cmd, remote); err != nil {
+			return err
+		}
+		if _, err := st.Pull(ctx, ref, transferOptions(cmd)); err != nil {
+			return err
+		}
+	}
+	im, err := st.LoadImage(ctx, ref)
+	if err != nil {
+		return err
+	}
+	// Again on what was pulled: the tag may have moved meanwhile.
+	if err := checkImageCheaply(ctx, cmd, im); err != nil {
+		return err
+	}
+	mounts, err := mountFlags(cmd)
+	if err != nil {
+		return err
+	}
+	dir, cleanup, err := workDir(dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The work directory goes; CRIU's log, the evidence of a failed
+		// restore, stays where the message says.
+		if err != nil {
+			_, err = orchestrate.KeepCRIULogs(err, dir, filepath.Join(restoreBase(), "logs"))
+		}
+		cleanup()
+	}()
+	if _, err := st.UnpackWith(ctx, ref, dir, ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd)}); err != nil {
+		return err
+	}
+	switch im.Kind() {
+	case ociimage.KindProcess:
+		return restoreDir(cmd, ociimage.CRIUDir(dir))
+	case ociimage.KindPodman:
+		return restorePodman(ctx, cmd, dir, or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name))
+	case ociimage.KindContainerd:
+		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
+	}
+	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
+}
+
+// checkImageCheaply runs the checks that need no layer: the flags against
+// the image's kind, then the name, base image, pids and GPUs it records.
+func checkImageCheaply(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
+	if err := flagsFitKind(cmd, im.Ref, im.Kind()); err != nil {
+		return err
+	}
+	return precheckImage(ctx, cmd, im)
+}
+
+// flagsFitKind refuses, before anything is unpacked, flags that the image's
+// kind cannot honour: silently ignoring --gpus or --gpu-map would restore
+// onto GPUs the user did not ask for.
+func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
+	set := func(name string) bool { return cmd.Flags().Changed(name) }
+	switch {
+	case kind == ociimage.KindKubelet:
+		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it: %w; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md)", ref, ociimage.ErrNotRestorable)
+	case set("gpus") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
+	case set("net-host") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint: --net-host is for a container restored into containerd: %w; remedy: restore without --net-host", ref, kind, ctrd.ErrMount)
+	case set("mount") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd: %w; remedy: restore without --mount", ref, kind, ctrd.ErrMount)
+	case set("gpu-map") && kind != ociimage.KindProcess:
+		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
+	case kind != ociimage.KindPodman && anySet(cmd, podmanOnlyFlags):
+		return fmt.Errorf("%s is a %q checkpoint: --%s is one of Podman's options, for a Podman checkpoint only: %w; remedy: restore without it", ref, kind, firstSet(cmd, podmanOnlyFlags), ociimage.ErrNotCheckpointImage)
+	case fBool(cmd, "containerd") && kind != ociimage.KindContainerd:
+		return fmt.Errorf("%s is a %q checkpoint, not a containerd one: %w; remedy: build it with `cryo image build --containerd`, or restore it without --containerd", ref, kind, ociimage.ErrNotCheckpointImage)
+	}
+	return nil
+}
+
+// otherGPUsRemedy says how each kind is given other GPUs.
+func otherGPUsRemedy(kind ociimage.Kind) string {
+	switch kind {
+	case ociimage.KindProcess:
+		return "use --gpu-map OLD-UUID=NEW-UUID"
+	case ociimage.KindContainerd:
+		return "use --gpus"
+	case ociimage.KindPodman:
+		return "Podman gives the restored container the GPUs of its --device options; restore without --gpus/--gpu-map"
+	}
+	return "restore without --gpus/--gpu-map"
+}
+
+func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir string, mounts []specs.Mount) error {
+	res, err := ctrd.Restore(ctx, dir, ctrd.RestoreOptions{
+		Options: containerdOptions(cmd),
+		Name:    fString(cmd, "name"), Runtime: fString(cmd, "runtime"), Snapshotter: fString(cmd, "snapshotter"),
+		LogPath:   fString(cmd, "log"),
+		Log:       func(f string, a ...any) { fmt.Fprintf(messages(), f+"\n", a...) },
+		GPUs:      splitGPUs(fString(cmd, "gpus")),
+		Inventory: cuda.New(runtimeDriverOptions()).Inventory,
+		Mounts:    mounts,
+		NetHost:   fBool(cmd, "net-host"),
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
+	}
+	fmt.Fprintf(messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
+	fmt.Fprintln(stdout, res.PID)
+	return nil
+}
+
+// mountFlags reads each --mount.
+func mountFlags(cmd *cobra.Command) ([]specs.Mount, error) {
+	vals, err := cmd.Flags().GetStringArray("mount")
+	if err != nil {
+		return nil, err
+	}
+	var out []specs.Mount
+	for _, v := range vals {
+		m, err := ctrd.ParseMount(v)
+		if err != nil {
+			return nil, usageErrorf(cmd, "%w", err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// splitGPUs splits --gpus at its commas.
+func splitGPUs(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func tarDir(dir, tarPath string) error {
+	files, err := ociimage.Files(dir)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tarPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, archive.FileMode)
+	if err != nil {
+		return err
+	}
+	if err := archive.Write(f, files); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tarPath, err)
+	}
+	return f.Close()
+}
+
+func runtimeDriverOptions() cuda.Options { return orchestrate.DriverOptions(cfg) }

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+)
+
+// precheckImage refuses, before anything is unpacked, a restore that the
+// image's manifest alone shows to be impossible here: unpacking and
+// hashing an image of 80 GB takes minutes, and a typo should not cost
+// them. The annotations it reads are the builder's claims, so the restore
+// checks everything again from the verified checkpoint.
+func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
+	sum := ociimage.FromManifest(im.Manifest)
+	switch im.Kind() {
+	case ociimage.KindProcess:
+		if err := precheck.PIDsFree(treePIDs(sum)); err != nil {
+			return err
+		}
+	case ociimage.KindPodman:
+		global := podmanGlobal(cmd)
+		if err := precheck.PodmanNameIn(ctx, global, or(fString(cmd, "name"), sum.Name)); err != nil {
+			return err
+		}
+		if err := precheck.PodmanImage(ctx, global, sum.BaseImage); err != nil {
+			return err
+		}
+	case ociimage.KindContainerd:
+		if err := ctrd.Precheck(ctx, ctrd.PrecheckOptions{Options: containerdOptions(cmd),
+			Name: or(fString(cmd, "name"), sum.Name), BaseImage: sum.BaseImage,
+			GPUs: splitGPUs(fString(cmd, "gpus")), Inventory: cuda.New(runtimeDriverOptions()).Inventory}); err != nil {
+			return err
+		}
+	}
+	return gpuHint(ctx, cmd, im.Ref, im.Kind(), sum)
+}
+
+// treePIDs are the pids of the checkpoint's process tree, which CRIU gives
+// back (threads are checked after the unpack, from pstree.img).
+func treePIDs(sum *ociimage.Summary) []int {
+	var pids []int
+	for _, p := range sum.Processes {
+		if p.PID > 0 {
+			pids = append(pids, p.PID)
+		}
+	}
+	return pids
+}
+
+// gpuHint matches the GPUs the annotations say the checkpoint needs
+// (count, model, memory, driver) against this host's. It checks nothing
+// where the annotations say nothing, where this cryo cannot read the
+// host's GPUs (the restore, or containerd's shim, checks them where they
+// are), or where the user chose the GPUs by UUID (--gpu-map names source
+// GPUs that the annotations do not list: the full check answers it).
+func gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.Kind, sum *ociimage.Summary) error {
+	if len(sum.GPUs) == 0 || cmd.Flags().Changed("gpu-map") || (kind == ociimage.KindContainerd && fString(cmd, "gpus") != "") {
+		return nil
+	}
+	host, err := cuda.New(runtimeDriverOptions()).Inventory(ctx)
+	if err != nil {
+		return nil
+	}
+	m := annotatedManifest(sum)
+	if _, err := manifest.CheckHost(m, host, host.GPUs, nil); err != nil {
+		msg := fmt.Errorf("%s does not fit this host (by the GPU needs in its annotations, checked before unpacking): %w", ref, err)
+		if !strings.Contains(err.Error(), "remedy:") {
+			msg = fmt.Errorf("%w; remedy: restore on a host with those GPUs and driver, or %s", msg, otherGPUsRemedy(kind))
+		}
+		return msg
+	}
+	return nil
+}
+
+// annotatedManifest is a manifest made of the annotations' claims: one
+// process that may go to any GPU (the annotations do not say which GPUs
+// each process saw), needing count GPUs of the model with the memory.
+func annotatedManifest(sum *ociimage.Summary) *manifest.Manifest {
+	m := &manifest.Manifest{Version: 2, Inventory: cuda.Inventory{DriverVersion: sum.Driver},
+		Processes: []manifest.Process{{PID: 1, State: "checkpointed"}}}
+	for i, g := range sum.GPUs {
+		g.UUID = fmt.Sprintf("its GPU %d", i) // the annotations name no UUID
+		m.Needs = append(m.Needs, g)
+	}
+	return m
+}

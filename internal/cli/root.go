@@ -1,0 +1,160 @@
+// Package cli is the user command `cryo`: a cobra command tree whose
+// commands parse flags, call runtime, cudacr, ctrd, doctor and
+// internal/ociimage, and print. No checkpoint logic lives here.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/version"
+)
+
+// cfg is the CLI's configuration, read once from the environment when it
+// starts; flags override single settings.
+var cfg config.Config
+
+// The exit codes of every command, as Podman, ctr and the shells use them.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and failed
+	ExitUsage   = 2 // bad flags or arguments: nothing was done
+	// ExitNotPermitted is sysexits' EX_NOPERM: cryo lacks a privilege
+	// (not root) or cannot read a path it was given; nothing was done.
+	ExitNotPermitted = 77
+	// An interrupt exits 128+signal (130 for SIGINT), after the command
+	// rolled back what it had started.
+)
+
+// Main runs the CLI with args (os.Args) and returns the exit code.
+func Main(args []string) int {
+	cfg = config.FromEnv()
+	ctx, stop := signalContext()
+	defer stop()
+	root := NewRoot()
+	root.SetArgs(args[1:])
+	err := root.ExecuteContext(ctx)
+	closeRenderer()
+	return report(ctx, os.Stderr, err)
+}
+
+// NewRoot builds the command tree. Its help texts are also the source of
+// docs/cli.md and the man pages (cryo gen-docs).
+func NewRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cryo",
+		Short: "checkpoint and restore processes and containers that use NVIDIA GPUs",
+		Long: `cryo suspends CUDA in a process (its GPU memory moves into host memory),
+checkpoints it with CRIU, and restores it later, here or on another host with
+the same GPU model, without the application noticing.
+
+For containers, use cryo through the tools you already have: containerd
+(runtime io.containerd.cryo.v2), Podman (--runtime cryo, the name
+containers.conf gives cryo-runc; or --runtime /usr/local/bin/cryo-runc) or
+Kubernetes (RuntimeClass "cryo"). The commands here work on bare processes, on
+checkpoint images (build, push, pull, inspect, restore) and on the host
+(doctor).
+
+Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
+77 not permitted (not root, an unreadable path), 130 interrupted (what was under way was rolled back).`,
+		Version:                    version.String(),
+		SilenceUsage:               true,
+		SuggestionsMinimumDistance: 2,
+		SilenceErrors:              true,
+		DisableAutoGenTag:          true,
+		// Without a subcommand cobra would print help and exit 0; a script
+		// that forgot the command should see a failure.
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageErrorf(cmd, "a command is required")
+		},
+	}
+	root.SetVersionTemplate(version.Long() + "\n")
+	// Flag help wrapped to the terminal: some flags need a sentence.
+	cobra.AddTemplateFunc("wrapFlags", func(fs *pflag.FlagSet) string { return fs.FlagUsagesWrapped(helpWidth()) })
+	tmpl := root.UsageTemplate()
+	tmpl = strings.ReplaceAll(tmpl, ".LocalFlags.FlagUsages", "wrapFlags .LocalFlags")
+	tmpl = strings.ReplaceAll(tmpl, ".InheritedFlags.FlagUsages", "wrapFlags .InheritedFlags")
+	root.SetUsageTemplate(tmpl)
+	root.SetFlagErrorFunc(flagError)
+	root.SetHelpCommand(helpCommand())
+	root.AddGroup(
+		&cobra.Group{ID: "ckpt", Title: "Checkpoint and restore:"},
+		&cobra.Group{ID: "image", Title: "Checkpoint images:"},
+		&cobra.Group{ID: "host", Title: "This host:"},
+	)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add("ckpt", checkpointCommand(), restoreCommand(), cudaCommand())
+	add("image", imageCommand(), inspectCommand())
+	add("host", doctorCommand(), versionCommand())
+	add("host", psCommand())
+	root.AddCommand(genDocsCommand())
+	root.AddCommand(topicCommands()...)
+	root.SetHelpCommandGroupID("host")
+	root.SetCompletionCommandGroupID("host")
+	registerCompletions(root)
+	return root
+}
+
+// helpWidth is the terminal's width for help text, 100 off a terminal.
+func helpWidth() int {
+	if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w >= 40 {
+		return min(w, 120)
+	}
+	return 100
+}
+
+// report prints err once, prefixed "cryo:", and returns the exit code.
+func report(ctx context.Context, w io.Writer, err error) int {
+	// A signal that came when the work was done anyway changes nothing.
+	if sig := interruptedBy(ctx); sig != nil && err != nil {
+		var named *interrupted
+		switch {
+		case errors.As(err, &named):
+			fmt.Fprintf(w, "cryo: %v\n", err) // the step and its rollback name the signal
+		case errors.Is(err, context.Canceled):
+			fmt.Fprintf(w, "cryo: interrupted by %s\n", sigName(sig))
+		default:
+			fmt.Fprintf(w, "cryo: interrupted by %s: %v\n", sigName(sig), err)
+		}
+		return 128 + sigNumber(sig)
+	}
+	if err == nil {
+		return ExitOK
+	}
+	if u, ok := asUsage(err); ok {
+		fmt.Fprintf(w, "cryo: %v\nSee '%s --help'.\n", u.Err, u.Cmd)
+		return ExitUsage
+	}
+	if notPermitted(err) {
+		fmt.Fprintf(w, "cryo: %v\n", err)
+		return ExitNotPermitted
+	}
+	if precheck.IsUsage(err) {
+		// Refused before anything was touched, for how cryo was called (not
+		// root, a terminal without --shell-job, a pid in a container): the
+		// message carries its one remedy.
+		fmt.Fprintf(w, "cryo: %v\n", err)
+		return ExitUsage
+	}
+	if s, ok := asSilent(err); ok {
+		return s.Code
+	}
+	fmt.Fprintf(w, "cryo: %v\n", err)
+	return ExitFailure
+}

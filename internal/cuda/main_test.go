@@ -1,0 +1,115 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+)
+
+// The tests drive the fake driver through the real path: dlopen in a
+// helper process re-executed from this test binary.
+
+var (
+	fakes     fakecuda.Paths
+	faultsDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "cudacr-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if fakes, err = fakecuda.Build(filepath.Join(dir, "fake")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	faultsDir = filepath.Join(dir, "faults")
+	if err := os.Mkdir(faultsDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Helpers inherit the environment, and so the fault directory.
+	os.Setenv("CRYO_FAKE_CUDA_FAULTS", faultsDir)
+	// A race-enabled helper would otherwise sleep 1s at exit.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	return m.Run()
+}
+
+// newDriver returns a Driver on the fake library with short deadlines.
+func newDriver() *Driver {
+	return New(Options{LibPath: fakes.LibCUDA, NVMLPath: fakes.LibNVML, CallTimeout: 5 * time.Second, CopyTimeout: 10 * time.Second})
+}
+
+// fault arms the fake driver's fault file for op on pid.
+func fault(t *testing.T, op string, pid int, text string) {
+	fakecuda.Fault(t, faultsDir, op, pid, text)
+}
+
+// app is a running fakecuda-app (fakecuda.App).
+type app = fakecuda.App
+
+// startApp starts fakecuda-app ticking every 10 ms with 256 MiB.
+func startApp(t *testing.T) *app { return fakecuda.StartApp(t, fakes, "10", "256") }
+
+func page(t *testing.T, pid int) fakecuda.Page {
+	t.Helper()
+	p, err := fakecuda.ReadPage(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func wantState(t *testing.T, d *Driver, pid int, want State) {
+	t.Helper()
+	got, err := d.State(context.Background(), pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("pid %d: state %s, want %s", pid, got, want)
+	}
+}
+
+// deadPID returns the pid of a process that has exited.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// plainProcess starts a process that does not use CUDA.
+func plainProcess(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+func mustContain(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %v: want it to mention %q", err, p)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ErrUnsupportedGPU: the process uses a GPU setup the driver's checkpoint
+// API cannot restore (MIG instances).
+var ErrUnsupportedGPU = errors.New("GPU setup not supported by the driver's checkpoint API")
+
+// VisibleDevices is a process's CUDA_VISIBLE_DEVICES.
+type VisibleDevices struct {
+	Set   bool   `json:"set"`
+	Value string `json:"value,omitempty"`
+}
+
+func (v VisibleDevices) String() string {
+	if !v.Set {
+		return "CUDA_VISIBLE_DEVICES unset"
+	}
+	return "CUDA_VISIBLE_DEVICES=" + v.Value
+}
+
+// Select applies CUDA_VISIBLE_DEVICES to gpus, the GPUs a process can open
+// in CUDA's order, as CUDA does at start-up: unset means all; otherwise a
+// comma-separated list of indices into gpus or GPU UUIDs (or unique
+// prefixes of them), which ends at the first entry that names no GPU or
+// names one again. The driver re-applies it at a restore, which is why a
+// remap has to respect it (measured on 580: a process started with
+// CUDA_VISIBLE_DEVICES=0 on a 2-GPU host cannot be restored onto GPU 1).
+func (v VisibleDevices) Select(gpus []GPU) ([]GPU, error) {
+	if !v.Set {
+		return gpus, nil
+	}
+	var out []GPU
+	taken := map[string]bool{}
+	for _, tok := range strings.Split(v.Value, ",") {
+		tok = strings.TrimSpace(tok)
+		if strings.HasPrefix(tok, "MIG-") {
+			return nil, fmt.Errorf("%w: %s names a MIG instance; the driver cannot checkpoint MIG", ErrUnsupportedGPU, v)
+		}
+		g, ok := pickVisible(tok, gpus)
+		if !ok || taken[g.UUID] {
+			break
+		}
+		taken[g.UUID] = true
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func pickVisible(tok string, gpus []GPU) (GPU, bool) {
+	if i, err := strconv.Atoi(tok); err == nil {
+		if i >= 0 && i < len(gpus) {
+			return gpus[i], true
+		}
+		return GPU{}, false
+	}
+	if !strings.HasPrefix(tok, "GPU-") || len(tok) < 5 {
+		return GPU{}, false
+	}
+	var found []GPU
+	for _, g := range gpus {
+		if strings.HasPrefix(g.UUID, tok) {
+			found = append(found, g)
+		}
+	}
+	if len(found) != 1 {
+		return GPU{}, false
+	}
+	return found[0], true
+}
+
+// processEnv reads the environment pid started with. Variables a process
+// sets for itself later (Python's os.environ) are not there.
+func processEnv(pid int) (map[string]string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return nil, noProcess(pid, err)
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(data, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
+}
+
+func visibleDevices(env map[string]string) VisibleDevices {
+	v, ok := env["CUDA_VISIBLE_DEVICES"]
+	return VisibleDevices{Set: ok, Value: v}
+}
+
+// nsPID returns pid's number in its innermost pid namespace: a container
+// restores its processes with those numbers, so they identify a process
+// across a restore (its host pid changes).
+func nsPID(pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return pid
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if n, err := strconv.Atoi(f[len(f)-1]); err == nil && len(f) > 0 {
+				return n
+			}
+		}
+	}
+	return pid
+}
+
+// NSPID is nsPID for callers outside the package (the restore matches its
+// processes to the manifest's by it).
+func NSPID(pid int) int { return nsPID(pid) }

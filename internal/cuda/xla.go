@@ -1,0 +1,136 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ErrXLAMultiGPU: a JAX (XLA) process on several GPUs whose memory comes
+// from XLA's default allocator, which driver 580 cannot restore.
+//
+// Measured on 2x H100 (driver 580.159.04, JAX 0.11.2 with the CUDA 13
+// plugin): such a process is checkpointed, then cuCheckpointProcessRestore
+// fails with CUDA_ERROR_INVALID_VALUE, with or without a GPU map and with
+// every thread held as CRIU's CUDA plugin holds them; a second try fails
+// with CUDA_ERROR_OPERATING_SYSTEM, and the process stays checkpointed for
+// good. With XLA_PYTHON_CLIENT_ALLOCATOR=platform (plain device
+// allocations), or with one GPU visible, the same process is restored.
+var ErrXLAMultiGPU = errors.New("XLA's default allocator on several GPUs")
+
+// XLAProcess marks a process that runs XLA's CUDA backend (JAX).
+type XLAProcess struct {
+	// Allocator is XLA_PYTHON_CLIENT_ALLOCATOR as the process started
+	// ("" for XLA's default, its BFC allocator).
+	Allocator string `json:"allocator,omitempty"`
+}
+
+// xlaMarks are what a process running XLA's CUDA backend maps: JAX's CUDA
+// plugin (jax_plugins/xla_cuda12, xla_cuda13) or jaxlib's own CUDA kernels.
+var xlaMarks = [][]byte{[]byte("/jax_plugins/xla_cuda"), []byte("xla_cuda_plugin.so"), []byte("/jaxlib/cuda/")}
+
+// xlaOf returns nil unless pid maps XLA's CUDA backend.
+func xlaOf(pid int, env map[string]string) (*XLAProcess, error) {
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return nil, noProcess(pid, err)
+	}
+	for _, m := range xlaMarks {
+		if bytes.Contains(maps, m) {
+			return &XLAProcess{Allocator: env["XLA_PYTHON_CLIENT_ALLOCATOR"]}, nil
+		}
+	}
+	return nil, nil
+}
+
+// restorable: only XLA's platform allocator was seen restored on
+// several GPUs; the others (the default BFC, cuda_async) are refused.
+func (x *XLAProcess) restorable(gpus int) bool {
+	return x == nil || gpus < 2 || x.Allocator == "platform"
+}
+
+// CheckXLA refuses, before anything is suspended, an XLA process that uses
+// several GPUs with an allocator the driver cannot restore: the suspend
+// would succeed and the process would never run again.
+func CheckXLA(procs []ProcessGPUs) error {
+	var risky []string
+	for _, p := range procs {
+		if n := p.usedGPUs(); !p.XLA.restorable(n) {
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", p.PID, n))
+		}
+	}
+	return xlaRefusal(risky)
+}
+
+// CheckXLAOf is CheckXLA for processes not yet described (cryo cuda
+// suspend): the GPUs are those whose device files the process holds.
+func CheckXLAOf(pids []int) error {
+	var risky []string
+	for _, pid := range unique(pids) {
+		env, err := processEnv(pid)
+		if err != nil {
+			return err
+		}
+		x, err := xlaOf(pid, env)
+		if err != nil || x == nil {
+			continue
+		}
+		held, err := heldMinors(pid)
+		if err != nil {
+			return err
+		}
+		if n := visibleCap(env, len(held)); !x.restorable(n) {
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", pid, n))
+		}
+	}
+	return xlaRefusal(risky)
+}
+
+// usedGPUs is how many GPUs p computes on: those it holds memory on where
+// NVML said (XLA preallocates on every GPU it uses), else those it can
+// see. The device files alone overcount: the driver opens every GPU's
+// node at start-up, CUDA_VISIBLE_DEVICES=0 or not (measured on 580).
+func (p ProcessGPUs) usedGPUs() int {
+	n := 0
+	for _, g := range p.GPUs {
+		if g.Memory > 0 {
+			n++
+		}
+	}
+	if n > 0 {
+		return n
+	}
+	env := map[string]string{}
+	if p.VisibleDevices.Set {
+		env["CUDA_VISIBLE_DEVICES"] = p.VisibleDevices.Value
+	}
+	return visibleCap(env, len(p.GPUs))
+}
+
+// visibleCap caps n, the GPUs whose device files a process holds, by
+// the entries of its CUDA_VISIBLE_DEVICES when set: a process never
+// computes on more GPUs than that lists.
+func visibleCap(env map[string]string, n int) int {
+	v, ok := env["CUDA_VISIBLE_DEVICES"]
+	if !ok {
+		return n
+	}
+	listed := 0
+	for _, tok := range strings.Split(v, ",") {
+		if strings.TrimSpace(tok) != "" {
+			listed++
+		}
+	}
+	return min(n, listed)
+}
+
+func xlaRefusal(risky []string) error {
+	if len(risky) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: pid %s: a JAX (XLA) process on several GPUs whose memory comes from XLA's default allocator, which driver 580 cannot restore (the process would stay suspended for good); nothing was suspended; remedy: start it with XLA_PYTHON_CLIENT_ALLOCATOR=platform, or give each process one GPU (CUDA_VISIBLE_DEVICES)",
+		ErrXLAMultiGPU, strings.Join(risky, ", "))
+}

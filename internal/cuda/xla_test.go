@@ -1,0 +1,114 @@
+package cuda
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCheckXLA(t *testing.T) {
+	twoGPUs := []ProcessGPU{{UUID: "GPU-a"}, {UUID: "GPU-b"}}
+	cases := []struct {
+		name   string
+		p      ProcessGPUs
+		refuse bool
+	}{
+		{"default allocator, two GPUs", ProcessGPUs{PID: 41, GPUs: twoGPUs, XLA: &XLAProcess{}}, true},
+		{"bfc, two GPUs", ProcessGPUs{PID: 42, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "bfc"}}, true},
+		{"cuda_async, two GPUs (unverified)", ProcessGPUs{PID: 43, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "cuda_async"}}, true},
+		{"platform allocator, two GPUs", ProcessGPUs{PID: 44, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "platform"}}, false},
+		{"default allocator, one GPU", ProcessGPUs{PID: 45, GPUs: twoGPUs[:1], XLA: &XLAProcess{}}, false},
+		{"not XLA, two GPUs", ProcessGPUs{PID: 46, GPUs: twoGPUs}, false},
+		// The driver opens every GPU's node whatever CUDA_VISIBLE_DEVICES
+		// says: what counts is the memory held, else the variable.
+		{"default allocator, both nodes, memory on one", ProcessGPUs{PID: 47, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b"}}, XLA: &XLAProcess{}}, false},
+		{"default allocator, memory on both", ProcessGPUs{PID: 48, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b", Memory: 1 << 30}}, XLA: &XLAProcess{}}, true},
+		{"default allocator, both nodes, CUDA_VISIBLE_DEVICES=0", ProcessGPUs{PID: 49, GPUs: twoGPUs, VisibleDevices: VisibleDevices{Set: true, Value: "0"}, XLA: &XLAProcess{}}, false},
+	}
+	for _, c := range cases {
+		err := CheckXLA([]ProcessGPUs{c.p})
+		if !c.refuse {
+			if err != nil {
+				t.Errorf("%s: refused: %v", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrXLAMultiGPU) {
+			t.Fatalf("%s: got %v, want ErrXLAMultiGPU", c.name, err)
+		}
+		for _, want := range []string{"pid 4", "(2 GPUs)", "nothing was suspended", "XLA_PYTHON_CLIENT_ALLOCATOR=platform", "CUDA_VISIBLE_DEVICES"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q lacks %q", c.name, err, want)
+			}
+		}
+	}
+}
+
+// TestCheckXLAOf: a real process that maps a file where JAX's CUDA plugin
+// lives and holds two GPU nodes open (in a mount namespace of its own, so
+// the host's /dev is untouched), as `cryo cuda suspend` finds a JAX
+// process on two GPUs.
+func TestCheckXLAOf(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a mount namespace with GPU nodes)")
+	}
+	plugin := filepath.Join(t.TempDir(), "site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so")
+	if err := os.MkdirAll(filepath.Dir(plugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip(err)
+	}
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plugin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(env string, gpus ...string) int {
+		script := "mount -t tmpfs tmpfs /dev && mknod /dev/nvidia0 c 1 3 && mknod /dev/nvidia1 c 1 3 && exec \"$0\" 60"
+		for i, g := range gpus {
+			script += " " + string(rune('3'+i)) + "</dev/nvidia" + g
+		}
+		cmd := exec.Command("unshare", "-m", "sh", "-c", script, plugin)
+		cmd.Env = append(os.Environ(), env)
+		if err := cmd.Start(); err != nil {
+			t.Skipf("unshare: %v", err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		pid := cmd.Process.Pid
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if m, _ := heldMinors(pid); len(m) == len(gpus) {
+				if x, _ := xlaOf(pid, nil); x != nil {
+					return pid
+				}
+			}
+		}
+		t.Fatalf("the stand-in process never mapped the plugin and held GPUs %v", gpus)
+		return 0
+	}
+	two := start("XLA_PYTHON_CLIENT_ALLOCATOR=", "0", "1")
+	err = CheckXLAOf([]int{two})
+	if !errors.Is(err, ErrXLAMultiGPU) || !strings.Contains(err.Error(), "(2 GPUs)") {
+		t.Fatalf("JAX on two GPUs with the default allocator: got %v", err)
+	}
+	if err := CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=platform", "0", "1")}); err != nil {
+		t.Fatalf("JAX on two GPUs with the platform allocator refused: %v", err)
+	}
+	if err := CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=", "1")}); err != nil {
+		t.Fatalf("JAX on one GPU refused: %v", err)
+	}
+	// The driver opens both nodes though CUDA_VISIBLE_DEVICES names one.
+	if err := CheckXLAOf([]int{start("CUDA_VISIBLE_DEVICES=0", "0", "1")}); err != nil {
+		t.Fatalf("JAX with CUDA_VISIBLE_DEVICES=0 holding both nodes refused: %v", err)
+	}
+	if err := CheckXLAOf([]int{os.Getpid()}); err != nil {
+		t.Fatalf("a process without XLA refused: %v", err)
+	}
+}

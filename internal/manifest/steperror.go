@@ -1,0 +1,126 @@
+package manifest
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// StepError is cryo's one failure report, for every front end and every
+// operation: which operation on which target failed at which step, why,
+// what became of the processes, and one remedy. The runtime's checkpoint
+// and restore, the shim and the image commands all return it, so a user
+// reads the same shape of message whichever tool they came through.
+//
+// Its message says each thing once: a StepError that wraps another of the
+// same operation and target is one report (the inner step, the outer
+// outcome), a cause that begins with the step's name does not repeat it,
+// and a cause that carries its own remedy (a Remedied error, or a message
+// with "; remedy: ") gives the report's one remedy.
+type StepError struct {
+	Op      string // "checkpoint", "restore", "build", "push", "pull", "unpack"
+	ID      string // container id, "pid N", or an image reference
+	Step    string // the failing step; empty, or equal to Op, for a one-step operation
+	Err     error
+	LogPath string // CRIU's log, when the failing step has one
+	Outcome string // what became of the processes: "the processes were left running, CUDA resumed"
+	Remedy  string
+}
+
+// Remedied is a cause that knows its one remedy (a refused pre-check):
+// the report prints Cause and uses RemedyText in place of its own.
+type Remedied interface {
+	error
+	Cause() string
+	RemedyText() string
+}
+
+func (e *StepError) Error() string {
+	r := e.report()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s of %s failed", r.Op, r.ID)
+	if r.Step != "" && r.Step != r.Op {
+		fmt.Fprintf(&b, " at step %s", r.Step)
+	}
+	fmt.Fprintf(&b, ": %s", r.cause)
+	if r.LogPath != "" {
+		fmt.Fprintf(&b, " (CRIU log: %s)", r.LogPath)
+	}
+	if r.Outcome != "" {
+		fmt.Fprintf(&b, "; %s", r.Outcome)
+	}
+	if r.Remedy != "" {
+		fmt.Fprintf(&b, "; remedy: %s", r.Remedy)
+	}
+	return b.String()
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// report is what the message says, once each.
+type report struct {
+	StepError
+	cause string
+}
+
+func (e *StepError) report() report {
+	r := report{StepError: *e}
+	err := e.Err
+	for {
+		var in *StepError
+		if err == nil || !errors.As(err, &in) || in.Op != r.Op || in.ID != r.ID {
+			break
+		}
+		// The same run, reported twice: the inner step is where it
+		// failed; the outer knows what became of the processes since.
+		r.Step = cmp.Or(in.Step, r.Step)
+		r.LogPath = cmp.Or(r.LogPath, in.LogPath)
+		r.Outcome = cmp.Or(r.Outcome, in.Outcome)
+		r.Remedy = cmp.Or(r.Remedy, in.Remedy)
+		err = in.Err
+	}
+	if err == nil {
+		r.cause = "unknown cause"
+		return r
+	}
+	r.cause = err.Error()
+	var rm Remedied
+	if errors.As(err, &rm) {
+		r.cause = strings.Replace(r.cause, rm.Error(), rm.Cause(), 1)
+		r.Remedy = rm.RemedyText()
+	}
+	if cause, remedy, ok := strings.Cut(r.cause, "; remedy: "); ok {
+		// The cause knows better than the step what to do.
+		r.cause, r.Remedy = cause, remedy
+	}
+	r.cause = dropRepeats(r.cause, r.Step, r.Op)
+	return r
+}
+
+// dropRepeats removes from cause the prefixes the report already says
+// ("suspend: " at step suspend) and any prefix repeated by layers of
+// wrapping ("suspend: suspend: pid 9: lock: …" → "pid 9: lock: …").
+func dropRepeats(cause string, said ...string) string {
+	parts := strings.Split(cause, ": ")
+	out := parts[:0]
+	for i, p := range parts {
+		if i < len(parts)-1 && len(out) == 0 && contains(said, p) {
+			continue
+		}
+		if len(out) > 0 && out[len(out)-1] == p && !strings.Contains(p, " ") {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x != "" && x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,168 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	ctrdcontent "github.com/containerd/containerd/v2/core/content"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+
+	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/progress"
+)
+
+// unpackRunnable lays a runnable image out as a checkpoint export: the
+// checkpoint parts extracted, the changes' layer as rootfs-diff.tar (an
+// OCI layer tar, which every restore path applies), and the base image's
+// layers left alone: the restore's container already has them.
+func (st *Store) unpackRunnable(ctx context.Context, im *Image, dir string, o UnpackOptions, budget *archive.Budget, t *progress.Task) error {
+	fs := 0 // the index of the file-system layer, in the config's diff_ids
+	for _, l := range im.Manifest.Layers {
+		var err error
+		switch {
+		case l.MediaType == MediaTypeCheckpointPart:
+			err = st.unpackLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dir, o.Decrypt, budget, t)
+		case l.Annotations[AnnLayerPart] == PartRootfsLayer:
+			err = st.writeRootfsDiff(l, im.Config.RootFS.DiffIDs[fs], dir, t)
+			fs++
+		default:
+			fs++ // the application's image: the container has it already
+		}
+		if err != nil {
+			return &LayerError{Digest: l.Digest.String(), Err: err}
+		}
+	}
+	return nil
+}
+
+// fsLayers are the manifest's layers a runtime unpacks: all of them but a
+// runnable image's checkpoint parts, which the config's diff_ids do not
+// count.
+func fsLayers(m ocispec.Manifest) []ocispec.Descriptor {
+	var out []ocispec.Descriptor
+	for _, l := range m.Layers {
+		if l.MediaType != MediaTypeCheckpointPart {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// writeRootfsDiff stores the changes' layer, uncompressed and verified, as
+// the export's rootfs-diff.tar.
+func (st *Store) writeRootfsDiff(l ocispec.Descriptor, diffID digest.Digest, dir string, t *progress.Task) error {
+	tarStream, verify, closeFn, err := st.openLayer(l, nil, t)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	f, err := os.OpenFile(filepath.Join(dir, RootfsDiffName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", RootfsDiffName, err)
+	}
+	plain := newDigestCounter()
+	_, err = io.Copy(io.MultiWriter(f, plain), tarStream)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return layerErr(l, err)
+	}
+	return finishLayer(l, diffID, tarStream, plain, verify)
+}
+
+// UnpackParts extracts the checkpoint parts of runnable image man from a
+// content provider (containerd's content store, for the shim) into dir,
+// each blob checked against its digest and uncompressed digest, then the
+// CRIU files against cryo's manifest. The base and changes' layers are not
+// read: containerd has unpacked them into the container's root file
+// system. On failure dir holds partial files; the caller removes it.
+func UnpackParts(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manifest, dir string, recs filedigest.Records) error {
+	if !IsRunnable(man.Annotations) {
+		return fmt.Errorf("the image is not a runnable checkpoint image (no %s=%s): %w", AnnLayout, LayoutRunnable, ErrNotCheckpointImage)
+	}
+	budget := recordedBudget(man.Annotations)
+	for _, l := range man.Layers {
+		if l.MediaType != MediaTypeCheckpointPart {
+			continue
+		}
+		if err := unpackPart(ctx, p, l, dir, budget); err != nil {
+			return &LayerError{Digest: l.Digest.String(), Err: err}
+		}
+	}
+	return verifyCheckpoint(CRIUDir(dir), recs, nil)
+}
+
+func unpackPart(ctx context.Context, p ctrdcontent.Provider, l ocispec.Descriptor, dir string, budget *archive.Budget) error {
+	ra, err := p.ReaderAt(ctx, l)
+	if err != nil {
+		return fmt.Errorf("checkpoint part %s is not in the content store (%v): %w", l.Digest, err, ErrIntegrity)
+	}
+	defer ra.Close()
+	vr := content.NewVerifyReader(io.NewSectionReader(ra, 0, ra.Size()), l)
+	tarStream, closeTar, err := decompress(vr, l.MediaType)
+	if err != nil {
+		return err
+	}
+	defer closeTar()
+	plain := newDigestCounter()
+	if err := archive.ExtractWithin(io.TeeReader(tarStream, plain), dir, budget); err != nil {
+		return layerErr(l, err)
+	}
+	if err := finishLayer(l, digest.Digest(l.Annotations[AnnPartDiffID]), tarStream, plain, vr.Verify); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// walkRunnable feeds a runnable image to the exporter as the export layout:
+// the checkpoint parts' files, and the changes' layer as rootfs-diff.tar
+// (staged in a private temporary file, since a tar entry needs its size
+// first). The application's layers are not part of a checkpoint export.
+func (st *Store) walkRunnable(ctx context.Context, im *Image, dec *DecryptOptions, e *exporter) error {
+	fs := 0
+	for _, l := range im.Manifest.Layers {
+		var err error
+		switch {
+		case l.MediaType == MediaTypeCheckpointPart:
+			err = st.walkLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dec, e.add)
+		case l.Annotations[AnnLayerPart] == PartRootfsLayer:
+			err = st.exportRootfsDiff(l, im.Config.RootFS.DiffIDs[fs], e)
+			fs++
+		default:
+			fs++
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (st *Store) exportRootfsDiff(l ocispec.Descriptor, diffID digest.Digest, e *exporter) error {
+	tmp, err := os.MkdirTemp(st.Root, ".export-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := st.writeRootfsDiff(l, diffID, tmp, nil); err != nil {
+		return err
+	}
+	f, err := os.Open(filepath.Join(tmp, RootfsDiffName))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return e.add(&tar.Header{Name: RootfsDiffName, Typeflag: tar.TypeReg, Mode: 0o600, Size: fi.Size(), ModTime: fi.ModTime()}, f)
+}

@@ -1,0 +1,222 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/procfs"
+)
+
+// ProcessOptions configures a bare-process checkpoint (no container).
+type ProcessOptions struct {
+	PID          int    // root of the process tree
+	Dir          string // image directory; created if missing, must hold no checkpoint
+	LeaveRunning bool   // keep the tree running after the dump
+	// TCPEstablished dumps established TCP connections (CRIU locks the
+	// network meanwhile); without it a tree with one fails to dump.
+	TCPEstablished bool
+	// ShellJob lets CRIU dump a tree that is not a session leader or whose
+	// stdio is a terminal, and restore it into the caller's session and
+	// terminal.
+	ShellJob bool
+}
+
+// RestoreOptions configures a bare-process restore.
+type RestoreOptions struct {
+	Dir      string
+	ShellJob bool
+	// TCPEstablished restores established TCP connections; a checkpoint
+	// that holds some is restored with it anyway.
+	TCPEstablished bool
+}
+
+// RestoreResult is a restored tree.
+type RestoreResult struct {
+	PID            int                // the restored root's pid
+	Manifest       *manifest.Manifest // nil for a checkpoint without a manifest
+	TCPConnections int                // established TCP connections restored
+}
+
+// CheckpointProcess checkpoints the process tree rooted at po.PID into
+// po.Dir with CRIU, with cryo's CUDA orchestration around the dump.
+//
+// Stdio: a tree whose stdio is /dev/null, files or sockets it owns dumps and
+// restores as is. A terminal needs ShellJob. A pipe to a process outside the
+// tree (the shell that started it, `cmd | tee`) dumps, but the restore
+// creates a fresh pipe whose other end nobody holds: writes to it then fail
+// with EPIPE/SIGPIPE. Redirect such stdio to files first.
+func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions) (*manifest.Manifest, error) {
+	id := fmt.Sprintf("pid %d", po.PID)
+	if err := checkAlive(po.PID); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
+	}
+	if err := precheckProcess(po); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
+	}
+	if err := prepareDir(po.Dir); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "give --dir a new or empty directory"}
+	}
+	// The tree waits, stopped, until the checkpoint is durable. Not with
+	// established TCP: CRIU keeps the network locked for a stopped tree, and
+	// a tree continued after a failure would find its connections dead.
+	stopped := !po.LeaveRunning && !po.TCPEstablished
+	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped}
+	dump := func(ctx context.Context) error {
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped, Binary: o.Config.CRIU})
+	}
+	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
+	if err != nil {
+		discardPartial(po, err)
+	}
+	// Outside the timed steps: how soon the parent reaps is not the dump's
+	// cost, but a restore right after us needs the pid free.
+	if err == nil && !po.LeaveRunning && !procfs.WaitGone(po.PID, 5*time.Second) {
+		o.log().Warn("dumped process not reaped yet by its parent: a restore needs its pid free", "pid", po.PID)
+	}
+	return m, err
+}
+
+// discardPartial removes the images of a failed checkpoint whose processes
+// run on (rolled back, or left running): they are not needed to bring
+// anything back, and a partial dump holds process memory, often gigabytes.
+// The logs stay, with a mark that says what happened (manifest.MarkPartial),
+// and the same --dir can be given again. A process that is stopped or gone
+// may need what was written: then nothing is touched.
+func discardPartial(po ProcessOptions, err error) {
+	if st := procfs.State(po.PID); st == "" || st == "T" || st == "t" || st == "Z" {
+		return
+	}
+	p, merr := manifest.MarkPartial(po.Dir, err)
+	var se *StepError
+	if !errors.As(err, &se) {
+		return
+	}
+	if merr != nil {
+		se.Outcome += "; the partial checkpoint in " + po.Dir + " could not be removed (" + merr.Error() + "): delete it"
+		return
+	}
+	se.Outcome += fmt.Sprintf("; the partial checkpoint in %s was removed (%d files; its logs kept, marked %s), and the directory can be given to --dir again", po.Dir, p.Removed, manifest.PartialName)
+}
+
+// prepareDir creates the image directory owner-only, refusing one that
+// holds anything: CRIU would overwrite some images of an earlier checkpoint
+// and leave others, and unrelated files would be digested and carried into
+// an image built from the checkpoint. A directory that a failed checkpoint
+// marked partial is emptied and reused.
+func prepareDir(dir string) error {
+	if _, err := manifest.ClearPartial(dir); err != nil {
+		return fmt.Errorf("image directory %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("image directory %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.Name() == manifest.ManifestName || e.Name() == "inventory.img" {
+			return fmt.Errorf("%s: %w", dir, ErrDirInUse)
+		}
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%s holds %d entries (%s…): %w", dir, len(entries), entries[0].Name(), ErrDirNotEmpty)
+	}
+	if err := manifest.PrivateDir(dir); err != nil {
+		return err
+	}
+	// Its former owner could write into it until PrivateDir took it: it
+	// must still be empty now that nobody else can.
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		return fmt.Errorf("%s gained entries while cryo made it private: %w", dir, errors.Join(ErrDirNotEmpty, err))
+	}
+	return nil
+}
+
+// RestoreDetached verifies the checkpoint in ro.Dir (manifest, digests, GPU
+// host check), restores it with CRIU as a detached tree, and resumes its
+// CUDA. The restored processes keep the pids they had, so those pids must
+// be free: a tree checkpointed with LeaveRunning cannot be restored while
+// the original still runs. On a CUDA resume failure it returns the result
+// (the tree runs, with CUDA suspended) with the error.
+func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
+	id := "checkpoint " + ro.Dir
+	if err := precheck.Root("restore"); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
+	ctx, l, release, err := o.lockFor(ctx, "restore", id)
+	if err != nil {
+		return nil, o.lockError("restore", id, err)
+	}
+	defer release()
+	// A container's checkpoint is no process tree's: say so before its
+	// GPUs are matched to the host's, or its pid 1 to the host's init.
+	if err := precheckContainerTree(ro.Dir); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
+	// The checkpoint first: a stale or corrupt one must be named as such,
+	// not as a pid conflict that stopping the original would not cure.
+	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
+	if err != nil {
+		return nil, err
+	}
+	if err := precheckPIDs(ro.Dir); err != nil {
+		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
+	// CRIU gives the processes back their pids: hold them from before they
+	// exist until their CUDA runs again.
+	if err := l.AddPIDs(manifestPIDs(m)); err != nil {
+		return nil, o.lockError("restore", id, err)
+	}
+	tcp := o.restoreTCP(id, ro.Dir)
+	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
+	began := bootTicks()
+	pid, err := o.Restore(ctx, id, m, Restorer{
+		Restore: func(ctx context.Context) (int, error) {
+			// The memory CRIU reads back, for the line: it reports no progress.
+			taskFrom(ctx).SetTotal(pagesBytes(ro.Dir))
+			return criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0, Binary: o.Config.CRIU})
+		},
+		Target: func(pid int) Target {
+			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
+		},
+		Remedy:  bareRestoreRemedy,
+		Cleanup: func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
+		Removed: bareRemoved,
+	})
+	if pid == 0 {
+		return nil, err
+	}
+	return &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}, err
+}
+
+// bareRestoreRemedy says what to do about a failed CRIU restore, naming the
+// cause where CRIU's message shows it.
+func bareRestoreRemedy(err error) string {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "Address already in use"):
+		return "another socket holds a port of the checkpoint: stop what listens or is connected there (the original processes, if they still run), then retry"
+	case strings.Contains(msg, "File exists") && strings.Contains(msg, "fork"):
+		return "a pid of the checkpoint is in use (the original processes still run, or have not been reaped yet): stop them, then retry"
+	case strings.Contains(msg, "inherit session from"):
+		return "run `cryo restore --shell-job` from the terminal the job is to run on (its stdin must be that terminal)"
+	}
+	return "read the CRIU log from its first error line, then retry; the checkpoint itself was not changed"
+}
+
+// manifestPIDs are the CUDA processes a checkpoint recorded; none for a
+// checkpoint without a manifest.
+func manifestPIDs(m *manifest.Manifest) []int {
+	if m == nil {
+		return nil
+	}
+	pids := make([]int, 0, len(m.Processes))
+	for _, p := range m.Processes {
+		pids = append(pids, p.PID)
+	}
+	return pids
+}

@@ -1,0 +1,60 @@
+package orchestrate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// unifiedRoot is where cgroup v2 is mounted on a host that runs on it alone.
+const unifiedRoot = "/sys/fs/cgroup"
+
+// joinSpecCgroup moves restored processes into the cgroup their new spec
+// names. runc 1.1 on cgroup v2 leaves them where the checkpoint recorded
+// them (CRIU restores each task into its recorded cgroup), which for a
+// container restored under another name is the original's cgroup: the new
+// spec's device rules (the GPUs the restored container was given) and its
+// limits would not apply, and the driver could not open a new GPU. Only a
+// plain cgroupfs path on a pure cgroup v2 host is handled; anything else is
+// left as runc left it.
+func (o *Orchestrator) joinSpecCgroup(t Target, pids []int) {
+	want := t.Scope.Cgroup
+	if want == "" || !strings.HasPrefix(want, "/") {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(unifiedRoot, "cgroup.controllers")); err != nil {
+		return
+	}
+	dir := filepath.Join(unifiedRoot, want)
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+		return
+	}
+	for _, pid := range pids {
+		have, err := cgroupOf(pid)
+		if err != nil || have == want {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			o.log().Warn("restored process left in the checkpoint's cgroup: the new spec's device rules and limits do not apply to it",
+				"id", t.ID, "pid", pid, "cgroup", have, "spec_cgroup", want, "error", err)
+			continue
+		}
+		o.log().Info("restored process moved into its spec's cgroup", "id", t.ID, "pid", pid, "from", have, "to", want)
+	}
+}
+
+// cgroupOf is pid's cgroup v2 path.
+func cgroupOf(pid int) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("pid %d has no cgroup v2 entry", pid)
+}

@@ -1,0 +1,61 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+)
+
+// completeInterrupted finishes, before a restore verifies it, a checkpoint
+// whose run stopped after CRIU's dump had completed (cryo killed while it
+// hashed, a full disk at its last write, cryo-runc killed under Podman):
+// the processes may be gone and the images are whole, so refusing it would
+// lose the workload for good. It reports whether it completed one. Anything
+// else (no manifest, digests already there, a partial dump) is left for
+// verify to judge.
+func (o *Orchestrator) completeInterrupted(ctx context.Context, id, dir string) (bool, error) {
+	m, err := manifest.Read(dir)
+	if err != nil || !m.Unfinished() {
+		return false, nil
+	}
+	if ok, err := manifest.DumpCompleted(dir, m); err != nil || !ok {
+		return false, nil
+	}
+	o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", id, "dir", dir)
+	err = o.complete(ctx, id, dir, m)
+	return err == nil, err
+}
+
+// complete is the step that hashes an interrupted checkpoint's files and
+// writes its finished manifest.
+func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *manifest.Manifest) error {
+	_, err := o.step(ctx, id, StepComplete, func(context.Context) error { return manifest.Complete(dir, m, digest.RecordsFrom(o.Config)) })
+	return err
+}
+
+// FinishCheckpoint completes the checkpoint in dir whose run was
+// interrupted after CRIU's dump (see completeInterrupted), under the
+// directory's lock. It fails with manifest.ErrIncomplete when the dump
+// itself did not complete, and says so when there was nothing to finish.
+func (o *Orchestrator) FinishCheckpoint(ctx context.Context, dir string) (*manifest.Manifest, error) {
+	id := "checkpoint " + dir
+	ctx, _, release, err := o.lockFor(ctx, "checkpoint", id)
+	if err != nil {
+		return nil, o.lockError("checkpoint", id, err)
+	}
+	defer release()
+	m, err := manifest.Read(dir)
+	if err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was changed", Remedy: restoreRemedy(err, dir)}
+	}
+	if !m.Unfinished() {
+		return m, fmt.Errorf("%s: the checkpoint already finished (its manifest has digests); nothing to do: %w", dir, ErrNothingToFinish)
+	}
+	if err := o.complete(ctx, id, dir, m); err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "the checkpoint is still unfinished",
+			Remedy: "free space in " + dir + " or make it writable and retry; if CRIU's dump did not complete, re-take the checkpoint"}
+	}
+	return m, nil
+}

@@ -1,0 +1,35 @@
+package orchestrate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCRIUKernelRule(t *testing.T) {
+	for _, c := range []struct {
+		version int
+		kernel  string
+		want    string // "" for accepted
+	}{
+		{40201, "6.18.44-fc", ""},
+		{40101, "6.12.1", ""},
+		{40101, "6.16.0", "cannot checkpoint TCP or UDP sockets"},
+		{31700, "6.13.2", "vDSO"},
+		{31700, "6.1.0", ""},
+	} {
+		err := CRIUInfo{Path: "/x/criu", Version: c.version, Kernel: c.kernel}.Check()
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%d on %s: %v", c.version, c.kernel, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrCRIUTooOld) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "make deps") {
+			t.Errorf("%d on %s: %v, want %q", c.version, c.kernel, err, c.want)
+		}
+	}
+	if s := (CRIUInfo{Version: 40201}).VersionString(); s != "4.2.1" {
+		t.Errorf("version string %s", s)
+	}
+}

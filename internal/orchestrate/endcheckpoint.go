@@ -1,0 +1,57 @@
+package orchestrate
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/manifest"
+)
+
+// EndCheckpoint is the second phase of a checkpoint whose dump ran outside
+// cryo's call (CRIU's post-dump action, after BeginCheckpoint at pre-dump):
+// it records how long CRIU's dump took, takes the digests (the same step as
+// Checkpoint's, stamp included) and writes the finished manifest. CUDA is
+// not resumed here: CRIU still holds the processes frozen, and a driver call
+// on a frozen process hangs; the caller resumes them once CRIU lets go.
+// On failure the checkpoint stays unfinished, and the error says how to
+// finish it (`cryo checkpoint --finish`).
+func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir string) (*manifest.Manifest, error) {
+	m, err := manifest.Read(imageDir)
+	if err != nil {
+		return nil, &StepError{Op: "checkpoint", ID: t.ID, Step: StepDigests, Err: err,
+			Outcome: "CRIU's dump went ahead without cryo's manifest", Remedy: "re-take the checkpoint"}
+	}
+	c := o.newCheckpoint(t, imageDir)
+	// dumped and leave-running: a failure from here on touches no process.
+	c.m, c.dumped, c.leaveRunning = m, true, true
+	ctx, release, err := c.takeLock(ctx)
+	if err != nil {
+		return m, o.lockError("checkpoint", t.ID, err)
+	}
+	defer release()
+	c.m.AddStep(string(StepDump), dumpTime(imageDir), nil)
+	err = c.run(ctx, []stepRun{{StepDigests, c.digests, nil}})
+	if err == nil {
+		c.o.holdForTest(stepFinal)
+		if err = manifest.Write(imageDir, c.m); err != nil {
+			err = c.fail(ctx, StepManifest, err)
+		}
+	}
+	if se, ok := err.(*StepError); ok {
+		se.Outcome = "CRIU's dump is complete, and the checkpoint in " + imageDir + " is unfinished"
+		se.Remedy = "free space in " + imageDir + " or make it writable, then run `cryo checkpoint --finish " + imageDir + "`"
+	}
+	return c.m, err
+}
+
+// dumpTime is how long CRIU's dump took: since the first phase wrote the
+// manifest, the last thing before CRIU froze the processes.
+func dumpTime(imageDir string) time.Duration {
+	st, err := os.Stat(filepath.Join(imageDir, manifest.ManifestName))
+	if err != nil {
+		return 0
+	}
+	return time.Since(st.ModTime())
+}

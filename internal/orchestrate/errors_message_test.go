@@ -1,0 +1,109 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+)
+
+// criuLog writes a dump log whose first lines are CRIU's harmless rlimit
+// complaints, then the real cause.
+func criuLog(t *testing.T, dir, cause string) string {
+	t.Helper()
+	p := filepath.Join(dir, DumpLog)
+	log := "(00.000010) Error (criu/util.c:1711): Can't setup RLIMIT_NOFILE for self: Operation not permitted\n" +
+		"(00.000020) Error (criu/cr-service.c:99): prlimit failed: Operation not permitted\n" +
+		"(00.101000) Error (criu/x.c:1): " + cause + "\n" +
+		"(00.102000) Error (criu/cr-dump.c:2): Dumping FAILED.\n"
+	if err := os.WriteFile(p, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFailureMessages asserts the whole message of the main failures, as
+// each front end's user reads it: one cause, each prefix once, one remedy
+// in that front end's terms.
+func TestFailureMessages(t *testing.T) {
+	const (
+		unixSk   = "sockets: External socket is used. Consider using --ext-unix-sk option."
+		tty      = "tty: Found dangling tty with sid 100 pgid 101 (pts) on peer fd 0."
+		tcp      = "sockets: Connected TCP socket, consider using --tcp-established option."
+		running  = "the processes were left running, CUDA untouched"
+		criuHead = "checkpoint of pid 42 failed at step dump: criu dump failed: "
+	)
+	timeout := fmt.Errorf("suspend: %w; every process was returned to running",
+		fmt.Errorf("pid 927: lock: %w", fmt.Errorf("cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): %w", cuda.ErrTimeout)))
+	cases := []struct {
+		name  string
+		front FrontEnd
+		step  Step
+		cause string // a CRIU log line; empty: err
+		err   error
+		want  string // the message, with LOG for the log's path
+	}{
+		{"unix socket/cli", FrontEndCLI, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: checkpoint the process at the other end of the unix socket in the same tree, or close the socket first"},
+		{"unix socket/shim", FrontEndShim, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: add the line ext-unix-sk to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again"},
+		{"unix socket/runc", FrontEndRunc, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: checkpoint with `runc checkpoint --ext-unix-sk` semantics: add the line ext-unix-sk to /etc/criu/runc.conf (Podman has no flag for it)"},
+		{"tty/cli", FrontEndCLI, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: add --shell-job (and give it at restore too)"},
+		{"tty/shim", FrontEndShim, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: run the container without a terminal (no `ctr run -t`, no `tty: true`): containerd then gives it pipes, which CRIU dumps"},
+		{"tty/runc", FrontEndRunc, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: run the container without a terminal (no `podman run -t`): Podman then gives it pipes, which CRIU dumps"},
+		{"tcp/cli", FrontEndCLI, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself"},
+		{"tcp/shim", FrontEndShim, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself"},
+		{"tcp/runc", FrontEndRunc, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, checkpoint with `podman container checkpoint --tcp-established` (and restore with it too)"},
+		{"lock timeout/cli", FrontEndCLI, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`"},
+		{"lock timeout/shim", FrontEndShim, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node"},
+		{"lock timeout/runc", FrontEndRunc, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry the checkpoint (podman container checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the host"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err, log := tc.err, ""
+			if tc.cause != "" {
+				log = criuLog(t, dir, tc.cause)
+				err = &CRIUError{Op: "dump", LogPath: log, Err: errors.New("operation failed (msg:criu failed err:0)")}
+			}
+			c := New(testConfig, WithFrontEnd(tc.front)).newCheckpoint(Target{ID: "pid 42"}, dir)
+			got := c.fail(context.Background(), tc.step, err).Error()
+			if want := strings.ReplaceAll(tc.want, "LOG", log); got != want {
+				t.Errorf("message\n got: %s\nwant: %s", got, want)
+			}
+			if n := strings.Count(got, "remedy:"); n != 1 {
+				t.Errorf("%d remedies in %q", n, got)
+			}
+		})
+	}
+}
+
+// A StepError around a StepError of the same run says its prefix once, and
+// a cause with its own remedy gives the one remedy.
+func TestStepErrorOnce(t *testing.T) {
+	inner := &StepError{Op: "checkpoint", ID: "pid 7", Step: StepSuspend, Err: errors.New("suspend: pid 7: lock: busy"), Remedy: "wait"}
+	outer := &StepError{Op: "checkpoint", ID: "pid 7", Step: StepSuspend, Err: fmt.Errorf("checkpoint: %w", inner), Outcome: "the processes were left running"}
+	want := "checkpoint of pid 7 failed at step suspend: pid 7: lock: busy; the processes were left running; remedy: wait"
+	if got := outer.Error(); got != want {
+		t.Errorf("nested:\n got: %s\nwant: %s", got, want)
+	}
+	pe := &precheck.Error{Err: precheck.ErrShellJob, Detail: "pid 7 (sh) has its stdin on the terminal /dev/pts/3", Remedy: "add --shell-job (and give it at restore too)"}
+	se := &manifest.StepError{Op: "checkpoint", ID: "pid 7", Step: StepPrepare, Err: pe, Outcome: "nothing was checkpointed", Remedy: "check the pid"}
+	want = "checkpoint of pid 7 failed at step prepare: process tree attached to a terminal: pid 7 (sh) has its stdin on the terminal /dev/pts/3; nothing was checkpointed; remedy: add --shell-job (and give it at restore too)"
+	if got := se.Error(); got != want {
+		t.Errorf("remedied cause:\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// logCause skips CRIU's harmless rlimit lines.
+func TestLogCauseSkipsRlimit(t *testing.T) {
+	p := criuLog(t, t.TempDir(), "files: Can't open file x")
+	if got := logCause(p); got != "files: Can't open file x" {
+		t.Errorf("first real error line: %q", got)
+	}
+}

@@ -1,0 +1,212 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/internal/cuda"
+)
+
+// The GPU-free pause: a paused container gives its GPU memory back.
+//
+//	running ─lock─ find ─ inventory ─ suspend CUDA ─ record ─ freeze→ paused
+//	paused  ─lock─ thaw ─ find ─ resume CUDA (the record's, still suspended) → running
+//
+// Pause suspends CUDA (the driver's lock+checkpoint, the checkpoint's own
+// suspend step) before it freezes the cgroup: the driver cannot lock frozen
+// threads. Resume thaws first for the same reason, then resumes CUDA. Every
+// failure of a pause returns the container to running with CUDA resumed;
+// a resume that thaws but cannot resume CUDA says so, with its remedy.
+//
+// The record (pauserecord.go) says which processes the pause suspended: a
+// process suspended by `cryo cuda suspend` is not the pause's to resume. A
+// checkpoint of the paused container (containerd pauses every task before
+// its checkpoint) dumps those processes as they are and leaves them to the
+// resume that follows.
+
+// StepFreeze is the front end's freeze of the cgroup (runc pause).
+const StepFreeze Step = "freeze"
+
+// StepRecord writes which processes a pause suspended.
+const StepRecord Step = "record"
+
+// ErrPauseResume: the container was thawed but CUDA could not be resumed.
+var ErrPauseResume = errors.New("CUDA could not be resumed after the pause")
+
+// Pause suspends the CUDA processes of t, then calls freeze (runc pause).
+// With no CUDA process it only freezes, as runc would.
+func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.Context) error) error {
+	ctx, l, release, err := o.lockFor(ctx, "pause", t.ID)
+	if err != nil {
+		return o.lockError("pause", t.ID, err)
+	}
+	defer release()
+	c := o.newCheckpoint(t, "")
+	c.lock = l
+	steps := []stepRun{
+		{StepFind, c.findForPause, nil},
+		{StepInventory, c.inventory, c.noCUDA},
+		{StepSuspend, c.suspend, c.noCUDA},
+		{StepRecord, func(context.Context) error { return c.recordPause() }, c.noCUDA},
+		{StepFreeze, freeze, nil},
+	}
+	for _, s := range steps {
+		if s.skip != nil && s.skip() {
+			continue
+		}
+		if _, err := o.step(ctx, t.ID, s.name, s.run); err != nil {
+			return c.failPause(ctx, s.name, err)
+		}
+	}
+	return nil
+}
+
+// recordPause writes the processes this pause suspended, with what the
+// inventory learnt of them while they still held their GPU memory.
+func (c *checkpoint) recordPause() error {
+	r := &pauseRecord{ID: c.t.ID}
+	for _, p := range c.m.Processes {
+		for _, pid := range c.toSuspend {
+			if p.PID == pid {
+				r.Processes = append(r.Processes, p)
+			}
+		}
+	}
+	return c.o.writePause(r)
+}
+
+// failPause returns the container to running: CUDA resumed (cudacr has
+// already rolled back a failed suspend), the record gone.
+func (c *checkpoint) failPause(ctx context.Context, step Step, err error) error {
+	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: "the container was left running, CUDA untouched",
+		Remedy: pauseRemedies[step]}
+	if errors.Is(err, cuda.ErrTimeout) {
+		e.Remedy = "retry when the container's GPU work can pause, or pause it freeze-only (" + freezeOnlyHint + ")"
+	}
+	if c.suspended {
+		c.o.removePause(c.t.ID)
+		e.Outcome = c.rollback(ctx)
+	}
+	return e
+}
+
+const freezeOnlyHint = "annotation cryo.gpu-free-pause=false, or CRYO_GPU_FREE_PAUSE=0"
+
+var pauseRemedies = map[Step]string{
+	StepFind:      "run `cryo cuda state PID` for the container's processes, then retry",
+	StepInventory: "the container's processes hold GPU memory the driver cannot restore (CUDA IPC between processes, or XLA's default allocator on several GPUs): pause it freeze-only (" + freezeOnlyHint + "), or start them as the error says",
+	StepSuspend:   "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry",
+	StepRecord:    "check that the lock directory (CRYO_LOCK_DIR) is writable, then retry",
+	StepFreeze:    "check the container's cgroup (is another tool freezing it?) and retry",
+}
+
+// Resume calls thaw (runc resume), then resumes CUDA in the processes the
+// pause suspended. Without a pause record it only thaws, as runc would.
+func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.Context) error) error {
+	ctx, _, release, err := o.lockFor(ctx, "resume", t.ID)
+	if err != nil {
+		return o.lockError("resume", t.ID, err)
+	}
+	defer release()
+	r, err := o.readPause(t.ID)
+	if err != nil {
+		o.log().Warn("pause record unreadable: CUDA is not resumed", "id", t.ID, "error", err)
+	}
+	if _, err := o.step(ctx, t.ID, StepThaw, thaw); err != nil {
+		if r != nil && !o.anyAlive(r.pids()) {
+			o.removePause(t.ID) // the processes are gone (a checkpoint with --exit)
+		}
+		return &StepError{Op: "resume", ID: t.ID, Step: StepThaw, Err: err, Outcome: "the container stays paused",
+			Remedy: "check the container's state and its cgroup, then retry"}
+	}
+	if r == nil {
+		return nil
+	}
+	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumePaused(ctx, t, r) })
+	o.removePause(t.ID)
+	if err != nil {
+		return o.resumeError(ctx, t.ID, r.pids(), err)
+	}
+	return nil
+}
+
+// resumePaused resumes the record's processes that the driver still
+// reports suspended: a process that exited, or that someone else resumed
+// (`cryo cuda resume`), is not resumed twice.
+func (o *Orchestrator) resumePaused(ctx context.Context, t Target, r *pauseRecord) error {
+	_, procs, _, err := o.findCUDA(ctx, t)
+	if err != nil {
+		return err
+	}
+	var pids []int
+	for _, p := range procs {
+		if _, ok := r.owns(p.PID); ok && p.State == cuda.StateCheckpointed {
+			pids = append(pids, p.PID)
+		}
+	}
+	if len(pids) == 0 {
+		return nil
+	}
+	return o.driver().Resume(ctx, pids, o.setOptions(nil))
+}
+
+// resumeError says that the container runs again but CUDA did not come
+// back: its processes are suspended still, or their GPU state is lost.
+func (o *Orchestrator) resumeError(ctx context.Context, id string, pids []int, err error) error {
+	e := &StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
+		Outcome: "the container is thawed, but " + procsNow(pids),
+		Remedy:  "run `cryo cuda resume " + pidList(pids) + "`"}
+	if lost := o.driver().LostPIDs(ctx, pids, err); len(lost) > 0 {
+		e.Outcome = "the container runs, but the GPU state of processes " + fmt.Sprint(lost) + " is lost"
+		e.Remedy = "restart the container (or restore it from a checkpoint)"
+	}
+	return e
+}
+
+// anyAlive reports whether one of pids still exists.
+func (o *Orchestrator) anyAlive(pids []int) bool {
+	for _, p := range pids {
+		if pidAlive(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// findForPause is find without the dump's checks: a pause copies nothing.
+func (c *checkpoint) findForPause(ctx context.Context) error { return c.findWith(ctx, nil) }
+
+func pidAlive(pid int) bool { return pid > 0 && unix.Kill(pid, 0) == nil }
+
+// AnnGPUFreePause is the container annotation that turns the GPU-free
+// pause off for one container: "false" (or "0") pauses it freeze-only.
+const AnnGPUFreePause = "cryo.gpu-free-pause"
+
+// GPUFreePause reports whether a pause of a container with these
+// annotations suspends CUDA first: yes unless the configuration
+// ($CRYO_GPU_FREE_PAUSE=0) or the annotation turns it off.
+func (o *Orchestrator) GPUFreePause(annotations map[string]string) bool {
+	if v, ok := annotations[AnnGPUFreePause]; ok {
+		return v != "false" && v != "0"
+	}
+	return !o.Config.FreezeOnlyPause
+}
+
+// BundleAnnotations are the annotations of the bundle's config.json; nil
+// when it cannot be read (the configuration then decides).
+func BundleAnnotations(bundle string) map[string]string {
+	var spec struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil || json.Unmarshal(b, &spec) != nil {
+		return nil
+	}
+	return spec.Annotations
+}

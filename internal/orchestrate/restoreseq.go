@@ -1,0 +1,71 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+)
+
+// Restorer is a front end's part of a restore, between CheckRestore and the
+// CUDA resume: its CRIU call, and how to find and end what it brought back.
+type Restorer struct {
+	// Restore runs the front end's restore (CRIU for a bare tree, runc
+	// restore for a container) and returns the restored root's pid. A
+	// failure with a CRIU log is a *CRIUError, whose cause the error quotes.
+	// ctx ends at the restore's deadline: Restore must then stop CRIU and
+	// return.
+	Restore func(ctx context.Context) (int, error)
+	// Target describes the restored processes from their root's pid.
+	Target func(pid int) Target
+	// Kill ends the restored processes after a failed CUDA resume, for a
+	// front end whose caller cannot do anything with a task that would
+	// hang; nil leaves them running for the user (a bare tree).
+	Kill func(ctx context.Context)
+	// Remedy says what to do about a failed Restore; nil: read CRIU's log.
+	Remedy func(err error) string
+	// Cleanup removes what a failed Restore left (CRIU and what it
+	// restored, a container's runc state, mounts and cgroups), so that
+	// nothing of it stays and the caller can delete the container; nil:
+	// nothing to remove. Removed says what became of it, for the error.
+	Cleanup func(ctx context.Context) error
+	Removed string
+}
+
+// Restore is the one restore sequence that follows CheckRestore, for every
+// front end: the front end's restore as the restore step (with its events,
+// its duration in m, and CRIU's cause on failure), then the CUDA resume of
+// the restored processes. It returns the restored root's pid, and a
+// *StepError naming the step that failed and what became of the processes.
+func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manifest, r Restorer) (int, error) {
+	if err := o.Config.RestoreTimeoutErr; err != nil {
+		return 0, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, Outcome: "nothing was restored",
+			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
+	}
+	var pid int
+	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
+		var err error
+		pid, err = restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
+		return err
+	})
+	if m != nil {
+		m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: StepRestore, Seconds: d.Seconds()})
+	}
+	if err != nil {
+		return 0, o.failedRestore(ctx, id, err, r)
+	}
+	if err := o.ResumeRestored(ctx, r.Target(pid), m); err != nil {
+		if r.Kill == nil {
+			return pid, err
+		}
+		r.Kill(context.WithoutCancel(ctx))
+		var se *StepError
+		if errors.As(err, &se) {
+			se.Outcome = "the restored processes were killed: with their CUDA state suspended they would hang"
+			se.Remedy = "see the cause above, then restore again (the checkpoint itself was not changed)"
+		}
+		return pid, err
+	}
+	return pid, nil
+}

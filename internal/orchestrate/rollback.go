@@ -1,0 +1,114 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+)
+
+// fail turns a failed step into a *StepError. Before the dump has
+// succeeded, or with leaveRunning, the processes are still there: resume
+// their CUDA so that they carry on as if nothing happened.
+func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
+	if c.watch != nil {
+		c.watch.Stop()
+		c.watch = nil
+	}
+	// A partial dump holds process memory as much as a whole one.
+	_ = manifest.MakePrivate(c.dir)
+	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
+	if errors.Is(err, cuda.ErrTimeout) {
+		e.Remedy = lockTimeoutRemedies[c.o.frontEnd()]
+	}
+	if step == StepDump && !errors.Is(err, context.Canceled) {
+		e.Remedy = c.o.dumpRemedy(err)
+	}
+	switch {
+	case c.stoppedAfterDump():
+		e.Outcome = c.continueStopped(ctx)
+	case c.dumped && !c.leaveRunning:
+		e.Outcome = "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete"
+	case c.suspended:
+		e.Outcome = c.rollback(ctx)
+	case c.dumped:
+		e.Outcome = "the processes were left running"
+	default:
+		e.Outcome = "the processes were left running, CUDA untouched"
+	}
+	return e
+}
+
+// rollback resumes CUDA after a failed checkpoint. It uses a fresh context:
+// the caller's may be the one that just expired, and the processes must not
+// be left suspended because of it. Like cudacr's own rollback it goes one
+// process at a time: the safe path, when something has already failed.
+func (c *checkpoint) rollback(ctx context.Context) string {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	opts := c.o.setOptions(nil)
+	opts.Parallel = 1
+	d, err := c.o.step(rctx, c.t.ID, StepRollback, func(ctx context.Context) error {
+		c.copyLine(ctx)
+		return c.o.driver().Resume(ctx, c.toSuspend, opts)
+	})
+	c.m.AddStep(string(StepRollback), d, err)
+	if lost := c.o.driver().LostPIDs(rctx, c.toSuspend, err); err != nil && len(lost) > 0 {
+		return cuda.LostError(lost, err).Error()
+	}
+	if err != nil {
+		return fmt.Sprintf("%v: %v; %s: run `cryo cuda resume %s`", ErrRollback, err, procsNow(c.toSuspend), pidList(c.toSuspend))
+	}
+	c.suspended = false
+	return "the processes were left running with CUDA resumed"
+}
+
+// lockTimeoutRemedies: a driver call that did not return in time, by
+// front end (only the CLI has a lock-timeout flag).
+var lockTimeoutRemedies = map[FrontEnd]string{
+	FrontEndCLI:  "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
+	FrontEndShim: "retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node",
+	FrontEndRunc: "retry the checkpoint (podman container checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the host",
+}
+
+// checkpointRemedy says what a user can do about a failed step.
+func checkpointRemedy(step Step, err error, dir string) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		// Interrupted on purpose (Ctrl-C, SIGTERM): nothing is broken.
+		return "none needed; take the checkpoint again when you are ready"
+	case errors.Is(err, ErrNoProcess) || errors.Is(err, cuda.ErrNoProcess):
+		return "check that the process or container is running"
+	case errors.Is(err, cuda.ErrTimeout):
+		return "the GPU work did not drain in time or the driver hung; retry, with a longer lock timeout, and run `cryo doctor`"
+	case errors.Is(err, cuda.ErrLibraryNotFound):
+		return "a process maps libcuda but cryo cannot load the driver: set CRYO_LIBCUDA to the driver's libcuda.so.1"
+	case errors.Is(err, cuda.ErrNoCheckpointAPI):
+		return "upgrade the NVIDIA driver to 570 or newer (the checkpoint API)"
+	}
+	switch step {
+	case StepThaw:
+		return "check the container's cgroup (is another tool freezing it?) and retry"
+	case StepFind, StepSuspend:
+		return "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry"
+	case StepManifest, StepDigests:
+		return "check that " + dir + " is writable and has free space, then retry"
+	case StepResume:
+		return "run `cryo cuda resume PID` for the processes still suspended"
+	}
+	return "retry; if it fails again, run `cryo doctor`"
+}
+
+func pidList(pids []int) string {
+	s := ""
+	for i, p := range pids {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprint(p)
+	}
+	return s
+}

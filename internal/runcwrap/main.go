@@ -1,0 +1,124 @@
+// Package runcwrap is cryo-runc, a runc-compatible OCI runtime for Podman,
+// CRI-O, or anything else that calls an OCI runtime binary. It hands every
+// command to the real runc untouched (by exec, so stdio, descriptors and exit
+// status are runc's own) except these:
+//
+//   - checkpoint runs cryo's checkpoint orchestration around `runc checkpoint`:
+//     CUDA is suspended before CRIU dumps the container, the GPU manifest is
+//     written into the image directory, and CUDA is resumed afterwards
+//     (--leave-running) or on any failure;
+//   - restore checks the manifest (digests, GPUs) before `runc restore` is
+//     called at all, and resumes CUDA in the restored processes after it;
+//   - pause and resume are GPU-free: CUDA is suspended before the freeze and
+//     resumed after the thaw (orchestrate.Pause), unless turned off.
+//
+// With CRYO_CRIU_HOOKS=1 it also prepares containers at create/run so that a
+// direct `runc checkpoint`, bypassing cryo-runc, is CUDA-safe (see hooks).
+package runcwrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/version"
+)
+
+// wrapper is one cryo-runc invocation.
+type wrapper struct {
+	cmd  cmdline
+	cfg  config.Config
+	runc string // the real runc
+	log  *logger
+	cli  runcCLI
+}
+
+// Main runs cryo-runc with the arguments after argv[0] and returns the exit code.
+func Main(args []string) int {
+	c := parseCmdline(args)
+	log := newLogger(c)
+	cfg, err := config.Load(c.envFile)
+	if err != nil {
+		log.error("%v", err)
+		return 1
+	}
+	runc, err := realRunc(cfg)
+	if err != nil {
+		log.error("%v", err)
+		return 1
+	}
+	w := &wrapper{cmd: c, cfg: cfg, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if c.command == "" && wantsVersion(args) {
+		return w.version()
+	}
+	switch c.command {
+	case "checkpoint":
+		return w.checkpoint(ctx)
+	case "restore":
+		w.prepare()
+		return w.restore(ctx)
+	case "pause":
+		return w.pauseCmd(ctx)
+	case "resume":
+		return w.resumeCmd(ctx)
+	case "delete":
+		return w.deleteCmd()
+	case "create", "run":
+		w.prepare()
+	}
+	return w.exec()
+}
+
+// exec hands the command to the real runc; it returns only on failure.
+func (w *wrapper) exec() int {
+	err := w.execRunc()
+	w.log.error("%v", err)
+	return 1
+}
+
+// orchestrator is cryo's one checkpoint/restore sequence, configured as
+// cryo-runc was, logging where cryo-runc logs. The driver loads its library
+// in helper processes, never in cryo-runc.
+func (w *wrapper) orchestrator() *orchestrate.Orchestrator {
+	return orchestrate.New(
+		orchestrate.WithConfig(w.cfg),
+		orchestrate.WithLogger(w.log.slog()),
+		orchestrate.WithFrontEnd(orchestrate.FrontEndRunc),
+	)
+}
+
+// wantsVersion is runc's `--version`/`-v` (no command).
+func wantsVersion(args []string) bool {
+	for _, a := range args {
+		if a == "--version" || a == "-v" {
+			return true
+		}
+	}
+	return false
+}
+
+// version prints runc's version lines, as Podman expects them first, and
+// then the cryo that wraps it: `podman info` shows both.
+func (w *wrapper) version() int {
+	c := exec.Command(w.runc, "--version")
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	err := c.Run()
+	fmt.Printf("cryo-runc: cryo %s\n", version.String())
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode() // runc's status, as for every passed-through call
+	}
+	if err != nil {
+		w.log.error("%s --version: %v", w.runc, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,90 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+)
+
+// Sentinel errors of the shim; concrete errors are *orchestrate.StepError.
+var (
+	// ErrBusy: a checkpoint or restore of the same task is in flight; the
+	// concrete error is a *orchestrate.BusyError naming it.
+	ErrBusy = orchestrate.ErrBusy
+	// ErrCheckpoint: the checkpoint failed; the task was returned to running.
+	ErrCheckpoint = errors.New("checkpoint failed")
+	// ErrRestore: the restore failed.
+	ErrRestore = errors.New("restore failed")
+)
+
+// classes gives cryo's sentinel errors containerd's error classes, so that
+// containerd, the kubelet and `ctr` see what kind of failure it is (a busy
+// target can be retried, a host that lacks the GPUs cannot) instead of
+// Unknown. The first class that matches wins.
+var classes = []struct {
+	sentinel error
+	class    error
+}{
+	{orchestrate.ErrBusy, errdefs.ErrUnavailable},
+	{cuda.ErrTimeout, context.DeadlineExceeded},
+	{cuda.ErrNoProcess, errdefs.ErrNotFound},
+	{orchestrate.ErrNoProcess, errdefs.ErrNotFound},
+	{cuda.ErrLibraryNotFound, errdefs.ErrFailedPrecondition},
+	{cuda.ErrNoCheckpointAPI, errdefs.ErrFailedPrecondition},
+	{cuda.ErrBadState, errdefs.ErrFailedPrecondition},
+	{orchestrate.ErrNoCRIU, errdefs.ErrFailedPrecondition},
+	{orchestrate.ErrDirInUse, errdefs.ErrAlreadyExists},
+	{orchestrate.ErrDirNotEmpty, errdefs.ErrAlreadyExists},
+	{manifest.ErrIncompatibleHost, errdefs.ErrFailedPrecondition},
+	{manifest.ErrUnsupportedVersion, errdefs.ErrNotImplemented},
+	{manifest.ErrIncomplete, errdefs.ErrDataLoss},
+	{manifest.ErrCorrupt, errdefs.ErrDataLoss},
+	{manifest.ErrNoManifest, errdefs.ErrInvalidArgument},
+	{manifest.ErrNotCheckpoint, errdefs.ErrInvalidArgument},
+	// A restore from a checkpoint image (image.go).
+	{imagerestore.ErrImageNotFound, errdefs.ErrNotFound},
+	{ociimage.ErrNoSpace, errdefs.ErrResourceExhausted},
+	{ociimage.ErrIntegrity, errdefs.ErrDataLoss},
+	{ociimage.ErrDecrypt, errdefs.ErrFailedPrecondition},
+	{ociimage.ErrNotCheckpointImage, errdefs.ErrInvalidArgument},
+	{ociimage.ErrNotFound, errdefs.ErrNotFound},
+	{ociimage.ErrTransfer, errdefs.ErrUnavailable},
+	{imagerestore.ErrNotContainerCheckpoint, errdefs.ErrInvalidArgument},
+	{imagerestore.ErrBadAnnotation, errdefs.ErrInvalidArgument},
+}
+
+// classify wraps err with its containerd class, unless it has one.
+func classify(err error) error {
+	if errdefs.Resolve(err) != errdefs.ErrUnknown {
+		return err
+	}
+	for _, c := range classes {
+		if errors.Is(err, c.sentinel) {
+			return fmt.Errorf("%w: %w", c.class, err)
+		}
+	}
+	return err
+}
+
+// toGRPC converts an error once, at the API edge: cryo's sentinels get
+// their containerd class (classes); the rest become FailedPrecondition for
+// restore checks and Unknown otherwise, with the message intact.
+func toGRPC(err error, precondition bool) error {
+	if err == nil {
+		return nil
+	}
+	err = classify(err)
+	if precondition && errdefs.Resolve(err) == errdefs.ErrUnknown {
+		err = fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, err)
+	}
+	return errgrpc.ToGRPC(err)
+}

@@ -1,0 +1,48 @@
+package shim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+)
+
+// cryo's failures reach containerd with the gRPC code of their class, and
+// their message intact.
+func TestToGRPCClasses(t *testing.T) {
+	cases := []struct {
+		err          error
+		precondition bool
+		want         codes.Code
+	}{
+		{&orchestrate.BusyError{Target: "container c1", Holder: "checkpoint of container c1", PID: 42}, false, codes.Unavailable},
+		{fmt.Errorf("suspend: %w", cuda.ErrTimeout), false, codes.DeadlineExceeded},
+		{fmt.Errorf("find: %w", cuda.ErrNoProcess), false, codes.NotFound},
+		{fmt.Errorf("check: %w", manifest.ErrIncompatibleHost), false, codes.FailedPrecondition},
+		{fmt.Errorf("verify: %w", manifest.ErrCorrupt), true, codes.DataLoss},
+		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), true, codes.FailedPrecondition},
+		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), false, codes.Unknown},
+		{&manifest.StepError{Op: "restore", ID: "c1", Step: "pull the checkpoint image r", Err: fmt.Errorf("401: %w", ociimage.ErrTransfer)}, true, codes.Unavailable},
+		{fmt.Errorf("layer: %w", ociimage.ErrIntegrity), true, codes.DataLoss},
+		{fmt.Errorf("kind: %w", imagerestore.ErrNotContainerCheckpoint), true, codes.InvalidArgument},
+		{fmt.Errorf("policy: %w", imagerestore.ErrBadAnnotation), true, codes.InvalidArgument},
+		{fmt.Errorf("unpack: %w", ociimage.ErrNoSpace), true, codes.ResourceExhausted},
+	}
+	for _, c := range cases {
+		got := status.Convert(toGRPC(c.err, c.precondition))
+		if got.Code() != c.want {
+			t.Errorf("%v: code %s, want %s", c.err, got.Code(), c.want)
+		}
+		if !strings.Contains(got.Message(), c.err.Error()) {
+			t.Errorf("message %q lost %q", got.Message(), c.err)
+		}
+	}
+}
