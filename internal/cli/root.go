@@ -1,6 +1,7 @@
 // Package cli is the user command `cryo`: a cobra command tree whose
-// commands parse flags, call runtime, cudacr, ctrd, doctor and
-// internal/ociimage, and print. No checkpoint logic lives here.
+// commands parse flags, call the libraries below it (the orchestration, the
+// image and containerd packages, doctor, status), and print. No checkpoint
+// logic lives here.
 package cli
 
 import (

@@ -1,4 +1,4 @@
-// Package criuinfo describes a CRIU image directory the way a user asks
+// Package criuimg describes a CRIU image directory the way a user asks
 // about a checkpoint: which processes (with their command lines), which
 // files, sockets and mounts they held, how much memory was dumped, and
 // what CRIU's statistics say. It reads the images with go-criu's crit and

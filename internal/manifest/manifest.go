@@ -1,4 +1,4 @@
-// Package snapshot is the checkpoint as data: the GPU manifest that cryo
+// Package manifest is the checkpoint as data: the GPU manifest that cryo
 // writes into a CRIU image directory (with the digests of the image files,
 // which package digest takes and verifies), and the check that a host can
 // take a checkpoint before anything is restored.

@@ -1,4 +1,4 @@
-// Package proc reads the facts about processes that every part of cryo
+// Package procfs reads the facts about processes that every part of cryo
 // needs from /proc: whether a pid is a live process, its start time, its
 // children and tree, and whether its cgroup is frozen. One reading of
 // /proc/PID/stat, so that the front ends, the orchestration and the driver
