@@ -28,7 +28,7 @@ help:
 	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.xz (with man pages and shell completion)"
 	@echo "make gpu-test    run the GPU acceptance tests (on a GPU host, from the bundle)"
 	@echo "make bench       run the GPU benchmarks (integration/gpu/bench.sh, on a GPU host)"
-	@echo "make docs        regenerate docs/cli.md from the command tree"
+	@echo "make docs        regenerate docs/cli.md (the command tree) and docs/architecture.md (the packages)"
 	@echo "make clean       remove bin/ and dist/"
 
 build:
@@ -72,10 +72,12 @@ gpu-test:
 bench:
 	@bash integration/gpu/bench.sh
 
-# docs/cli.md is generated from the command tree; a unit test fails when it
-# is stale.
+# docs/cli.md is generated from the command tree, docs/architecture.md from
+# `go list` and the packages' doc comments (internal/archdoc); a unit test
+# fails when either is stale.
 docs: build
 	$(BIN)/cryo gen-docs --markdown docs/cli.md
+	$(GO) run ./internal/archdoc -o docs/architecture.md
 
 clean:
 	rm -rf $(BIN) $(DIST)
