@@ -1,3 +1,23 @@
+// Why a copy of containerd's Start. The shim's `start` (create or find the
+// socket, re-execute the serving shim with it as fd 3, group tasks under
+// one shim) is containerd's runc shim manager's Start, rewritten here
+// rather than called, because that Start, in containerd v2.2 as in go.mod,
+// cannot serve cryo:
+//
+//   - it re-executes os.Executable() with argv[0] set to that path, which
+//     for the multi-call binary is bin/cryo: the server would start as the
+//     cryo CLI. cryo's keeps argv[0] = containerd-shim-cryo-v2;
+//   - it reports bootstrap version 3, which containerd 1.7 refuses; startMain
+//     prints the plain address that 1.7 and 2.x both read as version 2;
+//   - its group labels are fixed; cryo adds io.containerd.cryo.v2.group.
+//
+// Stop and Info are containerd's, delegated. manager_drift_test.go runs
+// both Starts side by side and fails when containerd's changes what
+// containerd sees (socket address, grouping, the server's arguments,
+// environment, directory, process group and fd 3), apart from the
+// differences above and GOMAXPROCS=4, which containerd's adds and cryo's
+// does not.
+
 package shim
 
 import (
