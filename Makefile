@@ -15,7 +15,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/internal/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/internal/version.Commit=$(COMMIT)"
 
-.PHONY: all build fake deps test test-unit test-integration demo dist gpu-test bench docs clean help
+.PHONY: all build failpoints fake deps test test-unit test-integration demo dist gpu-test bench docs clean help
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make demo        install what is missing, then checkpoint and restore a container through containerd"
 	@echo "make test        install what is missing, then run all tests (unit and integration, as root)"
 	@echo "make build       build bin/cryo and its names ($(LINKS))"
+	@echo "make failpoints  build bin/failpoints/cryo, a cryo with the integration tests' failpoints (never shipped)"
 	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
 	@echo "make deps        install CRIU 4.2.1, runc, containerd 1.7 and 2.x, Podman, a registry"
 	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.xz (with man pages and shell completion)"
@@ -36,6 +37,16 @@ build:
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/cryo ./cmd/cryo
 	@for l in $(LINKS); do ln -sf cryo $(BIN)/$$l; done
 
+# A cryo with the failpoints (-tags cryo_failpoints: CRYO_TEST_HOLD holds a
+# checkpoint before a step) for the integration tests, which build it
+# themselves through this target (integration/failpoint_test.go). Built
+# apart, under a temporary name, so that bin/cryo never holds them and two
+# test runs never see half a binary.
+failpoints:
+	@mkdir -p $(BIN)/failpoints
+	tmp=$(BIN)/failpoints/.cryo.$$$$; CGO_ENABLED=1 $(GO) build -tags cryo_failpoints $(GOFLAGS_BUILD) -o $$tmp ./cmd/cryo && mv -f $$tmp $(BIN)/failpoints/cryo
+	@for l in $(LINKS); do ln -sfn cryo $(BIN)/failpoints/$$l; done
+
 fake:
 	@mkdir -p $(FAKE)
 	gcc -O2 -shared -fPIC -o $(FAKE)/libcuda.so.1 internal/cuda/fakecuda/csrc/fakecuda.c
@@ -48,7 +59,7 @@ deps:
 
 # The tests must leave no process behind: contrib/leftovers.sh compares the
 # processes before and after, and fails the run on any that stayed.
-test: deps build fake
+test: deps build failpoints fake
 	$(GO) vet ./...
 	@bash contrib/leftovers.sh before $(BIN)/procs.before
 	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
@@ -57,7 +68,7 @@ test: deps build fake
 test-unit: build fake
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
-test-integration: deps build fake
+test-integration: deps build failpoints fake
 	$(GO) test -count=1 -v -timeout 40m ./integration/...
 
 demo: deps build

@@ -19,11 +19,12 @@ import (
 )
 
 // startHeldCheckpoint starts `cryo checkpoint` of p into img, held before
-// step (CRYO_TEST_HOLD), and waits until it is held there.
+// step (CRYO_TEST_HOLD, in the build with failpoints), and waits until it
+// is held there.
 func startHeldCheckpoint(t *testing.T, env []string, p *bareProc, img, step string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
 	hold := filepath.Join(t.TempDir(), "hold")
-	cmd := exec.Command(cryoBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	cmd := exec.Command(failpointBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
 	out := &strings.Builder{}
 	cmd.Env = append(append(os.Environ(), env...), "CRYO_TEST_HOLD="+step+":"+hold)
 	cmd.Stdout, cmd.Stderr = out, out

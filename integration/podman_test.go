@@ -362,6 +362,7 @@ func TestPodmanHooksDirectRuncCheckpoint(t *testing.T) {
 func TestPodmanKilledCryoRunc(t *testing.T) {
 	hold := filepath.Join(t.TempDir(), "hold")
 	p := newPodman(t, "CRYO_TEST_HOLD=digests:"+hold, "CRYO_DIGEST_WATCH=0")
+	p.withRuntime(failpointBin(t, "cryo-runc")) // the hold is compiled only there
 	p.runApp(t, "app")
 	before := podmanLastTick(p.ticks(t, "app"))
 	ckpt := exec.Command("podman", append(append([]string{}, p.args...), "container", "checkpoint", "app")...)

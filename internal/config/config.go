@@ -55,10 +55,6 @@ const (
 	EnvWatchPID     = "CRYO_WATCH_CRIU_PID"
 	EnvWatchStart   = "CRYO_WATCH_CRIU_START"
 	EnvWatchPIDs    = "CRYO_WATCH_PIDS"
-	// EnvTestHold, "STEP:FILE", makes a checkpoint create FILE before STEP
-	// and wait until it is removed: tests kill cryo, or fill the disk, at a
-	// chosen step with it.
-	EnvTestHold = "CRYO_TEST_HOLD"
 )
 
 // Defaults of the paths above.
@@ -97,7 +93,6 @@ type Config struct {
 	// AnnotationRestore is the annotation restore policy's file ("": off);
 	// LoadAnnotationPolicy reads it.
 	AnnotationRestore string
-	TestHold          string
 	// ContainerdAddress and ContainerdNamespace are ctr's variables, ""
 	// when unset (the CLI's flags then default to containerd's own).
 	ContainerdAddress, ContainerdNamespace string
@@ -161,7 +156,6 @@ func parse(environ []string) Config {
 		ImageStore:          imageStore(env),
 		RestoreDir:          or(env[EnvRestoreDir], DefaultRestoreDir),
 		AnnotationRestore:   env[EnvAnnotationRestore],
-		TestHold:            env[EnvTestHold],
 		ContainerdAddress:   env[EnvContainerdAddress],
 		ContainerdNamespace: env[EnvContainerdNamespace],
 		AuthFiles:           authFiles(env),

@@ -54,20 +54,7 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		return c.m, err
 	}
 	defer release()
-	if err := c.run(ctx, append(c.begin(), c.finish()...)); err != nil {
-		return c.m, err
-	}
-	c.o.holdForTest(stepFinal)
-	// Write syncs the file system: the images, digests and manifest are on
-	// disk before the processes may go.
-	if err := manifest.Write(imageDir, c.m); err != nil {
-		return c.m, c.fail(ctx, StepManifest, err)
-	}
-	c.killStopped(ctx)
-	if c.paused != nil && !c.leaveRunning {
-		c.o.removePause(c.t.ID) // the paused processes went with the dump
-	}
-	return c.m, nil
+	return c.m, c.run(ctx, append(append(c.begin(), c.finish()...), c.seal()))
 }
 
 // BeginCheckpoint runs the first phase alone (thaw, find, inventory,
@@ -118,45 +105,32 @@ func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error)
 	return ctx, release, nil
 }
 
-// run runs steps in order, recording each in the manifest; the first
-// failure rolls back what this run did and is returned.
-func (c *checkpoint) run(ctx context.Context, steps []stepRun) error {
-	for _, s := range steps {
-		if s.skip != nil && s.skip() {
-			continue
-		}
-		c.o.holdForTest(s.name)
-		// An interrupt (the CLI's Ctrl-C cancels ctx) stops the run between
-		// steps: the dump itself does not watch ctx, so without this a
-		// cancelled checkpoint would carry on to the end.
-		if err := context.Cause(ctx); err != nil {
-			c.m.AddStep(string(s.name), 0, err)
-			return c.fail(ctx, s.name, fmt.Errorf("stopped before this step: %w", err))
-		}
-		d, err := c.o.step(ctx, c.t.ID, s.name, s.run)
-		c.m.AddStep(string(s.name), d, err)
-		if err != nil {
-			return c.fail(ctx, s.name, err)
-		}
-	}
-	return nil
+// run runs steps through the step runner, each recorded in the manifest;
+// the first failure rolls back what this run did and is returned.
+func (c *checkpoint) run(ctx context.Context, steps []step) error {
+	return c.runner(steps).run(ctx)
 }
 
-type stepRun struct {
-	name Step
-	run  func(context.Context) error
-	skip func() bool // asked when the step's turn comes
+// runner is the step runner of this run over steps.
+func (c *checkpoint) runner(steps []step) *runner {
+	return &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
+		record:        func(s Step, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
+		interruptible: true,
+		stopping:      c.stopping,
+		failed:        c.stepError,
+		untouched:     "the processes were left running, CUDA untouched",
+	}
 }
 
 // begin is the first phase: after it the CUDA processes are suspended and
 // the manifest (without digests) is written, ready for the dump.
-func (c *checkpoint) begin() []stepRun {
-	return []stepRun{
-		{StepThaw, c.thaw, func() bool { return c.t.Thaw == nil }},
-		{StepFind, c.find, nil},
-		{StepInventory, c.inventory, func() bool { return !c.m.HasCUDA() }},
-		{StepSuspend, c.suspend, c.noCUDA},
-		{StepManifest, c.writeManifest, nil},
+func (c *checkpoint) begin() []step {
+	return []step{
+		{name: StepThaw, do: c.thaw, skip: func() bool { return c.t.Thaw == nil }},
+		{name: StepFind, do: c.find},
+		{name: StepInventory, do: c.inventory, skip: func() bool { return !c.m.HasCUDA() }},
+		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoSuspend},
+		{name: StepManifest, do: c.writeManifest},
 	}
 }
 
@@ -164,12 +138,30 @@ func (c *checkpoint) begin() []stepRun {
 // digests. The resume comes before the digests so that a leave-running
 // checkpoint gives the GPU back as soon as the images are written; hashing
 // tens of GB must not extend the application's pause.
-func (c *checkpoint) finish() []stepRun {
-	return []stepRun{
-		{StepDump, c.runDump, nil},
-		{StepResume, c.resume, func() bool { return !c.leaveRunning || c.noCUDA() }},
-		{StepDigests, c.digests, nil},
+func (c *checkpoint) finish() []step {
+	return []step{
+		{name: StepDump, do: c.runDump, undo: c.undoDump},
+		{name: StepResume, do: c.resume, skip: func() bool { return !c.leaveRunning || c.noCUDA() }},
+		{name: StepDigests, do: c.digests},
 	}
+}
+
+// seal is the tail that Checkpoint and EndCheckpoint share: the final
+// write of the manifest, then, the checkpoint being durable, what the
+// dump left to end. A failure of the write is the manifest step's.
+func (c *checkpoint) seal() step {
+	return step{name: StepManifest, kind: kindSeal, do: func(ctx context.Context) error {
+		// Write syncs the file system: the images, digests and manifest
+		// are on disk before the processes may go.
+		if err := manifest.Write(c.dir, c.m); err != nil {
+			return err
+		}
+		c.killStopped(ctx)
+		if c.paused != nil && !c.leaveRunning {
+			c.o.removePause(c.t.ID) // the paused processes went with the dump
+		}
+		return nil
+	}}
 }
 
 // noCUDA: this run suspends no CUDA process, so it has none to resume.
@@ -406,10 +398,6 @@ func (c *checkpoint) copyLine(ctx context.Context) {
 	}
 }
 
-// computeDigests hashes an image directory after its dump; the tests make
-// it fail, as a failing disk would.
-var computeDigests = digest.FilesWith
-
 func (c *checkpoint) digests(ctx context.Context) error {
 	// Before the digests and the stamp: chmod changes ctime, which the
 	// stamp records.
@@ -423,7 +411,7 @@ func (c *checkpoint) digests(ctx context.Context) error {
 	if w != nil {
 		d, err = w.FinishWith(taskFrom(ctx))
 	} else {
-		d, err = computeDigests(c.dir, taskFrom(ctx))
+		d, err = c.o.hashImages(c.dir, taskFrom(ctx))
 	}
 	if err != nil {
 		return err

@@ -32,13 +32,7 @@ func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir str
 	}
 	defer release()
 	c.m.AddStep(string(StepDump), dumpTime(imageDir), nil)
-	err = c.run(ctx, []stepRun{{StepDigests, c.digests, nil}})
-	if err == nil {
-		c.o.holdForTest(stepFinal)
-		if err = manifest.Write(imageDir, c.m); err != nil {
-			err = c.fail(ctx, StepManifest, err)
-		}
-	}
+	err = c.run(ctx, []step{{name: StepDigests, do: c.digests}, c.seal()})
 	if se, ok := err.(*StepError); ok {
 		se.Outcome = "CRIU's dump is complete, and the checkpoint in " + imageDir + " is unfinished"
 		se.Remedy = "free space in " + imageDir + " or make it writable, then run `cryo checkpoint --finish " + imageDir + "`"

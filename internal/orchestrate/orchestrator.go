@@ -12,6 +12,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/progress"
 )
 
@@ -87,6 +88,19 @@ type Orchestrator struct {
 	// FrontEnd is the tool the user came through, for the wording of the
 	// remedies (see WithFrontEnd); empty: the cryo CLI.
 	FrontEnd FrontEnd
+
+	// hashFiles, if set, takes the digests after a dump in place of
+	// digest.FilesWith. No front end sets it: unit tests make it fail as
+	// a failing disk would, which root cannot provoke with modes.
+	hashFiles func(dir string, p digest.Progress) (map[string]string, error)
+}
+
+// hashImages hashes the image files in dir after the dump.
+func (o *Orchestrator) hashImages(dir string, p digest.Progress) (map[string]string, error) {
+	if o.hashFiles != nil {
+		return o.hashFiles(dir, p)
+	}
+	return digest.FilesWith(dir, p)
 }
 
 // WithConfig configures the orchestration and its driver from c, as an

@@ -49,22 +49,17 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 	defer release()
 	c := o.newCheckpoint(t, "")
 	c.lock = l
-	steps := []stepRun{
-		{StepFind, c.findForPause, nil},
-		{StepInventory, c.inventory, c.noCUDA},
-		{StepSuspend, c.suspend, c.noCUDA},
-		{StepRecord, func(context.Context) error { return c.recordPause() }, c.noCUDA},
-		{StepFreeze, freeze, nil},
+	r := &runner{o: o, op: "pause", id: t.ID, steps: []step{
+		{name: StepFind, do: c.findForPause},
+		{name: StepInventory, do: c.inventory, skip: c.noCUDA},
+		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoPauseSuspend},
+		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: c.noCUDA},
+		{name: StepFreeze, do: freeze},
+	},
+		failed:    c.pauseError,
+		untouched: "the container was left running, CUDA untouched",
 	}
-	for _, s := range steps {
-		if s.skip != nil && s.skip() {
-			continue
-		}
-		if _, err := o.step(ctx, t.ID, s.name, s.run); err != nil {
-			return c.failPause(ctx, s.name, err)
-		}
-	}
-	return nil
+	return r.run(ctx)
 }
 
 // recordPause writes the processes this pause suspended, with what the
@@ -81,19 +76,26 @@ func (c *checkpoint) recordPause() error {
 	return c.o.writePause(r)
 }
 
-// failPause returns the container to running: CUDA resumed (cudacr has
-// already rolled back a failed suspend), the record gone.
-func (c *checkpoint) failPause(ctx context.Context, step Step, err error) error {
-	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: "the container was left running, CUDA untouched",
+// pauseError says which step of a pause failed; the runner's rollback has
+// returned the container to running (cudacr has already rolled back a
+// failed suspend).
+func (c *checkpoint) pauseError(_ context.Context, step Step, err error, outcome string) error {
+	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,
 		Remedy: pauseRemedies[step]}
 	if errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = "retry when the container's GPU work can pause, or pause it freeze-only (" + freezeOnlyHint + ")"
 	}
-	if c.suspended {
-		c.o.removePause(c.t.ID)
-		e.Outcome = c.rollback(ctx)
-	}
 	return e
+}
+
+// undoPauseSuspend resumes the CUDA the pause suspended, its record gone
+// first: a record left behind would make the next resume think it paused.
+func (c *checkpoint) undoPauseSuspend(ctx context.Context) undone {
+	if !c.suspended {
+		return undone{}
+	}
+	c.o.removePause(c.t.ID)
+	return undone{outcome: c.rollback(ctx)}
 }
 
 const freezeOnlyHint = "annotation cryo.gpu-free-pause=false, or CRYO_GPU_FREE_PAUSE=0"

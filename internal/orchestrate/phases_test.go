@@ -17,7 +17,7 @@ import (
 
 // breakAt arranges for the checkpoint of app into dir to fail at step, and
 // returns the dump to use.
-func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
+func breakAt(t *testing.T, o *Orchestrator, step Step, app *fakeApp, dir string) DumpFunc {
 	t.Helper()
 	dump := func(context.Context) error {
 		return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o600)
@@ -32,10 +32,9 @@ func breakAt(t *testing.T, step Step, app *fakeApp, dir string) DumpFunc {
 		dump = func(context.Context) error { return errors.New("CRIU exited with status 1") }
 	case StepDigests:
 		// As an I/O error of the disk would: the hashing fails.
-		computeDigests = func(string, digest.Progress) (map[string]string, error) {
+		o.hashFiles = func(string, digest.Progress) (map[string]string, error) {
 			return nil, errors.New("read pages-1.img: input/output error")
 		}
-		t.Cleanup(func() { computeDigests = digest.FilesWith })
 	}
 	return dump
 }
@@ -56,7 +55,7 @@ func TestCheckpointFailureTable(t *testing.T) {
 				o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 				o.Config.HashAfterDump = step == StepDigests // the failing hash runs after the dump
 				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
-				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, step, app, dir))
+				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, o, step, app, dir))
 				var se *StepError
 				if !errors.As(err, &se) || se.Step != string(step) {
 					t.Fatalf("want a StepError at %s, got %v", step, err)
@@ -134,14 +133,14 @@ func TestEndCheckpoint(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("pages"), 0o600) // CRIU's dump
 		o.Config.HashAfterDump = true
-		computeDigests = digest.FilesWith
+		o.hashFiles = nil
 		if fails {
-			computeDigests = func(string, digest.Progress) (map[string]string, error) {
+			o.hashFiles = func(string, digest.Progress) (map[string]string, error) {
 				return nil, errors.New("read pages-1.img: input/output error")
 			}
 		}
 		m, err := o.EndCheckpoint(context.Background(), target, dir)
-		computeDigests = digest.FilesWith
+		o.hashFiles = nil
 		if err := o.ResumeCUDA(context.Background(), []int{app.PID}); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/manifest"
@@ -44,28 +45,57 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
 	var pid int
-	d, err := o.step(ctx, id, StepRestore, func(ctx context.Context) error {
-		var err error
-		pid, err = restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
-		return err
-	})
-	if m != nil {
-		m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: StepRestore, Seconds: d.Seconds()})
+	seq := &runner{o: o, op: "restore", id: id, steps: []step{
+		{name: StepRestore, do: func(ctx context.Context) error {
+			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
+			if err != nil {
+				return err
+			}
+			pid = p
+			return nil
+		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
+		// ResumeRestored times itself: front ends also call it alone.
+		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
+			return o.ResumeRestored(ctx, r.Target(pid), m)
+		}},
+	},
+		record: func(s Step, d time.Duration, _ error) {
+			if m != nil {
+				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
+			}
+		},
+		failed: func(ctx context.Context, s Step, err error, outcome string) error {
+			if s == StepRestore {
+				return o.failedRestore(ctx, id, err, r)
+			}
+			return killedError(err, outcome)
+		},
 	}
-	if err != nil {
-		return 0, o.failedRestore(ctx, id, err, r)
+	return pid, seq.run(ctx)
+}
+
+// killedOutcome is what a restore whose CUDA resume failed says when the
+// front end killed the restored processes.
+const killedOutcome = "the restored processes were killed: with their CUDA state suspended they would hang"
+
+// killRestored undoes the restore step for a front end whose caller could
+// do nothing with a task that would hang (Restorer.Kill); a bare tree is
+// left running for the user.
+func killRestored(ctx context.Context, r Restorer) undone {
+	if r.Kill == nil {
+		return undone{}
 	}
-	if err := o.ResumeRestored(ctx, r.Target(pid), m); err != nil {
-		if r.Kill == nil {
-			return pid, err
-		}
-		r.Kill(context.WithoutCancel(ctx))
-		var se *StepError
-		if errors.As(err, &se) {
-			se.Outcome = "the restored processes were killed: with their CUDA state suspended they would hang"
-			se.Remedy = "see the cause above, then restore again (the checkpoint itself was not changed)"
-		}
-		return pid, err
+	r.Kill(context.WithoutCancel(ctx))
+	return undone{outcome: killedOutcome, last: true}
+}
+
+// killedError is the failed resume's error, saying so when the restored
+// processes were killed.
+func killedError(err error, outcome string) error {
+	var se *StepError
+	if outcome != "" && errors.As(err, &se) {
+		se.Outcome = outcome
+		se.Remedy = "see the cause above, then restore again (the checkpoint itself was not changed)"
 	}
-	return pid, nil
+	return err
 }

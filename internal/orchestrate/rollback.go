@@ -10,36 +10,51 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
-// fail turns a failed step into a *StepError. Before the dump has
-// succeeded, or with leaveRunning, the processes are still there: resume
-// their CUDA so that they carry on as if nothing happened.
-func (c *checkpoint) fail(ctx context.Context, step Step, err error) error {
+// stopping is what a failed checkpoint does before any undo: stop the
+// digest watcher, and narrow the images' modes, since a partial dump holds
+// process memory as much as a whole one.
+func (c *checkpoint) stopping() {
 	if c.watch != nil {
 		c.watch.Stop()
 		c.watch = nil
 	}
-	// A partial dump holds process memory as much as a whole one.
 	_ = manifest.MakePrivate(c.dir)
-	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir)}
+}
+
+// stepError turns a failed step into a *StepError, with the outcome the
+// runner's rollback left.
+func (c *checkpoint) stepError(_ context.Context, step Step, err error, outcome string) error {
+	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
 	if errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = lockTimeoutRemedies[c.o.frontEnd()]
 	}
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
 	}
+	return e
+}
+
+// undoSuspend resumes the CUDA this run suspended, unless a resume (or
+// the dump's undo) already did.
+func (c *checkpoint) undoSuspend(ctx context.Context) undone {
+	if !c.suspended {
+		return undone{}
+	}
+	return undone{outcome: c.rollback(ctx)}
+}
+
+// undoDump: after the dump, the processes are what the dump left. Held
+// stopped, they are given back (CUDA first); gone, nothing before the dump
+// can be undone; left running, CUDA still needs its resume if the resume
+// step did not come.
+func (c *checkpoint) undoDump(ctx context.Context) undone {
 	switch {
 	case c.stoppedAfterDump():
-		e.Outcome = c.continueStopped(ctx)
-	case c.dumped && !c.leaveRunning:
-		e.Outcome = "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete"
-	case c.suspended:
-		e.Outcome = c.rollback(ctx)
-	case c.dumped:
-		e.Outcome = "the processes were left running"
-	default:
-		e.Outcome = "the processes were left running, CUDA untouched"
+		return undone{outcome: c.continueStopped(ctx), last: true}
+	case !c.leaveRunning:
+		return undone{outcome: "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete", last: true}
 	}
-	return e
+	return undone{outcome: "the processes were left running"}
 }
 
 // rollback resumes CUDA after a failed checkpoint. It uses a fresh context:

@@ -1,0 +1,8 @@
+//go:build !cryo_failpoints
+
+package orchestrate
+
+// failpoint is where a test build may stop a sequence before a step
+// (failpoint_hold.go, built with -tags cryo_failpoints). The shipped
+// binary has none: this no-op is all it holds.
+func failpoint(*Orchestrator, string, Step) {}

@@ -1,0 +1,53 @@
+//go:build cryo_failpoints
+
+package orchestrate
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+)
+
+// Built only with -tags cryo_failpoints, for the integration tests (see
+// integration/failpoint_test.go): the shipped binary does not know the
+// variable below.
+
+// envHold, "STEP:FILE", holds a checkpoint before STEP (or "final", the
+// last write of the manifest): the run creates FILE and waits until it is
+// removed. Tests kill cryo, or fill the disk, at a chosen step with it.
+const envHold = "CRYO_TEST_HOLD"
+
+// holdWait bounds a hold: a test that forgot its file must not leave a
+// checkpoint hanging for good.
+const holdWait = 2 * time.Minute
+
+// failpoint holds a checkpoint before step s when envHold names s.
+func failpoint(o *Orchestrator, op string, s Step) {
+	want, file, ok := strings.Cut(holdSetting(o), ":")
+	if op != "checkpoint" || !ok || want != string(s) {
+		return
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		return
+	}
+	for end := time.Now().Add(holdWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
+}
+
+// holdSetting is envHold from the entry point's environment, the env file
+// of cryo-runc included (Config.Environ): the last setting wins, as for
+// every other variable.
+func holdSetting(o *Orchestrator) string {
+	v := ""
+	for _, kv := range o.Config.Environ {
+		if val, ok := strings.CutPrefix(kv, envHold+"="); ok {
+			v = val
+		}
+	}
+	return v
+}

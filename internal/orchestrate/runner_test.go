@@ -1,0 +1,88 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunnerRollback: a failed step undoes the completed steps in reverse,
+// skipped ones left out; the earliest step's outcome wins, an undo marked
+// last stops the walk, and the failed step itself is never undone.
+func TestRunnerRollback(t *testing.T) {
+	var trail []string
+	mk := func(name string, fail bool, u undone) step {
+		return step{name: Step(name),
+			do: func(context.Context) error {
+				if fail {
+					return errors.New("broken")
+				}
+				return nil
+			},
+			undo: func(context.Context) undone { trail = append(trail, "undo "+name); return u }}
+	}
+	o := New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	for _, tc := range []struct {
+		name    string
+		steps   []step
+		undone  []string
+		outcome string
+	}{
+		{"reverse", []step{mk("a", false, undone{outcome: "a undone"}), mk("b", false, undone{outcome: "b undone"}), mk("c", true, undone{outcome: "never"})},
+			[]string{"undo b", "undo a"}, "a undone"},
+		{"last stops", []step{mk("a", false, undone{outcome: "a undone"}), mk("b", false, undone{outcome: "b gone", last: true}), mk("c", true, undone{})},
+			[]string{"undo b"}, "b gone"},
+		{"silent keeps", []step{mk("a", false, undone{}), mk("b", false, undone{outcome: "b undone"}), mk("c", true, undone{})},
+			[]string{"undo b", "undo a"}, "b undone"},
+		{"untouched", []step{mk("a", true, undone{outcome: "never"})}, nil, "untouched"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trail = nil
+			var recorded []string
+			r := &runner{o: o, op: "test", id: "x", steps: tc.steps, untouched: "untouched",
+				record: func(s Step, _ time.Duration, _ error) { recorded = append(recorded, string(s)) },
+				failed: func(_ context.Context, s Step, err error, outcome string) error {
+					return &StepError{Op: "test", ID: "x", Step: string(s), Err: err, Outcome: outcome}
+				}}
+			err := r.run(context.Background())
+			var se *StepError
+			if !errors.As(err, &se) || se.Outcome != tc.outcome || !slices.Equal(trail, tc.undone) {
+				t.Fatalf("error %v, undos %v; want outcome %q after %v", err, trail, tc.outcome, tc.undone)
+			}
+			if len(recorded) != len(tc.steps) {
+				t.Fatalf("recorded %v, want every step taken", recorded)
+			}
+			if err := r.run(context.Background()); !errors.Is(err, ErrSequenceState) {
+				t.Fatalf("a failed sequence ran again: %v", err)
+			}
+		})
+	}
+}
+
+// TestRunnerInterrupted: a cancelled run stops before its next step,
+// records it with the cause, and still undoes what was done.
+func TestRunnerInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	undid := false
+	r := &runner{o: New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))), op: "test", id: "x", interruptible: true,
+		steps: []step{
+			{name: "a", do: func(context.Context) error { cancel(); return nil }, undo: func(context.Context) undone { undid = true; return undone{} }},
+			{name: "b", do: func(context.Context) error { t.Fatal("b ran after the cancel"); return nil }},
+		},
+		record: func(s Step, _ time.Duration, err error) {
+			if s == "b" && !errors.Is(err, context.Canceled) {
+				t.Errorf("b recorded with %v, want the cancel", err)
+			}
+		},
+		failed: func(_ context.Context, s Step, err error, _ string) error { return err },
+	}
+	err := r.run(ctx)
+	if !undid || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped before this step") {
+		t.Fatalf("interrupted run: %v (undone %v)", err, undid)
+	}
+}
