@@ -1,9 +1,11 @@
 // Package config is cryo's configuration from the environment. Every
 // variable cryo reads is named here, with one naming pattern (EnvX), and is
 // read once, by an entry point (the cryo CLI, the shim, cryo-runc, the CRIU
-// action script), into a typed Config that it passes down. Library packages
-// read no variables of their own, so a test or a front end states its whole
-// configuration in one value.
+// action script), into a typed Config that it passes down, so that a test
+// or a front end states its configuration in one value. The few variables
+// still read where they are used (PATH, XDG_RUNTIME_DIR, the driver
+// helper's marker, a registry client's environment) are listed in
+// docs/architecture.md, generated from the code.
 package config
 
 import (

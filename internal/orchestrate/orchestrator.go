@@ -1,8 +1,9 @@
-// Package runtime is cryo's one checkpoint/restore orchestration. Every front
-// end (the containerd shim, cryo-runc, the cryo CLI) calls it: it thaws the
-// process set, suspends CUDA, writes the GPU manifest, calls the front end's
-// dump (runc or CRIU), resumes or rolls back, and after a restore resumes
-// CUDA in the restored processes.
+// Package orchestrate is cryo's one checkpoint/restore orchestration. Every
+// front end (the containerd shim, cryo-runc, the cryo CLI, the CRIU action
+// script) calls it: it thaws the process set, suspends CUDA, writes the GPU
+// manifest, calls the front end's dump (runc or CRIU), resumes or rolls back,
+// and after a restore resumes CUDA in the restored processes. Checkpoint,
+// pause and restore run as tables of steps on one runner (runner.go).
 package orchestrate
 
 import (
