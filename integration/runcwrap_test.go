@@ -144,7 +144,8 @@ func rwCraftCheckpoint(t *testing.T) string {
 	m.Inventory = cuda.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000, GPUs: []cuda.GPU{{
 		Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-0b1c2d3e-0000-4000-8000-000000000001",
 		MemoryTotal: 80 << 30, MemoryFree: 72 << 30, ComputeCapability: "9.0"}}}
-	m.Needs = manifest.NeedsFromInventory(m.Inventory)
+	// The needs of a manifest before version 3: every GPU, with the memory in use on it.
+	m.Needs = []manifest.GPUNeed{{UUID: "GPU-0b1c2d3e-0000-4000-8000-000000000001", Name: "NVIDIA H100 80GB HBM3", ComputeCapability: "9.0", Memory: 8 << 30}}
 	var err error
 	if m.Digests, err = digest.Files(dir); err != nil {
 		t.Fatal(err)
