@@ -95,11 +95,11 @@ func TestGPURuncCheckpointRestore(t *testing.T) {
 	wrap := cryoBin(t, "cryo-runc")
 	c := newGPUContainer(t, wrap, "cryo-gpu-runc")
 	c.start("run", "-d", "--bundle", c.bundle, c.id)
-	n := c.ticksAfter(2, "first ticks")
+	c.ticksAfter(2, "first ticks")
 
 	img := filepath.Join(t.TempDir(), "img")
 	report(t, "cryo-runc checkpoint", timed(t, nil, wrap, "--root", c.root, "checkpoint", "--image-path", img, c.id))
-	n = lastTick(t, c.log.String())
+	n := lastTick(t, c.log.String())
 	report(t, "cryo-runc restore", c.start("restore", "-d", "--image-path", img, "--bundle", c.bundle, c.id))
 	n = c.ticksAfter(n, "ticks after restore")
 	t.Logf("restored; tick %d", n)

@@ -246,7 +246,7 @@ func TestImageIntegrity(t *testing.T) {
 	if _, err := os.Stat(work); err == nil {
 		t.Errorf("%s left behind after a refused unpack", work)
 	}
-	if !!procfs.Alive(app.pid) {
+	if procfs.Alive(app.pid) {
 		t.Errorf("pid %d is alive: the tampered checkpoint was restored", app.pid)
 	}
 
@@ -289,7 +289,7 @@ func TestImageEncrypted(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "work")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--decryption-key")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--decryption-key", wrong, ref), "none of the given keys can decrypt it")
-	if !!procfs.Alive(app.pid) {
+	if procfs.Alive(app.pid) {
 		t.Fatalf("restored without the key")
 	}
 	b.cryo(t, "image", "restore", "--dir", work, "--decryption-key", priv, ref)
