@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // runcContainer is a GPU container run by cryo-runc with its stdio on a pipe
@@ -21,7 +23,7 @@ type runcContainer struct {
 	root   string // runc --root
 	bundle string
 	id     string
-	log    *syncBuffer
+	log    *testsupport.Buffer
 	criu   string // runc --criu: the benchmarks' raw baseline runs stock CRIU
 }
 
@@ -42,7 +44,7 @@ func newGPUContainer(t *testing.T, runc, id string) *runcContainer {
 	}
 	gpuRootfs(t, bundle)
 	gpuSpec(t, bundle, "/bin/cudamem", gpuMiB(), "100")
-	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &syncBuffer{}}
+	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &testsupport.Buffer{}}
 	t.Cleanup(func() {
 		_, _ = runErr(30*time.Second, nil, runc, "--root", c.root, "delete", "--force", c.id)
 	})
@@ -119,7 +121,7 @@ func TestGPURuncCheckpointRestore(t *testing.T) {
 	})
 	run(t, time.Minute, nil, wrap, "--root", c.root, "delete", "--force", c.id)
 	uuid := firstGPUUUID(t)
-	c.log = &syncBuffer{}
+	c.log = &testsupport.Buffer{}
 	os.Setenv("CRYO_GPU_MAP", uuid+"="+uuid)
 	c.start("restore", "-d", "--image-path", img2, "--bundle", c.bundle, c.id)
 	os.Unsetenv("CRYO_GPU_MAP")
