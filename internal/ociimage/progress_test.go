@@ -19,10 +19,7 @@ import (
 
 func TestBuildAndUnpackProgress(t *testing.T) {
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	src, err := OpenSource(fakeCheckpoint(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
