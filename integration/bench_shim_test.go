@@ -13,6 +13,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // TestBenchShim compares, side by side in one run and for the same
@@ -109,7 +110,7 @@ func (w *shimWorkload) importInto(d *daemon) {
 func (b *bench) shimRunc(w *shimWorkload) {
 	t := b.t
 	dir := t.TempDir()
-	c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: w.bundle(dir), id: "cryo-bench-shim-runc", log: &syncBuffer{}}
+	c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: w.bundle(dir), id: "cryo-bench-shim-runc", log: &testsupport.Buffer{}}
 	defer c.remove()
 	c.start("run", "-d", "--bundle", c.bundle, c.id)
 	w.waitTick(c.log.String, 0, 90*time.Second)

@@ -121,7 +121,7 @@ func TestCLIResultOutputs(t *testing.T) {
 		t.Fatalf("cuda resume -q: exit %d stdout %q\n%s", code, stdout, stderr)
 	}
 	// --format json is --json.
-	stdout, stderr, code = cryoSplit(t, env, "cuda", "suspend", "--format", "json", pid)
+	stdout, _, _ = cryoSplit(t, env, "cuda", "suspend", "--format", "json", pid)
 	wantJSON(t, "cuda suspend --format json", stdout, &set)
 	stdout, stderr, code = cryoSplit(t, env, "cuda", "resume", "--json", pid)
 	wantJSON(t, "cuda resume --json", stdout, &set)

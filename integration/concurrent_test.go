@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // The concurrency cases: two checkpoints of one target at once. Exactly one
@@ -204,7 +205,7 @@ func TestConcurrentRuncwrapCheckpoint(t *testing.T) {
 }
 
 // rwTicksOn waits for two more good ticks and fails on a corrupted one.
-func rwTicksOn(t *testing.T, out *rwOutput) {
+func rwTicksOn(t *testing.T, out *testsupport.Buffer) {
 	t.Helper()
 	n := rwLastTick(out.String())
 	waitFor(t, 20*time.Second, "the app to tick on", func() bool { return rwLastTick(out.String()) >= n+2 })

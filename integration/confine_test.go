@@ -29,13 +29,14 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criutest"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // cfContainer is a busybox shell loop run by cryo-runc with real runc.
 type cfContainer struct {
 	t                     *testing.T
 	dir, bundle, root, id string
-	out                   *rwOutput
+	out                   *testsupport.Buffer
 }
 
 const cfLoop = `i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done`

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // The workload of TestCRIUParallelFill: processes, threads in each, MiB each.
@@ -78,7 +80,7 @@ var fillLine = regexp.MustCompile(`proc (\d+) (pid \d+ tids [\d,]+) pass \d+ (ok
 
 // fillWaitPasses waits until every process of the workload has checked its
 // memory once, fails on a BAD check, and returns each one's pid and tids.
-func fillWaitPasses(t *testing.T, out *rwOutput, what string) map[int]string {
+func fillWaitPasses(t *testing.T, out *testsupport.Buffer, what string) map[int]string {
 	t.Helper()
 	ids := map[int]string{}
 	waitFor(t, 2*time.Minute, what+" to check its memory in every process", func() bool {

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // pause: the GPU-free pause of the CUDA workload at mib MiB in a cryo-runc
@@ -20,7 +22,7 @@ func (b *bench) pause(mib int) {
 	bundle := filepath.Join(dir, "bundle")
 	gpuRootfs(t, bundle)
 	gpuSpec(t, bundle, "/bin/cudamem", strconv.Itoa(mib), "20")
-	c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-pause", log: &syncBuffer{}}
+	c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-pause", log: &testsupport.Buffer{}}
 	c.start("run", "-d", "--bundle", c.bundle, c.id)
 	defer c.remove()
 	c.ticksAfter(1, "first ticks")

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // TestBenchGPU is `make bench` (integration/gpu/bench.sh): cryo against the
@@ -170,7 +171,7 @@ func (b *bench) cudamem(mib int) {
 		bundle := filepath.Join(dir, "bundle")
 		gpuRootfs(t, bundle)
 		gpuSpec(t, bundle, "/bin/cudamem", strconv.Itoa(mib), "20")
-		c := &runcContainer{t: t, runc: runcFor(t, mode), criu: criuFor(t, mode), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-" + mode, log: &syncBuffer{}}
+		c := &runcContainer{t: t, runc: runcFor(t, mode), criu: criuFor(t, mode), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-bench-" + mode, log: &testsupport.Buffer{}}
 		c.start("run", "-d", "--bundle", c.bundle, c.id)
 		c.ticksAfter(1, "first ticks")
 		img := filepath.Join(dir, "img")
@@ -320,7 +321,7 @@ func (b *bench) serve(gib int) {
 // runc followed by the driver's resume), waits for the first answer, checks
 // it, removes the container and returns the time to that answer.
 func coldRestore(t *testing.T, c *runcContainer, s *served, img string) time.Duration {
-	c.log = &syncBuffer{}
+	c.log = &testsupport.Buffer{}
 	dropCaches(t)
 	start := time.Now()
 	c.restore(img)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -65,7 +66,7 @@ func probePrivateNet(t *testing.T) error {
 		return err
 	}
 	defer r.Close()
-	out := &syncBuffer{}
+	out := &testsupport.Buffer{}
 	go func() { _, _ = io.Copy(out, r) }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -136,7 +137,7 @@ func TestGPUClone(t *testing.T) {
 		img := filepath.Join(t.TempDir(), "img")
 		report(t, "clone (cryo-runc): checkpoint --leave-running", c.checkpoint(img, "--leave-running"))
 		at := lastTick(t, c.log.String())
-		clone := &runcContainer{t: t, runc: wrap, root: c.root, bundle: c.bundle, id: "cryo-gpu-clone", log: &syncBuffer{}}
+		clone := &runcContainer{t: t, runc: wrap, root: c.root, bundle: c.bundle, id: "cryo-gpu-clone", log: &testsupport.Buffer{}}
 		t.Cleanup(clone.remove)
 		report(t, "clone (cryo-runc): restore as a second container", clone.restore(img))
 		got := clone.ticksAfter(at-1, "the clone's ticks")

@@ -107,13 +107,13 @@ func fwBare(t *testing.T, py *hostPython, fw framework) {
 	pid, spid := cmd.Process.Pid, strconv.Itoa(cmd.Process.Pid)
 	defer killPid(pid)
 	get := func() string { return readFile(logPath) }
-	n := waitFwTicks(t, fw.name+": first ticks", get, 1)
+	waitFwTicks(t, fw.name+": first ticks", get, 1)
 	threads := len(taskDirs(pid))
 	cryo := cryoBin(t, "cryo")
 
 	report(t, fw.name+": cuda suspend", timed(t, nil, cryo, "cuda", "suspend", spid))
 	// Ticks go on until the driver's lock; none may come once suspended.
-	n = fwTicks(t, fw.name, get())
+	n := fwTicks(t, fw.name, get())
 	time.Sleep(2 * time.Second)
 	if !procfs.Alive(pid) {
 		t.Fatalf("%s died while suspended (%d threads):\n%s", fw.name, threads, tail(get(), 20))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // runcContainer is a GPU container run by cryo-runc with its stdio on a pipe
@@ -21,7 +23,7 @@ type runcContainer struct {
 	root   string // runc --root
 	bundle string
 	id     string
-	log    *syncBuffer
+	log    *testsupport.Buffer
 	criu   string // runc --criu: the benchmarks' raw baseline runs stock CRIU
 }
 
@@ -42,7 +44,7 @@ func newGPUContainer(t *testing.T, runc, id string) *runcContainer {
 	}
 	gpuRootfs(t, bundle)
 	gpuSpec(t, bundle, "/bin/cudamem", gpuMiB(), "100")
-	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &syncBuffer{}}
+	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &testsupport.Buffer{}}
 	t.Cleanup(func() {
 		_, _ = runErr(30*time.Second, nil, runc, "--root", c.root, "delete", "--force", c.id)
 	})
@@ -95,11 +97,11 @@ func TestGPURuncCheckpointRestore(t *testing.T) {
 	wrap := cryoBin(t, "cryo-runc")
 	c := newGPUContainer(t, wrap, "cryo-gpu-runc")
 	c.start("run", "-d", "--bundle", c.bundle, c.id)
-	n := c.ticksAfter(2, "first ticks")
+	c.ticksAfter(2, "first ticks")
 
 	img := filepath.Join(t.TempDir(), "img")
 	report(t, "cryo-runc checkpoint", timed(t, nil, wrap, "--root", c.root, "checkpoint", "--image-path", img, c.id))
-	n = lastTick(t, c.log.String())
+	n := lastTick(t, c.log.String())
 	report(t, "cryo-runc restore", c.start("restore", "-d", "--image-path", img, "--bundle", c.bundle, c.id))
 	n = c.ticksAfter(n, "ticks after restore")
 	t.Logf("restored; tick %d", n)
@@ -119,7 +121,7 @@ func TestGPURuncCheckpointRestore(t *testing.T) {
 	})
 	run(t, time.Minute, nil, wrap, "--root", c.root, "delete", "--force", c.id)
 	uuid := firstGPUUUID(t)
-	c.log = &syncBuffer{}
+	c.log = &testsupport.Buffer{}
 	os.Setenv("CRYO_GPU_MAP", uuid+"="+uuid)
 	c.start("restore", "-d", "--image-path", img2, "--bundle", c.bundle, c.id)
 	os.Unsetenv("CRYO_GPU_MAP")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -210,7 +211,7 @@ func pyContainer(t *testing.T, runc, id string, py *hostPython, files map[string
 		"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "CUBLAS_WORKSPACE_CONFIG=:4096:8",
 	}
 	writeSpec(t, bundle, s)
-	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &syncBuffer{}}
+	c := &runcContainer{t: t, runc: runc, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: id, log: &testsupport.Buffer{}}
 	t.Cleanup(func() { c.remove() })
 	return c
 }
@@ -362,7 +363,7 @@ func firstAnswer(t *testing.T, addr string, req string, timeout time.Duration, l
 // host-network pod does, so the test reaches it from outside the container.
 func serveAddr(t *testing.T) string {
 	t.Helper()
-	return "127.0.0.1:" + strconv.Itoa(netPort(t))
+	return testsupport.FreeAddr(t)
 }
 
 // serveWeights generates torchserve's weights once, cached under

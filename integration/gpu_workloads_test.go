@@ -13,6 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // The GPU workload tests (contrib/workloads, docs/gpu-workloads.md): a
@@ -230,7 +231,7 @@ func TestGPUWorkloadMulti(t *testing.T) {
 			root := gpuRootfs(t, bundle)
 			copyFile(t, filepath.Join(workloadsDir(t), "multiproc/multi.sh"), filepath.Join(root, "bin/multi"), 0o755)
 			gpuSpec(t, bundle, append([]string{"/bin/sh", "/bin/multi", "256", "100"}, workers...)...)
-			c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-multi", log: &syncBuffer{}}
+			c := &runcContainer{t: t, runc: cryoBin(t, "cryo-runc"), root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-multi", log: &testsupport.Buffer{}}
 			t.Cleanup(c.remove)
 			task := f.start(t, c)
 			waitWorkers(t, task, workers, nil, "every worker's first ticks")
@@ -295,7 +296,7 @@ func TestGPUCycles(t *testing.T) {
 	bundle := filepath.Join(dir, "bundle")
 	gpuRootfs(t, bundle)
 	gpuSpec(t, bundle, "/bin/cudamem", mib, "50")
-	c := &runcContainer{t: t, runc: wrap, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-cycles", log: &syncBuffer{}}
+	c := &runcContainer{t: t, runc: wrap, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-cycles", log: &testsupport.Buffer{}}
 	t.Cleanup(c.remove)
 	c.start("run", "-d", "--bundle", c.bundle, c.id)
 	c.ticksAfter(1, "first ticks")
@@ -370,7 +371,7 @@ exec %q "$@"
 		bundle := filepath.Join(dir, "bundle")
 		gpuRootfs(t, bundle)
 		gpuSpec(t, bundle, "/bin/cudamem", "512", "100")
-		c := &runcContainer{t: t, runc: wrap, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-rollback", log: &syncBuffer{}}
+		c := &runcContainer{t: t, runc: wrap, root: filepath.Join(dir, "runc-root"), bundle: bundle, id: "cryo-gpu-rollback", log: &testsupport.Buffer{}}
 		t.Cleanup(c.remove)
 		c.start("run", "-d", "--bundle", c.bundle, c.id)
 		c.ticksAfter(2, "first ticks")

@@ -17,13 +17,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +34,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 const imgTimeout = 2 * time.Minute
@@ -54,41 +53,8 @@ func startRegistry(t testing.TB) *imgRegistry {
 // startRegistryWith starts one with extra configuration (YAML, top level).
 func startRegistryWith(t testing.TB, extra string) *imgRegistry {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Fatalf("docker-registry missing: run `make deps`")
-	}
-	dir := t.TempDir()
-	r := &imgRegistry{addr: freeAddr(t), storage: filepath.Join(dir, "storage")}
-	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n%s", r.storage, r.addr, extra)
-	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	log, _ := os.Create(filepath.Join(dir, "registry.log"))
-	cmd := exec.Command(bin, "serve", cfgPath)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); log.Close() })
-	waitFor(t, 20*time.Second, "registry on "+r.addr, func() bool {
-		c, err := net.Dial("tcp", r.addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return r
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	r := testsupport.StartRegistry(t, extra)
+	return &imgRegistry{addr: r.Addr, storage: r.Storage}
 }
 
 // blobPath is where the registry keeps a blob's bytes.
@@ -246,7 +212,7 @@ func TestImageIntegrity(t *testing.T) {
 	if _, err := os.Stat(work); err == nil {
 		t.Errorf("%s left behind after a refused unpack", work)
 	}
-	if !!procfs.Alive(app.pid) {
+	if procfs.Alive(app.pid) {
 		t.Errorf("pid %d is alive: the tampered checkpoint was restored", app.pid)
 	}
 
@@ -289,7 +255,7 @@ func TestImageEncrypted(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "work")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, ref), "is encrypted and no key was given", "--decryption-key")
 	wantIn(t, b.cryoFails(t, "image", "restore", "--dir", work, "--decryption-key", wrong, ref), "none of the given keys can decrypt it")
-	if !!procfs.Alive(app.pid) {
+	if procfs.Alive(app.pid) {
 		t.Fatalf("restored without the key")
 	}
 	b.cryo(t, "image", "restore", "--dir", work, "--decryption-key", priv, ref)
@@ -378,7 +344,7 @@ func interrupt(t *testing.T, n *imgNode, verb, ref, dest string) {
 	t.Helper()
 	cmd := exec.Command(cryoBin(t, "cryo"), "image", verb, ref)
 	cmd.Env = append(os.Environ(), n.env...)
-	var out syncBuffer
+	var out testsupport.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -443,24 +409,6 @@ func sealFakeCheckpoint(t testing.TB, dir string) {
 	if err := manifest.Write(dir, m); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // BenchmarkImageTransfer measures, in one run, a checkpoint directory of

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // TestInspectDetails checkpoints netserver holding a file (fd 3), a
@@ -41,7 +42,7 @@ func TestInspectDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(netPort(t))
+	port := strconv.Itoa(testsupport.FreePort(t))
 	p := startBare(t, nil, []*os.File{held, usock}, netServerBin(t)+" "+port+" </dev/null")
 	// The server holds them alone: CRIU dumps what no process outside the
 	// tree shares.

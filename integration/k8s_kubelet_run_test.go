@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // kubeletSysctls are the kernel settings a kubelet without
@@ -60,7 +62,7 @@ func (c *k8sCluster) kubeletConfig() map[string]any {
 // test's directory, not the host's.
 func (c *k8sCluster) startKubelet() {
 	c.t.Helper()
-	addr := freeAddr(c.t)
+	addr := testsupport.FreeAddr(c.t)
 	c.kubeletPort, _ = strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
 	cfg := filepath.Join(c.dir, "kubelet.json")
 	writeFile(c.t, cfg, string(mustJSON(c.t, c.kubeletConfig())))

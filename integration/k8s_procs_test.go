@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // k8sProc is one daemon of the test cluster.
@@ -102,7 +104,7 @@ func (p *k8sProc) waitUp(t testing.TB, timeout time.Duration, ready func() error
 // fsync is off, since the data dies with the test.
 func (c *k8sCluster) startEtcd() {
 	c.t.Helper()
-	client, peer := "http://"+freeAddr(c.t), "http://"+freeAddr(c.t)
+	client, peer := "http://"+testsupport.FreeAddr(c.t), "http://"+testsupport.FreeAddr(c.t)
 	p := startK8sProc(c.t, c.dir, "etcd", c.etcdBin(), "--name", "cryo", "--data-dir", filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "cryo="+peer,
@@ -124,7 +126,7 @@ func (c *k8sCluster) startEtcd() {
 // creates the service accounts its namespaces need.
 func (c *k8sCluster) startAPIServer() {
 	c.t.Helper()
-	addr := freeAddr(c.t)
+	addr := testsupport.FreeAddr(c.t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	pki := c.pki
 	p := startK8sProc(c.t, c.dir, "kube-apiserver", filepath.Join(c.bin, "kube-apiserver"),

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // fakeHost is a fake GPU host of H100s, GPU i at /dev/nvidia<i>.
@@ -39,7 +40,7 @@ type mgContainer struct {
 	t                     *testing.T
 	host                  fakeHost
 	dir, bundle, root, id string
-	out                   *rwOutput
+	out                   *testsupport.Buffer
 }
 
 // newMGContainer prepares a container that is given the GPUs gpus of host

@@ -23,20 +23,10 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
-
-// netPort picks a free loopback port for a test server.
-func netPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // tcpClient is one connection to the server, kept open across checkpoints.
 type tcpClient struct {
@@ -121,7 +111,7 @@ func netServerBin(t *testing.T) string { return fakeFile(t, "netserver") }
 func startBareNetServer(t *testing.T, args ...string) (*bareProc, *tcpClient, string) {
 	t.Helper()
 	requireRoot(t)
-	port := strconv.Itoa(netPort(t))
+	port := strconv.Itoa(testsupport.FreePort(t))
 	p := startBare(t, nil, nil, strings.Join(append([]string{netServerBin(t), port}, args...), " ")+" </dev/null")
 	c := dialServer(t, "127.0.0.1:"+port)
 	if n := c.mustPing(); n != 1 {
@@ -364,7 +354,7 @@ func testNetworkServer(d *daemon) {
 // one after the restore, whose tcp-established applied to it alone.
 func testNetworkTCP(d *daemon) {
 	t := d.t
-	port := netPort(t)
+	port := testsupport.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	ctx := namespacedCtx()
 	img, err := d.client.GetImage(ctx, testImage)
@@ -484,7 +474,7 @@ func TestPodmanNetworkServer(t *testing.T) {
 // the server goes on.
 func TestPodmanNetworkTCP(t *testing.T) {
 	p := newPodman(t)
-	port := netPort(t)
+	port := testsupport.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	p.podman(t, "run", "-d", "--name", "tcp", "--network", "host", podmanImage, "/bin/netserver", strconv.Itoa(port))
 	conn := dialServer(t, addr)

@@ -146,7 +146,7 @@ func testClientRestoreDeadline(t *testing.T, v ctrdVersion, criu faultyCRIU) {
 			t.Cleanup(func() { scrubContainer(id) })
 			criu.set(t, mode)
 			faults := criu.faults()
-			err, took := d.failedRestore(ref, id)
+			took, err := d.failedRestore(ref, id)
 			if criu.faults() == faults {
 				t.Fatalf("CRIU was not made to %s: the test did not run its attack", mode)
 			}
@@ -158,9 +158,9 @@ func testClientRestoreDeadline(t *testing.T, v ctrdVersion, criu faultyCRIU) {
 }
 
 // failedRestore restores checkpoint ref into a new container id through
-// the Go client, as `ctr container restore` does, and returns the error
-// of its start and how long the start took.
-func (d *daemon) failedRestore(ref, id string) (error, time.Duration) {
+// the Go client, as `ctr container restore` does, and returns how long
+// its start took and the error of the start.
+func (d *daemon) failedRestore(ref, id string) (time.Duration, error) {
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(namespacedCtx(), restoreDeadline+2*deadlineMargin)
 	defer cancel()
@@ -182,7 +182,7 @@ func (d *daemon) failedRestore(ref, id string) (error, time.Duration) {
 		// Go on: what the hung restore leaves is checked all the same.
 		d.t.Errorf("restore of %s still hung after %s: %v\n%s", id, took.Round(time.Millisecond), err, lastLines(d.log(), 30))
 	}
-	return err, took
+	return took, err
 }
 
 // deleteFailed deletes the task of a failed restore and its container, as
@@ -227,7 +227,7 @@ func testCRIRestoreDeadline(t *testing.T, criu faultyCRIU) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { scrubContainer(p.container) })
-			err, took := p.failedStart()
+			took, err := p.failedStart()
 			if criu.faults() == faults {
 				t.Fatalf("CRIU was not made to %s: the test did not run its attack", mode)
 			}
@@ -348,8 +348,8 @@ func testBareRestoreDeadline(t *testing.T, criu faultyCRIU) {
 }
 
 // failedStart starts a pod's restored container, as the kubelet does,
-// and returns the error of StartContainer and how long the call took.
-func (p *criPod) failedStart() (error, time.Duration) {
+// and returns how long the call took and the error of StartContainer.
+func (p *criPod) failedStart() (time.Duration, error) {
 	p.n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), restoreDeadline+2*deadlineMargin)
 	defer cancel()
@@ -363,7 +363,7 @@ func (p *criPod) failedStart() (error, time.Duration) {
 		// Go on: what the hung restore leaves is checked all the same.
 		p.n.t.Errorf("StartContainer still hung after %s: %v", took.Round(time.Millisecond), err)
 	}
-	return err, took
+	return took, err
 }
 
 // assertDeadlineError checks a failed restore's error: it came within the

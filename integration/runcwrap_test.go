@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // rwFakeRuncScript stands in for runc: it records every command line (one
@@ -144,7 +144,8 @@ func rwCraftCheckpoint(t *testing.T) string {
 	m.Inventory = cuda.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000, GPUs: []cuda.GPU{{
 		Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-0b1c2d3e-0000-4000-8000-000000000001",
 		MemoryTotal: 80 << 30, MemoryFree: 72 << 30, ComputeCapability: "9.0"}}}
-	m.Needs = manifest.NeedsFromInventory(m.Inventory)
+	// The needs of a manifest before version 3: every GPU, with the memory in use on it.
+	m.Needs = []manifest.GPUNeed{{UUID: "GPU-0b1c2d3e-0000-4000-8000-000000000001", Name: "NVIDIA H100 80GB HBM3", ComputeCapability: "9.0", Memory: 8 << 30}}
 	var err error
 	if m.Digests, err = digest.Files(dir); err != nil {
 		t.Fatal(err)
@@ -218,18 +219,10 @@ func rwBundle(t *testing.T, dir string) string {
 	return dir
 }
 
-// rwOutput collects a detached container's stdout through a pipe: CRIU
-// can dump pipes, not host files.
-type rwOutput struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (o *rwOutput) String() string { o.mu.Lock(); defer o.mu.Unlock(); return o.buf.String() }
-
 // rwRunDetached runs a runc-like command whose container writes to a fresh
-// pipe, returning what the container prints.
-func rwRunDetached(t *testing.T, env []string, name string, args ...string) *rwOutput {
+// pipe (CRIU can dump pipes, not host files), returning what the container
+// prints.
+func rwRunDetached(t *testing.T, env []string, name string, args ...string) *testsupport.Buffer {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -238,14 +231,12 @@ func rwRunDetached(t *testing.T, env []string, name string, args ...string) *rwO
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, w, w
-	out := &rwOutput{}
+	out := &testsupport.Buffer{}
 	go func() {
 		b := make([]byte, 4096)
 		for {
 			n, err := r.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
+			out.Write(b[:n])
 			if err != nil {
 				return
 			}
@@ -332,7 +323,7 @@ func TestRuncwrapRefusesCRIUWithoutSeizeStopped(t *testing.T) {
 // rwRun is fakecuda-app in a container run by cryo-runc (rwStart).
 type rwRun struct {
 	dir, bundle, envFile, root, id string
-	out                            *rwOutput
+	out                            *testsupport.Buffer
 }
 
 // rwStart runs fakecuda-app in a container through cryo-runc, whose

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/containerd/console"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // ptyRun is a command on a new pseudo-terminal, as a terminal emulator
@@ -26,8 +26,7 @@ import (
 type ptyRun struct {
 	master console.Console
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
+	out    testsupport.Buffer
 }
 
 func startOnPty(t *testing.T, name string, args ...string) *ptyRun {
@@ -54,9 +53,7 @@ func startOnPty(t *testing.T, name string, args ...string) *ptyRun {
 		buf := make([]byte, 4096)
 		for {
 			n, err := master.Read(buf)
-			p.mu.Lock()
 			p.out.Write(buf[:n])
-			p.mu.Unlock()
 			if err != nil {
 				return
 			}
@@ -69,11 +66,7 @@ func startOnPty(t *testing.T, name string, args ...string) *ptyRun {
 	return p
 }
 
-func (p *ptyRun) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *ptyRun) output() string { return p.out.String() }
 
 var tickLine = regexp.MustCompile(`tick (\d+)`)
 

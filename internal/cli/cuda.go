@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,7 +137,7 @@ func addParallel(fs *pflag.FlagSet) {
 
 func newDriver(cmd *cobra.Command) *cuda.Driver {
 	opts := runtimeDriverOptions()
-	opts.LibPath = or(fString(cmd, "libcuda"), opts.LibPath)
+	opts.LibPath = cmp.Or(fString(cmd, "libcuda"), opts.LibPath)
 	opts.CallTimeout = fDuration(cmd, "call-timeout")
 	opts.CopyTimeout = fDuration(cmd, "copy-timeout")
 	return cuda.New(opts)

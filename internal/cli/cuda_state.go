@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -46,7 +47,7 @@ func cudaState(cmd *cobra.Command, args []string) error {
 	d := newDriver(cmd)
 	// Read without locking: a view must neither wait for a checkpoint nor
 	// make one that starts meanwhile lose its lock.
-	locks, _ := orchestrate.ReadLocks(or(cfg.LockDir, config.DefaultLockDir))
+	locks, _ := orchestrate.ReadLocks(cmp.Or(cfg.LockDir, config.DefaultLockDir))
 	lines, failed := make([]cudaStateLine, 0, len(pids)), 0
 	for _, pid := range pids {
 		l := stateOf(cmd.Context(), d, pid, locks)
@@ -103,7 +104,7 @@ func stateNote(l cudaStateLine) string {
 	checkpoint := l.Operation == "checkpoint"
 	switch {
 	case checkpoint:
-		return fmt.Sprintf("is %s: a checkpoint of it is in progress (cryo pid %d); remedy: wait for that checkpoint to finish, it resumes or ends the process itself", or(l.State, "not answered"), l.OperationPID)
+		return fmt.Sprintf("is %s: a checkpoint of it is in progress (cryo pid %d); remedy: wait for that checkpoint to finish, it resumes or ends the process itself", cmp.Or(l.State, "not answered"), l.OperationPID)
 	case l.Frozen:
 		return "is frozen (its cgroup is frozen, as a paused container's is), so the driver was not asked; remedy: resume the container (ctr task resume, podman unpause) and ask again"
 	case l.State == status.StateBusy:
@@ -124,7 +125,7 @@ func printStateLines(lines []cudaStateLine) {
 		if l.Stopped && state != "" {
 			state += " (stopped)"
 		}
-		fmt.Fprintf(stdout, "%d\t%s\n", l.PID, or(state, "-\t"+l.Error))
+		fmt.Fprintf(stdout, "%d\t%s\n", l.PID, cmp.Or(state, "-\t"+l.Error))
 	}
 }
 

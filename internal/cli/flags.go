@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -72,8 +73,8 @@ func addRemoteFlags(fs *pflag.FlagSet) {
 
 // addContainerdFlags are ctr's names and environment variables.
 func addContainerdFlags(fs *pflag.FlagSet) {
-	fs.String("address", or(cfg.ContainerdAddress, "/run/containerd/containerd.sock"), "containerd's socket `PATH` ($CONTAINERD_ADDRESS)")
-	fs.StringP("namespace", "n", or(cfg.ContainerdNamespace, "default"), "containerd `NAMESPACE` ($CONTAINERD_NAMESPACE)")
+	fs.String("address", cmp.Or(cfg.ContainerdAddress, "/run/containerd/containerd.sock"), "containerd's socket `PATH` ($CONTAINERD_ADDRESS)")
+	fs.StringP("namespace", "n", cmp.Or(cfg.ContainerdNamespace, "default"), "containerd `NAMESPACE` ($CONTAINERD_NAMESPACE)")
 }
 
 // addDecryptFlags: Podman's --decryption-key; --key was cryo's earlier name.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,7 +75,7 @@ func createStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, erro
 	return st, nil
 }
 
-func storeRoot(cmd *cobra.Command) string { return or(fString(cmd, "store"), cfg.ImageStore) }
+func storeRoot(cmd *cobra.Command) string { return cmp.Or(fString(cmd, "store"), cfg.ImageStore) }
 
 // StoreMissingError is a store that does not exist, so holds no image.
 type StoreMissingError struct{ Root string }
@@ -156,9 +157,9 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 	}
 	var src *ociimage.Source
 	if fBool(cmd, "containerd") {
-		src, err = ctrd.Open(ctx, containerdOptions(cmd), args[0], or(fString(cmd, "tmp"), os.TempDir()))
+		src, err = ctrd.Open(ctx, containerdOptions(cmd), args[0], cmp.Or(fString(cmd, "tmp"), os.TempDir()))
 	} else {
-		src, err = ociimage.OpenSource(args[0], or(fString(cmd, "tmp"), os.TempDir()))
+		src, err = ociimage.OpenSource(args[0], cmp.Or(fString(cmd, "tmp"), os.TempDir()))
 	}
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -153,7 +154,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	case ociimage.KindProcess:
 		return restoreDir(cmd, ociimage.CRIUDir(dir))
 	case ociimage.KindPodman:
-		return restorePodman(ctx, cmd, dir, or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name))
+		return restorePodman(ctx, cmd, dir, cmp.Or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name))
 	case ociimage.KindContainerd:
 		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -28,7 +29,7 @@ func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) 
 		}
 	case ociimage.KindPodman:
 		global := podmanGlobal(cmd)
-		if err := precheck.PodmanNameIn(ctx, global, or(fString(cmd, "name"), sum.Name)); err != nil {
+		if err := precheck.PodmanNameIn(ctx, global, cmp.Or(fString(cmd, "name"), sum.Name)); err != nil {
 			return err
 		}
 		if err := precheck.PodmanImage(ctx, global, sum.BaseImage); err != nil {
@@ -36,7 +37,7 @@ func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) 
 		}
 	case ociimage.KindContainerd:
 		if err := ctrd.Precheck(ctx, ctrd.PrecheckOptions{Options: containerdOptions(cmd),
-			Name: or(fString(cmd, "name"), sum.Name), BaseImage: sum.BaseImage,
+			Name: cmp.Or(fString(cmd, "name"), sum.Name), BaseImage: sum.BaseImage,
 			GPUs: splitGPUs(fString(cmd, "gpus")), Inventory: cuda.New(runtimeDriverOptions()).Inventory}); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -84,7 +85,7 @@ func ps(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	opts := runtimeDriverOptions()
-	opts.LibPath = or(fString(cmd, "libcuda"), opts.LibPath)
+	opts.LibPath = cmp.Or(fString(cmd, "libcuda"), opts.LibPath)
 	opts.CallTimeout = timeout
 	r, err := status.Collect(cmd.Context(), status.Options{LockDir: cfg.LockDir, Driver: cuda.New(opts)})
 	if err != nil {

@@ -126,11 +126,3 @@ func dirBytes(dir string) int64 {
 	}
 	return n
 }
-
-// or is v, else def.
-func or(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
-}

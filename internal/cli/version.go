@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	goruntime "runtime"
 
@@ -41,7 +42,7 @@ records the cryo version that wrote it (see "cryo inspect").`,
 				return printJSON(stdout, v)
 			}
 			fmt.Fprintln(stdout, version.Long())
-			fmt.Fprintf(stdout, "criu:   %s\nkernel: %s\n", or(v.CRIU, "not found"), or(v.Kernel, "unknown"))
+			fmt.Fprintf(stdout, "criu:   %s\nkernel: %s\n", cmp.Or(v.CRIU, "not found"), cmp.Or(v.Kernel, "unknown"))
 			return nil
 		},
 	}

@@ -53,7 +53,6 @@ func (a *seccompAsm) op(code uint16, k uint32) *seccompAsm {
 
 func (a *seccompAsm) ld(off uint32) *seccompAsm { return a.op(seccompLdAbs, off) }
 func (a *seccompAsm) ret(k uint32) *seccompAsm  { return a.op(seccompRetK, k) }
-func (a *seccompAsm) and(k uint32) *seccompAsm  { return a.op(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, k) }
 
 func (a *seccompAsm) jmp(code uint16, k uint32, jt, jf string) *seccompAsm {
 	a.jumps[len(a.p)] = [2]string{jt, jf}

@@ -63,14 +63,6 @@ func seccompCases(preds []seccompPred, out *[seccompWords][]uint32) (complete, a
 	return complete, true, product
 }
 
-func seccompUnion(masks []uint32) uint32 {
-	var u uint32
-	for _, m := range masks {
-		u |= m
-	}
-	return u
-}
-
 // seccompSubmasks appends every value of the bits of m.
 func seccompSubmasks(m uint32, vals []uint32) []uint32 {
 	for s := m; ; s = (s - 1) & m {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/pagemap"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -100,19 +101,7 @@ func TestReadNoPages(t *testing.T) {
 func copyTiny(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	ents, err := os.ReadDir(tinyDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(tinyDir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testsupport.CopyFiles(t, tinyDir, dir)
 	return dir
 }
 

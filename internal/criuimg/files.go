@@ -1,6 +1,7 @@
 package criuimg
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -108,7 +109,7 @@ func (s Socket) describe() string {
 	if s.Family == "UNIX" {
 		fmt.Fprintf(&b, "UNIX %s %s", s.Type, orDash(s.Src))
 	} else {
-		fmt.Fprintf(&b, "%s %s", firstOf(s.Protocol, s.Family), hostPort(s.Src, s.SrcPort))
+		fmt.Fprintf(&b, "%s %s", cmp.Or(s.Protocol, s.Family), hostPort(s.Src, s.SrcPort))
 		if s.DstPort != 0 {
 			fmt.Fprintf(&b, " -> %s", hostPort(s.Dst, s.DstPort))
 		}
@@ -221,13 +222,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func firstOf(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

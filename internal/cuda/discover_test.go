@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -55,54 +53,4 @@ func TestFindLiveSkipsExited(t *testing.T) {
 		t.Fatalf("all gone: got %v, want ErrNoProcess", err)
 	}
 	mustContain(t, err, fmt.Sprint(dead))
-}
-
-func TestPIDsOfCgroup(t *testing.T) {
-	dir := t.TempDir()
-	write := func(rel, text string) {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("cgroup.procs", "30\n10\n")
-	write("child/cgroup.procs", "20\n10\n")
-	write("child/grandchild/cgroup.procs", "")
-	write("child/tasks", "99\n") // v1 threads: not processes
-	got, err := PIDsOfCgroup(dir)
-	if err != nil || !reflect.DeepEqual(got, []int{10, 20, 30}) {
-		t.Fatalf("got %v, %v", got, err)
-	}
-	if _, err := PIDsOfCgroup(filepath.Join(dir, "nope")); err == nil {
-		t.Fatal("a missing cgroup must fail")
-	}
-}
-
-func TestPIDsOfOwnCgroup(t *testing.T) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Skip(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 || f[0] != "0" {
-			continue
-		}
-		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-			pids, err := PIDsOfCgroup(filepath.Join(root, f[2]))
-			if err != nil {
-				continue
-			}
-			for _, p := range pids {
-				if p == os.Getpid() {
-					return
-				}
-			}
-			t.Fatalf("own pid %d not among %v", os.Getpid(), pids)
-		}
-	}
-	t.Skip("no cgroup v2 hierarchy found")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 func TestTransitions(t *testing.T) {
@@ -43,7 +44,7 @@ func TestTransitions(t *testing.T) {
 	}
 	wantState(t, d, a.PID, StateLocked)
 	p := page(t, a.PID)
-	if p.PairsCount != 1 || FormatUUID(p.Pairs[0][0]) != pairs[0].Old || FormatUUID(p.Pairs[0][1]) != pairs[0].New {
+	if p.PairsCount != 1 || fakecuda.FormatUUID(p.Pairs[0][0]) != pairs[0].Old || fakecuda.FormatUUID(p.Pairs[0][1]) != pairs[0].New {
 		t.Fatalf("driver got pairs %d %x, want %v", p.PairsCount, p.Pairs, pairs)
 	}
 

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // The tests drive the fake driver through the real path: dlopen in a
@@ -19,6 +19,7 @@ import (
 var (
 	fakes     fakecuda.Paths
 	faultsDir string
+	driver    *testsupport.FakeDriver
 )
 
 func TestMain(m *testing.M) {
@@ -26,25 +27,17 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "cudacr-test-")
-	if err != nil {
+	var err error
+	if driver, err = testsupport.NewFakeDriver("cudacr-test-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	if fakes, err = fakecuda.Build(filepath.Join(dir, "fake")); err != nil {
+	defer driver.Close()
+	if fakes, err = driver.Paths(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	faultsDir = filepath.Join(dir, "faults")
-	if err := os.Mkdir(faultsDir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// Helpers inherit the environment, and so the fault directory.
-	os.Setenv("CRYO_FAKE_CUDA_FAULTS", faultsDir)
-	// A race-enabled helper would otherwise sleep 1s at exit.
-	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	faultsDir = driver.Faults
 	return m.Run()
 }
 
@@ -55,7 +48,8 @@ func newDriver() *Driver {
 
 // fault arms the fake driver's fault file for op on pid.
 func fault(t *testing.T, op string, pid int, text string) {
-	fakecuda.Fault(t, faultsDir, op, pid, text)
+	t.Helper()
+	driver.Fault(t, op, pid, text)
 }
 
 // app is a running fakecuda-app (fakecuda.App).

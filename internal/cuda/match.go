@@ -325,4 +325,8 @@ func sm(cc string) string {
 	return "sm_" + strings.ReplaceAll(cc, ".", "")
 }
 
-func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+// GiB is b bytes in GiB (2³⁰ bytes).
+func GiB(b uint64) float64 { return float64(b) / (1 << 30) }
+
+// gib formats b bytes as "9.2 GiB".
+func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", GiB(b)) }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 // recorder collects Progress events.
@@ -103,7 +105,7 @@ func TestSuspendResume(t *testing.T) {
 	for _, a := range apps {
 		wantState(t, d, a.PID, StateRunning)
 		a.WaitTicks(t, 2)
-		if p := page(t, a.PID); p.PairsCount != 1 || FormatUUID(p.Pairs[0][1]) != pairs[0].New {
+		if p := page(t, a.PID); p.PairsCount != 1 || fakecuda.FormatUUID(p.Pairs[0][1]) != pairs[0].New {
 			t.Fatalf("pid %d: GPU pairs not passed: %+v", a.PID, p)
 		}
 	}

@@ -29,12 +29,6 @@ func ParseUUID(s string) ([16]byte, error) {
 	return u, nil
 }
 
-// FormatUUID formats a CUuuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
-func FormatUUID(u [16]byte) string {
-	h := hex.EncodeToString(u[:])
-	return fmt.Sprintf("GPU-%s-%s-%s-%s-%s", h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
-}
-
 // FormatCUDAVersion turns cuDriverGetVersion's 13000 into "13.0".
 func FormatCUDAVersion(v int) string {
 	if v <= 0 {

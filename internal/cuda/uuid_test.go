@@ -3,12 +3,14 @@ package cuda
 import (
 	"errors"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 )
 
 func TestUUID(t *testing.T) {
 	const s = "GPU-0b1c2d3e-0000-4000-8000-00000000000a"
 	u, err := ParseUUID(s)
-	if err != nil || FormatUUID(u) != s || u[0] != 0x0b || u[15] != 0x0a {
+	if err != nil || fakecuda.FormatUUID(u) != s || u[0] != 0x0b || u[15] != 0x0a {
 		t.Fatalf("parse %q: %x %v", s, u, err)
 	}
 	if v, err := ParseUUID(s[4:]); err != nil || v != u {

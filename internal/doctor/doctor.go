@@ -22,6 +22,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"os"
 
@@ -108,15 +109,15 @@ func newEnv(opts Options) *env {
 		e.self, _ = os.Executable()
 	}
 	h := &e.host
-	h.Proc = or(h.Proc, "/proc")
-	h.Sys = or(h.Sys, "/sys")
+	h.Proc = cmp.Or(h.Proc, "/proc")
+	h.Sys = cmp.Or(h.Sys, "/sys")
 	if h.PATH == "" {
 		h.PATH = config.Lookup(opts.Config.Environ, "PATH")
 	}
 	if h.ShimDirs == nil {
 		h.ShimDirs = []string{"/usr/local/bin", "/usr/bin"}
 	}
-	h.ContainerdConfig = or(h.ContainerdConfig, "/etc/containerd/config.toml")
+	h.ContainerdConfig = cmp.Or(h.ContainerdConfig, "/etc/containerd/config.toml")
 	if h.ContainersConf == nil {
 		h.ContainersConf = podmanConfFiles(opts.Config.Environ, h.Proc)
 	}
@@ -128,10 +129,3 @@ func newEnv(opts Options) *env {
 
 // cryoVersion is the version this report speaks for.
 func cryoVersion() string { return version.String() }
-
-func or(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
-}

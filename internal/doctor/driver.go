@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ func (e *env) checkDriver(ctx context.Context) []Check {
 	switch {
 	case errors.Is(err, cuda.ErrLibraryNotFound):
 		return []Check{
-			{Name: "driver", Status: Skip, Detail: noDriver + " (" + or(info.LibPath, "libcuda.so.1") + " not found; --libcuda or CRYO_LIBCUDA names it if it is elsewhere)"},
+			{Name: "driver", Status: Skip, Detail: noDriver + " (" + cmp.Or(info.LibPath, "libcuda.so.1") + " not found; --libcuda or CRYO_LIBCUDA names it if it is elsewhere)"},
 			{Name: "gpus", Status: Skip, Detail: "no NVIDIA driver"},
 		}
 	case errors.Is(err, cuda.ErrNoCheckpointAPI):
@@ -50,7 +51,7 @@ func (e *env) checkGPUs(ctx context.Context) []Check {
 	for _, g := range inv.GPUs {
 		res = append(res, Check{Name: fmt.Sprintf("gpu %d", g.Index), Status: OK,
 			Detail: fmt.Sprintf("%s (sm_%s) %s, %.1f/%.1f GiB free", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", ""),
-				g.UUID, gib(g.MemoryFree), gib(g.MemoryTotal))})
+				g.UUID, cuda.GiB(g.MemoryFree), cuda.GiB(g.MemoryTotal))})
 	}
 	return res
 }
@@ -68,5 +69,3 @@ func driverBranch(version string) Check {
 	}
 	return Check{Name: "driver version", Status: OK, Detail: version + " (r580 features: GPU remap on restore)"}
 }
-
-func gib(b uint64) float64 { return float64(b) / (1 << 30) }

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -37,7 +38,7 @@ func (e *env) checkSignaturePolicy() Check {
 func describeRules(p *imagetrust.Policy) string {
 	var parts []string
 	for _, r := range p.Rules {
-		parts = append(parts, fmt.Sprintf("%s → %s", or(r.Repository, "every repository"), ruleSigner(r)))
+		parts = append(parts, fmt.Sprintf("%s → %s", cmp.Or(r.Repository, "every repository"), ruleSigner(r)))
 	}
 	def := "other repositories are refused"
 	if p.Default == "accept" {

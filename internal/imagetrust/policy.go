@@ -2,6 +2,7 @@ package imagetrust
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -200,14 +201,7 @@ func (id *Identity) String() string {
 	if id == nil {
 		return "no identity"
 	}
-	return "issuer " + or(id.Issuer, "~"+id.IssuerRegexp) + ", subject " + or(id.Subject, "~"+id.SubjectRegexp)
-}
-
-func or(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
+	return "issuer " + cmp.Or(id.Issuer, "~"+id.IssuerRegexp) + ", subject " + cmp.Or(id.Subject, "~"+id.SubjectRegexp)
 }
 
 // errNoSigner: a rule that neither names a signer nor exempts its prefix.

@@ -18,21 +18,6 @@ type GPUNeed struct {
 	Memory            uint64 `json:"memory"` // bytes that must be free
 }
 
-// NeedsFromInventory derives the restore's needs from the source inventory
-// taken before the suspend, the way manifests before version 3 did: every
-// GPU of the host, with all the memory in use on it. Kept for reading them.
-func NeedsFromInventory(inv cuda.Inventory) []GPUNeed {
-	var needs []GPUNeed
-	for _, g := range inv.GPUs {
-		used := uint64(0)
-		if g.MemoryTotal > g.MemoryFree {
-			used = g.MemoryTotal - g.MemoryFree
-		}
-		needs = append(needs, GPUNeed{UUID: g.UUID, Name: g.Name, ComputeCapability: g.ComputeCapability, Memory: used})
-	}
-	return needs
-}
-
 // NeedsFromProcesses derives the needs from what the processes saw and
 // held: the union of their GPUs, each with the memory they held on it.
 // Other tenants of the source host count for nothing.

@@ -14,12 +14,27 @@ func h100(uuid string, free uint64) cuda.GPU {
 	return cuda.GPU{Name: "NVIDIA H100 80GB HBM3", UUID: uuid, ComputeCapability: "9.0", MemoryTotal: 80 * gb, MemoryFree: free}
 }
 
+// legacyNeeds derives the needs from the source inventory the way
+// manifests before version 3 did: every GPU of the host, with all the
+// memory in use on it.
+func legacyNeeds(inv cuda.Inventory) []GPUNeed {
+	var needs []GPUNeed
+	for _, g := range inv.GPUs {
+		used := uint64(0)
+		if g.MemoryTotal > g.MemoryFree {
+			used = g.MemoryTotal - g.MemoryFree
+		}
+		needs = append(needs, GPUNeed{UUID: g.UUID, Name: g.Name, ComputeCapability: g.ComputeCapability, Memory: used})
+	}
+	return needs
+}
+
 func gpuManifest() *Manifest {
 	m := New("c")
 	m.Processes = []Process{{PID: 1}}
 	m.Inventory = cuda.Inventory{DriverVersion: "580.159.04", CUDAVersion: 13000,
 		GPUs: []cuda.GPU{h100("GPU-old", 80*gb-92*gb/10)}}
-	m.Needs = NeedsFromInventory(m.Inventory)
+	m.Needs = legacyNeeds(m.Inventory)
 	return m
 }
 
@@ -66,7 +81,7 @@ func TestCheckHostRefuses(t *testing.T) {
 func TestCheckHostFewerGPUs(t *testing.T) {
 	m := gpuManifest()
 	m.Inventory.GPUs = append(m.Inventory.GPUs, h100("GPU-old2", 70*gb))
-	m.Needs = NeedsFromInventory(m.Inventory)
+	m.Needs = legacyNeeds(m.Inventory)
 	host := cuda.Inventory{DriverVersion: "580.159.04", GPUs: []cuda.GPU{h100("GPU-a", 79*gb)}}
 	_, err := CheckHost(m, host, host.GPUs, nil)
 	want := "restore needs 1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 10.0 GiB free; this host offers 1× NVIDIA H100 80GB HBM3 (sm_90)"

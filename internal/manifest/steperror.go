@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -105,7 +106,7 @@ func dropRepeats(cause string, said ...string) string {
 	parts := strings.Split(cause, ": ")
 	out := parts[:0]
 	for i, p := range parts {
-		if i < len(parts)-1 && len(out) == 0 && contains(said, p) {
+		if i < len(parts)-1 && len(out) == 0 && p != "" && slices.Contains(said, p) {
 			continue
 		}
 		if len(out) > 0 && out[len(out)-1] == p && !strings.Contains(p, " ") {
@@ -114,13 +115,4 @@ func dropRepeats(cause string, said ...string) string {
 		out = append(out, p)
 	}
 	return strings.Join(out, ": ")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x != "" && x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package ociimage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -288,7 +289,7 @@ func imageAnnotations(src *Source, sum *Summary) map[string]string {
 	if src.Kind == KindProcess {
 		return a
 	}
-	name := firstNonEmpty(src.Name, "checkpoint")
+	name := cmp.Or(src.Name, "checkpoint")
 	a[AnnCRIUContainerName] = name
 	setIf(a, AnnCRIURootfsImage, src.BaseImage)
 	if src.Kind == KindContainerd || src.Kind == KindKubelet {

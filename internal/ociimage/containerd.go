@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,19 +110,19 @@ func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) erro
 func (ck *ctrdCheckpoint) fillMeta(man *manifest.Manifest) {
 	m, a := &ck.meta, ck.index.Annotations
 	m.CryoKind, m.CheckpointImage = KindContainerd, ck.ref
-	m.RootfsImageName = firstNonEmpty(m.RootfsImageName, a[ctrdAnnImageName], a[ocispec.AnnotationRefName])
-	m.OCIRuntime = firstNonEmpty(m.OCIRuntime, a[ctrdAnnRuntime])
-	m.Snapshotter = firstNonEmpty(m.Snapshotter, a[ctrdAnnSnapshotter])
+	m.RootfsImageName = cmp.Or(m.RootfsImageName, a[ctrdAnnImageName], a[ocispec.AnnotationRefName])
+	m.OCIRuntime = cmp.Or(m.OCIRuntime, a[ctrdAnnRuntime])
+	m.Snapshotter = cmp.Or(m.Snapshotter, a[ctrdAnnSnapshotter])
 	if m.ID == "" {
 		// ctr's default reference (containerd.io/checkpoint/ID:DATE) names
 		// the container, and so does the shim's manifest; any other
 		// reference is the user's choice, named after nothing.
 		m.ID = CheckpointContainerID(ck.ref)
 		if !IsCtrCheckpointName(ck.ref) {
-			m.ID = firstNonEmpty(manifestContainerID(man), m.ID)
+			m.ID = cmp.Or(manifestContainerID(man), m.ID)
 		}
 	}
-	m.Name = firstNonEmpty(m.Name, m.ID)
+	m.Name = cmp.Or(m.Name, m.ID)
 	if m.CheckpointedAt.IsZero() && man != nil {
 		m.CheckpointedAt = man.Created.UTC()
 	}

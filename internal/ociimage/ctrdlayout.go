@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,7 +80,7 @@ func openLayoutCheckpoint(ctx context.Context, dir, tmp string, cleanup func()) 
 		return os.Open(filepath.Join(dir, ocispec.ImageBlobsDir, d.Digest.Algorithm().String(), d.Digest.Encoded()))
 	}
 	for _, d := range top.Manifests {
-		ref := firstNonEmpty(d.Annotations["io.containerd.image.name"], d.Annotations[ocispec.AnnotationRefName], d.Digest.String())
+		ref := cmp.Or(d.Annotations["io.containerd.image.name"], d.Annotations[ocispec.AnnotationRefName], d.Digest.String())
 		ck := &ctrdCheckpoint{ref: ref, open: open}
 		if ck.decodeIndex(ctx, d) != nil || !hasCRIUBlob(ck.index) {
 			continue

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -110,7 +111,7 @@ func fillVersions(v *Versions, m *manifest.Manifest) {
 // (criuimg.EscapeControl).
 func (sum *Summary) WriteDetails(w io.Writer) error {
 	v := sum.Versions
-	line := fmt.Sprintf("Versions:  cryo %s, CRIU %s, kernel %s, GPU driver %s\n", dash(v.Cryo), dash(v.CRIU), dash(v.Kernel), dash(firstNonEmpty(v.Driver, sum.Driver)))
+	line := fmt.Sprintf("Versions:  cryo %s, CRIU %s, kernel %s, GPU driver %s\n", dash(v.Cryo), dash(v.CRIU), dash(v.Kernel), dash(cmp.Or(v.Driver, sum.Driver)))
 	if _, err := io.WriteString(w, criuimg.EscapeControl(strings.TrimSuffix(line, "\n"))+"\n"); err != nil {
 		return err
 	}

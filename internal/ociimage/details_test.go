@@ -15,6 +15,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // criuTestdata is criuinfo's real CRIU images of a small process tree.
@@ -28,20 +29,9 @@ func tinyCheckpoint(t *testing.T, dir, name string) string {
 	if err := os.MkdirAll(ckpt, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(criuTestdata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(criuTestdata, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(ckpt, e.Name()), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testsupport.CopyFiles(t, criuTestdata, ckpt)
 	m := manifest.New("tiny")
+	var err error
 	m.CRIUVersion = "4.2.1"
 	if m.Digests, err = filedigest.Files(ckpt); err != nil {
 		t.Fatal(err)
@@ -108,10 +98,7 @@ func TestInspectExportTarDetails(t *testing.T) {
 func buildTiny(t *testing.T) (*Store, *Summary) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	src, err := OpenSource(tinyCheckpoint(t, t.TempDir(), "ckpt"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

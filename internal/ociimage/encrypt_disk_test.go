@@ -3,7 +3,6 @@ package ociimage
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
@@ -17,10 +16,7 @@ import (
 func TestEncryptedBuildWritesNoPlaintext(t *testing.T) {
 	pub, _ := rsaPEM(t)
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		t.Skipf("inotify: %v", err)

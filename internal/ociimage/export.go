@@ -2,6 +2,7 @@ package ociimage
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -113,7 +114,7 @@ func metaFromManifest(im *Image) exportMeta {
 	a := im.Manifest.Annotations
 	sum := FromManifest(im.Manifest)
 	m := exportMeta{kind: im.Kind(), name: sum.Name, baseImage: sum.BaseImage,
-		runtime: firstNonEmpty(a[AnnPodmanRuntime], a[AnnContainerdRuntime]), checkpointed: sum.Created}
+		runtime: cmp.Or(a[AnnPodmanRuntime], a[AnnContainerdRuntime]), checkpointed: sum.Created}
 	if m.checkpointed.IsZero() && im.Config.Created != nil {
 		m.checkpointed = *im.Config.Created
 	}

@@ -92,10 +92,7 @@ func TestExportProcessImage(t *testing.T) {
 func buildDir(t *testing.T, dir string) *Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	src, err := OpenSource(dir, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

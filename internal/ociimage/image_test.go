@@ -61,10 +61,7 @@ func manifestBytes(t *testing.T, dir string) int64 {
 // without cryo-runc) is refused, and nothing is stored.
 func TestBuildRefusesNoManifest(t *testing.T) {
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	dir := fakeCheckpoint(t)
 	os.Remove(filepath.Join(dir, manifest.ManifestName))
 	src, err := OpenSource(dir, t.TempDir())
@@ -84,10 +81,7 @@ func TestBuildRefusesNoManifest(t *testing.T) {
 
 func build(t *testing.T, enc *EncryptOptions) (*Store, string, string) {
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	dir := fakeCheckpoint(t)
 	src, err := OpenSource(dir, t.TempDir())
 	if err != nil {

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,8 +140,8 @@ func InspectRemote(ctx context.Context, ref string, o RemoteOptions) (*Summary, 
 // FromManifest reads back the summary that Build put in the annotations.
 func FromManifest(m ocispec.Manifest) *Summary {
 	a := m.Annotations
-	sum := &Summary{Kind: imageKind(a), Name: firstNonEmpty(a[AnnName], a[AnnCRIUContainerName], a[AnnPodmanName]),
-		BaseImage: firstNonEmpty(a[AnnCRIURootfsImage], a[AnnPodmanRootfsImage]), Host: a[AnnHost],
+	sum := &Summary{Kind: imageKind(a), Name: cmp.Or(a[AnnName], a[AnnCRIUContainerName], a[AnnPodmanName]),
+		BaseImage: cmp.Or(a[AnnCRIURootfsImage], a[AnnPodmanRootfsImage]), Host: a[AnnHost],
 		Driver: a[AnnGPUDriver], Annotation: a}
 	sum.Created, _ = time.Parse(time.RFC3339, a[AnnOCICreated])
 	sum.Versions = Versions{Cryo: a[AnnCryoVersion], CRIU: a[AnnCRIUVersion], Kernel: a[AnnKernel], Driver: a[AnnGPUDriver]}

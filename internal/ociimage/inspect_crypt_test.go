@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,10 +15,7 @@ import (
 func TestInspectLocalEncrypted(t *testing.T) {
 	pub, priv := rsaPEM(t)
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	src, err := OpenSource(tinyCheckpoint(t, t.TempDir(), "ckpt"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -38,7 +39,7 @@ func addContainerMeta(sum *Summary, src *Source) {
 	sum.Runtime = src.Runtime
 	if c, ok := readConfigDump(src.Root); ok {
 		if !strings.HasPrefix(c.ID, "pid ") { // a bare process's export names no container
-			sum.ContainerID = firstNonEmpty(c.ID, sum.ContainerID)
+			sum.ContainerID = cmp.Or(c.ID, sum.ContainerID)
 		}
 		if !c.CreatedTime.IsZero() {
 			t := c.CreatedTime.UTC()

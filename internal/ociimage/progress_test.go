@@ -1,54 +1,31 @@
 package ociimage
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/progress"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
-
-// lines is a writer the tests read while a transfer writes to it.
-type lines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestBuildAndUnpackProgress(t *testing.T) {
 	ctx := context.Background()
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStore(t)
 	src, err := OpenSource(fakeCheckpoint(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	var out lines
+	var out testsupport.Buffer
 	r := progress.New(&out, false)
 	if _, _, err := Build(ctx, st, src, BuildOptions{Ref: "example/ckpt:1", SplitAt: 2 << 20, Progress: r}); err != nil {
 		t.Fatal(err)
@@ -58,7 +35,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 		strings.Count(s, "build example/ckpt:1: layer ") != 2 {
 		t.Fatalf("build progress:\n%s", s)
 	}
-	out.b.Reset()
+	out.Reset()
 	if _, err := st.UnpackWith(ctx, "example/ckpt:1", filepath.Join(t.TempDir(), "out"), UnpackOptions{Progress: r}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +45,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	out.b.Reset()
+	out.Reset()
 	if _, _, err := Build(canceled, st, src, BuildOptions{Ref: "example/ckpt:2", Progress: r}); err == nil {
 		t.Fatal("a canceled build succeeded")
 	}
@@ -82,7 +59,7 @@ func TestBuildAndUnpackProgress(t *testing.T) {
 // counts the bytes it forwards.
 type registry struct {
 	t       *testing.T
-	cmd     *exec.Cmd
+	server  *testsupport.Registry
 	addr    string // the registry's own address
 	proxy   net.Listener
 	up      atomic.Int64 // bytes forwarded to the registry
@@ -91,44 +68,18 @@ type registry struct {
 }
 
 func startRegistry(t *testing.T) *registry {
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
+	if _, err := exec.LookPath("docker-registry"); err != nil {
 		t.Skip("docker-registry is not installed (make deps installs it): the push and pull tests need a real registry")
 	}
-	dir := t.TempDir()
-	r := &registry{t: t, addr: freeAddr(t)}
-	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "storage"), r.addr)
-	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.cmd = exec.Command(bin, "serve", filepath.Join(dir, "config.yml"))
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", r.addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("docker-registry did not listen on " + r.addr)
-		}
-	}
+	r := &registry{t: t, server: testsupport.StartRegistry(t, "")}
+	r.addr = r.server.Addr
+	var err error
 	if r.proxy, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(r.stop)
 	go r.serve()
 	return r
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // stop kills the registry and the proxy: the registry goes away mid-push.
@@ -136,8 +87,7 @@ func (r *registry) stop() {
 	if r.stopped.Swap(true) {
 		return
 	}
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
+	r.server.Stop()
 	if r.proxy != nil {
 		r.proxy.Close()
 	}
@@ -228,7 +178,7 @@ func TestPushPullProgress(t *testing.T) {
 	st := newStore(t)
 	ref := reg.ref("app:1")
 	pages := bigImage(t, st, ref)
-	var out lines
+	var out testsupport.Buffer
 	o := TransferOptions{RemoteOptions: RemoteOptions{PlainHTTP: true}, Renderer: progress.New(&out, false)}
 
 	if _, err := st.Push(ctx, ref, o); err != nil {
@@ -237,7 +187,7 @@ func TestPushPullProgress(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "push "+ref+"… 24.0 MiB\n") || !strings.Contains(s, "push "+ref+" done in ") || !strings.Contains(s, " (24.0 MiB, ") {
 		t.Fatalf("first push:\n%s", s)
 	}
-	out.b.Reset()
+	out.Reset()
 	if _, err := st.Push(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +196,7 @@ func TestPushPullProgress(t *testing.T) {
 	}
 	ref2 := reg.ref("app:2")
 	imageOf(t, st, ref2, "another inventory", pages)
-	out.b.Reset()
+	out.Reset()
 	if _, err := st.Push(ctx, ref2, o); err != nil {
 		t.Fatal(err)
 	}
@@ -255,14 +205,14 @@ func TestPushPullProgress(t *testing.T) {
 	}
 
 	other := newStore(t)
-	out.b.Reset()
+	out.Reset()
 	if _, err := other.Pull(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); !strings.Contains(s, "pull "+ref+" done in ") || !strings.Contains(s, " (24.0 MiB, ") {
 		t.Fatalf("pull:\n%s", s)
 	}
-	out.b.Reset()
+	out.Reset()
 	if _, err := other.Pull(ctx, ref, o); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +238,7 @@ func TestPushRegistryStoppedFails(t *testing.T) {
 	ref := reg.ref("app:1")
 	bigImage(t, st, ref)
 	reg.slow.Store(true)
-	var out lines
+	var out testsupport.Buffer
 	o := TransferOptions{RemoteOptions: RemoteOptions{PlainHTTP: true}, Renderer: progress.New(&out, false), Attempts: 2}
 	go func() { waitUploading(t, reg); reg.stop() }()
 	if _, err := st.Push(context.Background(), ref, o); err == nil {
@@ -311,7 +261,7 @@ func TestPushCanceledIsInterrupted(t *testing.T) {
 	reg.slow.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out lines
+	var out testsupport.Buffer
 	o := TransferOptions{RemoteOptions: RemoteOptions{PlainHTTP: true}, Renderer: progress.New(&out, true)}
 	go func() { waitUploading(t, reg); cancel() }()
 	if _, err := st.Push(ctx, ref, o); err == nil {

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +49,7 @@ func (st *Store) buildRunnable(ctx context.Context, src *Source, sum *Summary, o
 	if o.Encrypt != nil {
 		return ocispec.Descriptor{}, nil, errors.New("a runnable checkpoint image cannot be encrypted: the shim reads it from containerd's content store without keys; build it without --encrypt")
 	}
-	baseRef := firstNonEmpty(o.Base, src.BaseImage)
+	baseRef := cmp.Or(o.Base, src.BaseImage)
 	if baseRef == "" {
 		return ocispec.Descriptor{}, nil, fmt.Errorf("%w: the checkpoint names none; pass --base IMAGE", ErrNoBaseImage)
 	}

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -139,8 +140,8 @@ func readExportMeta(s *Source) {
 	if json.Unmarshal(data, &c) != nil {
 		return
 	}
-	s.Name = firstNonEmpty(c.Name, c.ID)
-	s.BaseImage = firstNonEmpty(c.RootfsImageName, c.RawImageName)
+	s.Name = cmp.Or(c.Name, c.ID)
+	s.BaseImage = cmp.Or(c.RootfsImageName, c.RawImageName)
 	s.Runtime = c.OCIRuntime
 	switch {
 	case c.CryoKind != "":
@@ -161,15 +162,6 @@ func isKubeletExport(root string, c exportConfig) bool {
 	}
 	_, err := os.Stat(filepath.Join(root, statusDumpName))
 	return err == nil
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // listFiles lists the regular files under dir as archive entries named

@@ -3,6 +3,7 @@ package procfs
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 )
@@ -19,7 +20,7 @@ func TestAliveZombieGone(t *testing.T) {
 		t.Fatalf("running child: Alive %v, start %q", Alive(pid), StartTime(pid))
 	}
 	tree, err := Tree(os.Getpid())
-	if err != nil || !contains(tree, pid) {
+	if err != nil || !slices.Contains(tree, pid) {
 		t.Fatalf("Tree(self) = %v, %v; want it to hold %d", tree, err, pid)
 	}
 	cmd.Process.Kill()
@@ -43,13 +44,4 @@ func TestAliveZombieGone(t *testing.T) {
 	if Alive(0) || Alive(-1) || Exists(0) {
 		t.Fatal("pid 0 or -1 reported alive")
 	}
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // clock is a settable clock: the tests advance time instead of sleeping.
@@ -30,26 +32,8 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// lockedBuffer is written by the renderer's ticker and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newTest(terminal bool) (*Renderer, *lockedBuffer, *clock) {
-	buf := &lockedBuffer{}
+func newTest(terminal bool) (*Renderer, *testsupport.Buffer, *clock) {
+	buf := &testsupport.Buffer{}
 	c := &clock{t: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
 	r := New(buf, terminal)
 	r.now = c.Now
@@ -370,7 +354,7 @@ func TestPlainStartLineComesFirst(t *testing.T) {
 // goroutines while the ticker draws (run with -race): every task gets
 // exactly one end line, and nothing is left drawn after the last.
 func TestConcurrentTasksRace(t *testing.T) {
-	buf := &lockedBuffer{}
+	buf := &testsupport.Buffer{}
 	r := New(buf, true)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -98,7 +99,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	if err != nil {
 		return err // a *orchestrate.StepError: it names the step, outcome and remedy
 	}
-	s.copyStatsForCRI(ctx, id, firstNonEmpty(run.workDir, run.req.Path))
+	s.copyStatsForCRI(ctx, id, cmp.Or(run.workDir, run.req.Path))
 	s.publish(ctx, runtime.TaskCheckpointedEventTopic, &eventstypes.TaskCheckpointed{
 		ContainerID: id, Checkpoint: run.req.Path,
 	})

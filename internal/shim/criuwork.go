@@ -33,12 +33,3 @@ func criuWorkInImage(r *taskv3.CheckpointTaskRequest, opts *options.CheckpointOp
 	r.Options = &anypb.Any{TypeUrl: a.GetTypeUrl(), Value: a.GetValue()}
 	return "", nil
 }
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}

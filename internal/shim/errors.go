@@ -15,17 +15,6 @@ import (
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
-// Sentinel errors of the shim; concrete errors are *orchestrate.StepError.
-var (
-	// ErrBusy: a checkpoint or restore of the same task is in flight; the
-	// concrete error is a *orchestrate.BusyError naming it.
-	ErrBusy = orchestrate.ErrBusy
-	// ErrCheckpoint: the checkpoint failed; the task was returned to running.
-	ErrCheckpoint = errors.New("checkpoint failed")
-	// ErrRestore: the restore failed.
-	ErrRestore = errors.New("restore failed")
-)
-
 // classes gives cryo's sentinel errors containerd's error classes, so that
 // containerd, the kubelet and `ctr` see what kind of failure it is (a busy
 // target can be retried, a host that lacks the GPUs cannot) instead of

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -44,7 +45,7 @@ func StateText(p Process) string {
 	case StateBusy:
 		s += " (traced by pid " + strconv.Itoa(p.TracerPID) + ")"
 	case StateUnknown:
-		s += " (" + or(p.Detail, "no answer") + ")"
+		s += " (" + cmp.Or(p.Detail, "no answer") + ")"
 	}
 	if p.Stopped {
 		s += " (stopped)"
@@ -129,7 +130,7 @@ func pidList(ps []PauseProcess) string {
 	return dash(strings.Join(out, ","))
 }
 
-func dash(s string) string { return or(s, "-") }
+func dash(s string) string { return cmp.Or(s, "-") }
 
 // esc keeps what other processes wrote (a lock file's line, a container
 // id) from moving the terminal's cursor or recolouring it.

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,7 +108,7 @@ func query(ctx context.Context, d *cuda.Driver, pid int) (Process, bool) {
 }
 
 func busyDetail(tracer int) string {
-	name := or(procfs.Comm(tracer), "gone")
+	name := cmp.Or(procfs.Comm(tracer), "gone")
 	if id := exeID(tracer); id != (fileID{}) && id == exeID(os.Getpid()) {
 		name = "cryo" // its driver helper, re-executed as /proc/self/exe
 	}
@@ -150,10 +151,3 @@ func inventoryAsync(ctx context.Context, d *cuda.Driver) func() (cuda.Inventory,
 }
 
 func alive(pid int) bool { return procfs.Alive(pid) }
-
-func or(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
-}

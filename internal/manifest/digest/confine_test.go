@@ -26,7 +26,7 @@ func TestVerifyConfined(t *testing.T) {
 	for _, name := range []string{"../secret", secret, "leak.img", "up/secret", "./core-1.img", "x/../../secret"} {
 		d, _ := Files(dir)
 		d[name] = sum["secret"]
-		for what, err := range map[string]error{"Verify": Verify(dir, d), "VerifyStamped": second(Records{Dir: t.TempDir()}.VerifyStamped(dir, d))} {
+		for what, err := range map[string]error{"Verify": Verify(dir, d), "VerifyStampedWith": second(Records{Dir: t.TempDir()}.VerifyStampedWith(dir, d, nil))} {
 			var ce *CorruptFileError
 			if !errors.As(err, &ce) || ce.File != name || !strings.Contains(err.Error(), "outside the image directory") {
 				t.Errorf("%s with digest name %q: %v, want a refusal naming it", what, name, err)

@@ -1,7 +1,7 @@
 // Package digest takes the digests of a checkpoint's files, during the dump
 // (Watch) or after it (Files), verifies a directory against them (Verify),
 // and keeps the records that let a directory verified on this host skip
-// re-hashing (Stamp, VerifyStamped). It knows nothing of the manifest that
+// re-hashing (Stamp, VerifyStampedWith). It knows nothing of the manifest that
 // carries the digests: callers pass the digest map, name to digest.
 //
 // A digest is one of:
@@ -49,9 +49,6 @@ const ManifestName = "cryo-manifest.json"
 // readBufSize is each worker's read buffer: large reads, yet small enough
 // to stay in cache while sha256 consumes them. A variable for the benchmark.
 var readBufSize = 512 << 10
-
-// Algorithm returns the algorithm name that Files records.
-func Algorithm() string { return chunkedName(ChunkSize) }
 
 func chunkedName(chunk int64) string { return fmt.Sprintf("%s%dMiB", chunkedPrefix, chunk>>20) }
 

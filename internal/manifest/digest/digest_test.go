@@ -66,8 +66,8 @@ func TestFilesFormat(t *testing.T) {
 	if fmt.Sprint(d) != fmt.Sprint(want) {
 		t.Fatalf("digests %v, want %v", d, want)
 	}
-	if Algorithm() != "sha256-chunked-16MiB" {
-		t.Fatal(Algorithm())
+	if chunkedName(ChunkSize) != "sha256-chunked-16MiB" {
+		t.Fatal(chunkedName(ChunkSize))
 	}
 }
 

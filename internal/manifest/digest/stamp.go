@@ -288,15 +288,10 @@ func (r Records) pruneStamps() {
 	}
 }
 
-// VerifyStamped is Verify, skipping the hashing when dir has a valid stamp
-// (see above) and stamping it after a full verification. It reports whether
-// the stamp was used.
-func (r Records) VerifyStamped(dir string, digests map[string]string) (bool, error) {
-	return r.VerifyStampedWith(dir, digests, nil)
-}
-
-// VerifyStampedWith is VerifyStamped, reporting the bytes hashed to p
-// (none when the stamp spares the hashing).
+// VerifyStampedWith is Verify, skipping the hashing when dir has a valid
+// stamp (see above) and stamping it after a full verification, reporting
+// the bytes hashed to p (none when the stamp spares the hashing; p may be
+// nil). It reports whether the stamp was used.
 func (r Records) VerifyStampedWith(dir string, digests map[string]string, p Progress) (bool, error) {
 	if err := confined(dir, digests); err != nil {
 		return false, err

@@ -34,12 +34,12 @@ func stampedImage(t *testing.T) (string, map[string]string) {
 
 func TestStampSkipsUnchanged(t *testing.T) {
 	dir, d := stampedImage(t)
-	used, err := recs.VerifyStamped(dir, d)
+	used, err := recs.VerifyStampedWith(dir, d, nil)
 	if err != nil || !used {
 		t.Fatalf("unchanged image: stamp used %v, err %v; want used", used, err)
 	}
 	recs.Full = true
-	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || used {
 		t.Fatalf("CRYO_VERIFY=full: stamp used %v, err %v; want a full verification", used, err)
 	}
 }
@@ -55,7 +55,7 @@ func TestStampDetectsRewrite(t *testing.T) {
 	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := recs.VerifyStamped(dir, d)
+	_, err := recs.VerifyStampedWith(dir, d, nil)
 	var cf *CorruptFileError
 	if !errors.As(err, &cf) || cf.File != "pages-1.img" {
 		t.Fatalf("rewritten file: got %v, want a CorruptFileError for pages-1.img", err)
@@ -66,7 +66,7 @@ func TestStampDetectsRewrite(t *testing.T) {
 func TestStampStillChecksCoverage(t *testing.T) {
 	dir, d := stampedImage(t)
 	writeFileT(t, filepath.Join(dir, "extra.img"), "x")
-	if _, err := recs.VerifyStamped(dir, d); err == nil {
+	if _, err := recs.VerifyStampedWith(dir, d, nil); err == nil {
 		t.Fatal("an image file not covered by the digests was accepted")
 	}
 }
@@ -77,7 +77,7 @@ func TestStampUntrustedDir(t *testing.T) {
 	if err := os.Chmod(recs.Dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || used {
 		t.Fatalf("world-writable stamp directory: stamp used %v, err %v; want a full verification", used, err)
 	}
 }
@@ -86,10 +86,10 @@ func TestStampUntrustedDir(t *testing.T) {
 func TestVerifyStamps(t *testing.T) {
 	dir, d := stampedImage(t)
 	recs = Records{Dir: filepath.Join(t.TempDir(), "other")}
-	if used, _ := recs.VerifyStamped(dir, d); used {
+	if used, _ := recs.VerifyStampedWith(dir, d, nil); used {
 		t.Fatal("used a stamp from another directory")
 	}
-	if used, err := recs.VerifyStamped(dir, d); err != nil || !used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || !used {
 		t.Fatalf("second verification: stamp used %v, err %v; want used", used, err)
 	}
 }
@@ -147,7 +147,7 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	if err := recs.Stamp(dir, d); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || used {
 		t.Fatalf("tmpfs: stamp used %v, err %v; want a full verification", used, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -162,7 +162,7 @@ func TestStampNotOnTmpfs(t *testing.T) {
 	copy(mem, "PAGES")
 	syscall.Munmap(mem)
 	var cf *CorruptFileError
-	if _, err := recs.VerifyStamped(dir, d); !errors.As(err, &cf) {
+	if _, err := recs.VerifyStampedWith(dir, d, nil); !errors.As(err, &cf) {
 		t.Fatalf("a write through a mapping on tmpfs: got %v, want a CorruptFileError", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestStampDroppedOnFailure(t *testing.T) {
 	dir, d := stampedImage(t)
 	recs.Full = true
 	writeFileT(t, filepath.Join(dir, "pages-1.img"), "pages PAGES pages")
-	if _, err := recs.VerifyStamped(dir, d); err == nil {
+	if _, err := recs.VerifyStampedWith(dir, d, nil); err == nil {
 		t.Fatal("a changed file verified")
 	}
 	path, _ := recs.stampPath(dir, d)
@@ -231,7 +231,7 @@ func TestStampSharedMappingWrite(t *testing.T) {
 	path := filepath.Join(dir, "pages-1.img")
 	mem := sharedMap(t, path)
 	poke(mem, 6, mem[6]) // the write that faults: the page is dirty from now on
-	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || used {
 		t.Fatalf("after the first write: stamp used %v, err %v; want a full verification that passes", used, err)
 	}
 	before := ctimeOf(t, path)
@@ -241,7 +241,7 @@ func TestStampSharedMappingWrite(t *testing.T) {
 		t.Fatal("the write into the dirty page moved ctime: the premise of this test does not hold here")
 	}
 	var cf *CorruptFileError
-	if used, err := recs.VerifyStamped(dir, d); !errors.As(err, &cf) {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); !errors.As(err, &cf) {
 		t.Fatalf("a byte changed through a shared mapping: stamp used %v, err %v; want a CorruptFileError", used, err)
 	}
 }
@@ -257,7 +257,7 @@ func TestStampRefusedWhileOpenForWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || used {
 		t.Fatalf("a file open for writing: stamp used %v, err %v; want a full verification", used, err)
 	}
 	if err := recs.Stamp(dir, d); err == nil {
@@ -265,7 +265,7 @@ func TestStampRefusedWhileOpenForWriting(t *testing.T) {
 	}
 	// It wrote nothing: once it is gone, the first stamp holds again.
 	w.Close()
-	if used, err := recs.VerifyStamped(dir, d); err != nil || !used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || !used {
 		t.Fatalf("after the writer closed: stamp used %v, err %v; want the stamp", used, err)
 	}
 }
@@ -309,7 +309,7 @@ func TestStampOldFormatIgnored(t *testing.T) {
 	delete(s, "version")
 	data, _ = json.Marshal(s)
 	writeFileT(t, path, string(data))
-	if used, err := recs.VerifyStamped(dir, d); err != nil || used {
+	if used, err := recs.VerifyStampedWith(dir, d, nil); err != nil || used {
 		t.Fatalf("a stamp without a version: used %v, err %v; want a full verification", used, err)
 	}
 }

@@ -97,7 +97,7 @@ func extract(r io.Reader, dir string, b *Budget, bulk func(string) bool) error {
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
-		if bulk != nil && (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) && bulk(hdr.Name) {
+		if bulk != nil && hdr.Typeflag == tar.TypeReg && bulk(hdr.Name) {
 			if err := placeholder(hdr, dir); err != nil {
 				return err
 			}
@@ -123,7 +123,7 @@ func charge(hdr *tar.Header, dir string, room *int64, b *Budget) error {
 		return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s: %w; remedy: free space there, or do not restore this image if it is not expected to be this large",
 			hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge)
 	}
-	if b == nil || hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+	if b == nil || hdr.Typeflag != tar.TypeReg {
 		return nil
 	}
 	if b.Left -= hdr.Size; b.Left < 0 {
@@ -166,7 +166,7 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, dir string) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return mkdir(target)
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		return writeFile(tr, target, hdr.Size)
 	case tar.TypeSymlink:
 		return symlink(hdr, rel, target)
