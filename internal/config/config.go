@@ -9,6 +9,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,13 +151,13 @@ func parse(environ []string) Config {
 		CRIUHooks:           env[EnvCRIUHooks] == "1",
 		GPUMap:              env[EnvGPUMap],
 		AllowCUDAIPC:        env[EnvAllowCUDAIPC] == "1",
-		LockDir:             or(env[EnvLockDir], DefaultLockDir),
+		LockDir:             cmp.Or(env[EnvLockDir], DefaultLockDir),
 		FreezeOnlyPause:     env[EnvGPUFreePause] == "0",
 		HashAfterDump:       env[EnvDigestWatch] == "0",
 		VerifyFull:          env[EnvVerify] == "full",
-		StampDir:            or(env[EnvStampDir], DefaultStampDir),
+		StampDir:            cmp.Or(env[EnvStampDir], DefaultStampDir),
 		ImageStore:          imageStore(env),
-		RestoreDir:          or(env[EnvRestoreDir], DefaultRestoreDir),
+		RestoreDir:          cmp.Or(env[EnvRestoreDir], DefaultRestoreDir),
 		AnnotationRestore:   env[EnvAnnotationRestore],
 		ContainerdAddress:   env[EnvContainerdAddress],
 		ContainerdNamespace: env[EnvContainerdNamespace],
@@ -201,11 +202,4 @@ func imageStore(env map[string]string) string {
 		return filepath.Join(home, ".local", "share", "cryo", "images")
 	}
 	return DefaultImageStore
-}
-
-func or(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
 }

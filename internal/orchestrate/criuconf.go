@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -84,7 +85,7 @@ func RemoveCRIUConfig(bundle string, lines ...string) error {
 	}
 	var keep []string
 	for _, l := range have {
-		if !contains(lines, l) {
+		if !slices.Contains(lines, l) {
 			keep = append(keep, l)
 		}
 	}
@@ -108,20 +109,11 @@ func criuConf(bundle string) (string, map[string]any, error) {
 func merge(have, add []string) []string {
 	out := append([]string{}, have...)
 	for _, l := range add {
-		if l = strings.TrimSpace(l); l != "" && !contains(out, l) {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(out, l) {
 			out = append(out, l)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
 }
 
 // readLines reads a configuration file's non-empty lines; a missing file

@@ -99,9 +99,6 @@ func (o *Orchestrator) frontEnd() FrontEnd {
 // refusal CRIU explained, else the CRIU log.
 func (o *Orchestrator) dumpRemedy(err error) string {
 	k := refusalOf(err)
-	if k == refusedTCP && o.TCPHint != "" && o.FrontEnd == "" {
-		return o.tcpRemedy() // a caller that set its own hint and no front end
-	}
 	if r, ok := refusalRemedies[k][o.frontEnd()]; ok {
 		return r
 	}

@@ -82,10 +82,6 @@ type Orchestrator struct {
 	// cannot see (variables set from inside the program), or a driver that
 	// restores them.
 	AllowCUDAIPC bool
-	// TCPHint says how a user of this front end asks for established TCP
-	// connections to be checkpointed, for the remedy of a dump that CRIU
-	// refused for one; empty: cryo checkpoint's --tcp-established.
-	TCPHint string
 	// FrontEnd is the tool the user came through, for the wording of the
 	// remedies (see WithFrontEnd); empty: the cryo CLI.
 	FrontEnd FrontEnd
@@ -123,8 +119,6 @@ func DriverOptions(c config.Config) cuda.Options {
 // WithAllowCUDAIPC sets AllowCUDAIPC.
 func WithAllowCUDAIPC(allow bool) Option { return func(o *Orchestrator) { o.AllowCUDAIPC = allow } }
 
-// WithTCPHint sets TCPHint.
-func WithTCPHint(hint string) Option { return func(o *Orchestrator) { o.TCPHint = hint } }
 
 // Option configures an Orchestrator made by New.
 type Option func(*Orchestrator)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // ErrUndumpable: a process holds something CRIU cannot checkpoint.
@@ -33,15 +35,10 @@ func checkDumpable(pids []int) error {
 			for _, u := range undumpable {
 				if strings.HasPrefix(link, u.link) {
 					return fmt.Errorf("%w: pid %d (%s) holds %s (fd %s); nothing was suspended; remedy: %s",
-						ErrUndumpable, pid, comm(pid), u.what, filepath.Base(fd), u.remedy)
+						ErrUndumpable, pid, procfs.Comm(pid), u.what, filepath.Base(fd), u.remedy)
 				}
 			}
 		}
 	}
 	return nil
-}
-
-func comm(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return strings.TrimSpace(string(b))
 }

@@ -9,31 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/progress"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // growingDump writes pages-1.img in pieces over a few hundred
 // milliseconds, as CRIU writes its pages, then inventory.img; or fails
@@ -71,7 +54,7 @@ func progressCheckpoint(t *testing.T, terminal bool, dumpErr error) (string, err
 	opt := fakeDriver(t)
 	app := startFakeApp(t)
 	dir := t.TempDir()
-	var out syncBuffer
+	var out testsupport.Buffer
 	o := New(opt, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithProgress(progress.New(&out, terminal)))
 	target := Target{ID: "app", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
 	_, err := o.Checkpoint(ctx, target, dir, true, growingDump(dir, dumpErr, cancel))
@@ -177,7 +160,7 @@ func TestRecordedCopyRate(t *testing.T) {
 func TestCUDASuspendResumeLines(t *testing.T) {
 	o := New(fakeDriver(t))
 	app := startFakeApp(t)
-	var out syncBuffer
+	var out testsupport.Buffer
 	r := progress.New(&out, false)
 	ctx := context.Background()
 	if err := CUDASuspend(ctx, o.driver(), []int{app.PID}, cuda.SetOptions{}, r); err != nil {

@@ -16,9 +16,6 @@ import (
 // CRIUTCPEstablished is CRIU's option, as a line of its configuration file.
 const CRIUTCPEstablished = "tcp-established"
 
-// defaultTCPHint is the bare CLI's way to opt in.
-const defaultTCPHint = "checkpoint with `cryo checkpoint --tcp-established`"
-
 // EstablishedTCP counts the established TCP connections held by the
 // checkpoint in the CRIU image directory dir.
 func EstablishedTCP(dir string) (int, error) {
@@ -33,17 +30,6 @@ func EstablishedTCP(dir string) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// tcpRemedy is the remedy of a dump refused for an established TCP
-// connection, for a caller that set its own hint.
-func (o *Orchestrator) tcpRemedy() string {
-	hint := o.TCPHint
-	if hint == "" {
-		hint = defaultTCPHint
-	}
-	return "the processes hold an established TCP connection, which is checkpointed only on request: " +
-		hint + ", or close the connection first; the restore then keeps the connection by itself"
 }
 
 // restoreTCP counts the established TCP connections of the checkpoint in

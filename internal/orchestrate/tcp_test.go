@@ -33,9 +33,9 @@ func TestCheckpointTCPRemedy(t *testing.T) {
 	dump := func(context.Context) error {
 		return RuncCRIUError("dump", errors.New("criu failed: type NOTIFY errno 0 path= "+log))
 	}
-	o := New(testConfig, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTCPHint("set open_tcp"))
+	o := New(testConfig, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	_, err := o.Checkpoint(context.Background(), sleeper(t), dir, false, dump)
-	for _, want := range []string{"Connected TCP socket", "remedy: the processes hold an established TCP connection", "set open_tcp", "left running"} {
+	for _, want := range []string{"Connected TCP socket", "remedy: for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`", "left running"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v lacks %q", err, want)
 		}

@@ -12,14 +12,12 @@ import (
 // in the container engine's store.
 var ErrNoBaseImage = errors.New("base image missing")
 
-// PodmanName refuses a Podman restore under a name that a container
-// already has: `podman container restore --import` would fail after
-// unpacking. name is the --name given, else the checkpointed container's.
-// Without podman there is nothing to check: its restore says why.
-func PodmanName(ctx context.Context, name string) error { return PodmanNameIn(ctx, nil, name) }
-
-// PodmanNameIn is PodmanName for the Podman of the global options global
-// (--root, --runroot…): a name is taken or free in one store only.
+// PodmanNameIn refuses a Podman restore under a name that a container
+// already has in the store of the global options global (--root,
+// --runroot…: a name is taken or free in one store only): `podman
+// container restore --import` would fail after unpacking. name is the
+// --name given, else the checkpointed container's. Without podman there is
+// nothing to check: its restore says why.
 func PodmanNameIn(ctx context.Context, global []string, name string) error {
 	if name == "" {
 		return nil

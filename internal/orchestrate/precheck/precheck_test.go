@@ -110,7 +110,7 @@ func TestRootAndPodmanName(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := PodmanName(ctx, fmt.Sprintf("cryo-precheck-none-%d", os.Getpid())); err != nil {
+	if err := PodmanNameIn(ctx, nil, fmt.Sprintf("cryo-precheck-none-%d", os.Getpid())); err != nil {
 		t.Errorf("unused name refused: %v", err)
 	}
 }
