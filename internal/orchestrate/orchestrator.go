@@ -119,7 +119,6 @@ func DriverOptions(c config.Config) cuda.Options {
 // WithAllowCUDAIPC sets AllowCUDAIPC.
 func WithAllowCUDAIPC(allow bool) Option { return func(o *Orchestrator) { o.AllowCUDAIPC = allow } }
 
-
 // Option configures an Orchestrator made by New.
 type Option func(*Orchestrator)
 
