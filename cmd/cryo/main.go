@@ -37,7 +37,7 @@ var personalities = []personality{
 	// nothing but the helper, whatever else its environment says. It runs
 	// during init, as it did when package cuda chose it from its own init.
 	{name: "driver helper", chosen: cuda.HelperRequested, run: cuda.RunHelper, duringInit: true},
-	// Started by the CRIU action script at post-dump (internal/criuaction,
+	// Started by the CRIU action script at pre-dump (internal/criuaction,
 	// startWatcher): a detached copy, argv[0] "cryo-resume-watch", that
 	// resumes CUDA once CRIU has exited. Chosen by argv[0], which only that
 	// re-execution gives; CRIU's own variables in its environment are

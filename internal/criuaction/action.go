@@ -58,7 +58,7 @@ func Run() int {
 	return runStep(action, o, f)
 }
 
-// RunWatcher runs the resume watcher that post-dump starts (startWatcher)
+// RunWatcher runs the resume watcher that pre-dump starts (startWatcher)
 // and returns the exit code. Nobody reads it: the watcher is detached, and
 // its failures go to cryo-action.log.
 func RunWatcher() int {
