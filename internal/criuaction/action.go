@@ -17,50 +17,76 @@ import (
 // driver call also runs in a helper process with its own deadline.
 const actionTimeout = 10 * time.Minute
 
-// watchAction is the action name of the detached resume watcher (watch.go);
-// CRIU never uses it.
-const watchAction = "cryo-resume-watch"
+// BinaryName is the name CRIU runs cryo under as its action script: the
+// generated script execs it (see hooks.go), and cmd/cryo chooses Run by it.
+const BinaryName = "cryo-criu-action"
 
-// CRIUAction runs as CRIU's action script and returns the exit code. CRIU
-// sets CRTOOLS_SCRIPT_ACTION, CRTOOLS_IMAGE_DIR (a /proc/<criu>/fd/<n> link
+// WatcherName is the resume watcher's argv[0] (see startWatcher): cmd/cryo
+// chooses RunWatcher by it. It also names the watcher in its log lines.
+const WatcherName = "cryo-resume-watch"
+
+// step is one action's work, on the orchestrator of this run.
+type step func(context.Context, *orchestrate.Orchestrator) error
+
+// steps are the CRIU actions that cryo acts on; CRIU's others are no-ops.
+var steps = map[string]step{
+	"pre-dump":    preDump,
+	"post-dump":   postDump,
+	"pre-restore": preRestore,
+	"post-resume": postResume,
+}
+
+// Run runs as CRIU's action script and returns the exit code. CRIU sets
+// CRTOOLS_SCRIPT_ACTION, CRTOOLS_IMAGE_DIR (a /proc/<criu>/fd/<n> link
 // to the image directory) and, from CRIU 4.x once it knows the dumpee or the
 // restored root task, CRTOOLS_INIT_PID. A non-zero exit aborts the dump or
 // restore at pre-dump and pre-restore.
-func CRIUAction() int {
+func Run() int {
 	action := os.Getenv("CRTOOLS_SCRIPT_ACTION")
 	if os.Getenv(config.EnvOrchestrated) == "1" {
 		return 0 // cryo-runc runs the orchestration itself
 	}
-	// The generated script names cryo-runc's environment file
-	// ($CRYO_RUNC_ENV): CRIU passes on runc's environment, which Podman
-	// keeps almost empty.
-	cfg, err := config.Load("")
+	o, err := newOrchestrator()
 	if err != nil {
 		logf("%s: %v", action, err)
 		return 1
 	}
-	o := orchestrate.New(orchestrate.WithConfig(cfg))
-	if action != watchAction && !firstRun(action) {
+	f := steps[action]
+	if !firstRun(action) || f == nil {
 		return 0
 	}
+	return runStep(action, o, f)
+}
+
+// RunWatcher runs the resume watcher that pre-dump starts (startWatcher)
+// and returns the exit code. Nobody reads it: the watcher is detached, and
+// its failures go to cryo-action.log.
+func RunWatcher() int {
+	o, err := newOrchestrator()
+	if err != nil {
+		logf("%s: %v", WatcherName, err)
+		return 1
+	}
+	return runStep(WatcherName, o, watch)
+}
+
+// newOrchestrator reads cryo's configuration. The generated script names
+// cryo-runc's environment file ($CRYO_RUNC_ENV): CRIU passes on runc's
+// environment, which Podman keeps almost empty.
+func newOrchestrator() (*orchestrate.Orchestrator, error) {
+	cfg, err := config.Load("")
+	if err != nil {
+		return nil, err
+	}
+	return orchestrate.New(orchestrate.WithConfig(cfg)), nil
+}
+
+// runStep runs f within actionTimeout and logs its failure as name's.
+func runStep(name string, o *orchestrate.Orchestrator, f step) int {
 	ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
 	defer cancel()
-	switch action {
-	case "pre-dump":
-		err = preDump(ctx, o)
-	case "post-dump":
-		err = postDump(ctx, o)
-	case "pre-restore":
-		err = preRestore(ctx, o)
-	case "post-resume":
-		err = postResume(ctx, o)
-	case watchAction:
-		err = watch(ctx, o)
-	default:
-		return 0
-	}
-	if err != nil {
-		logf("%s: %v", action, err)
+	if err := f(ctx, o); err != nil {
+		logf("%s: %v", name, err)
 		return 1
 	}
 	return 0

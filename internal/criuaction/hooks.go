@@ -1,11 +1,11 @@
-// Package hooks holds the entry points that runc and CRIU call back into.
+// Package criuaction holds the entry points that runc and CRIU call back into.
 //
 // cryo-runc (with CRYO_CRIU_HOOKS=1) prepares each container it creates so
 // that a direct `runc checkpoint`/`runc restore`, which bypasses cryo-runc,
 // is CUDA-safe too. Three things are written, all into the bundle directory:
 //
 //   - cryo-criu.conf, the bundle's CRIU configuration file (see
-//     runtime.AddCRIUConfig), with the line
+//     orchestrate.AddCRIUConfig), with the line
 //     `action-script <bundle>/cryo-criu-action.sh`;
 //   - cryo-criu-action.sh, a two-line shell script that sets the container
 //     id and cryo-runc's environment file and execs cryo-criu-action (CRIU
@@ -14,7 +14,7 @@
 //     which is how runc tells CRIU to read that configuration file.
 //
 // CRIU then runs cryo-criu-action at each step of a dump or restore (see
-// CRIUAction). When cryo-runc runs the checkpoint or restore itself, it sets
+// Run). When cryo-runc runs the checkpoint or restore itself, it sets
 // config.EnvOrchestrated and the action script does nothing.
 package criuaction
 

@@ -23,9 +23,9 @@ var (
 	thawTimeout     = time.Minute
 )
 
-// startWatcher starts a detached copy of this binary that waits for CRIU
-// (this script's parent) to exit, then resumes CUDA in those of m's
-// processes that still live. CUDA cannot be resumed at post-dump: the
+// startWatcher starts a detached copy of this binary, the resume watcher
+// (RunWatcher), that waits for CRIU (this script's parent) to exit, then
+// resumes CUDA in those of m's processes that still live. CUDA cannot be resumed at post-dump: the
 // processes are still frozen by CRIU then, and a driver call on a frozen
 // process hangs.
 func startWatcher(dir string, m *manifest.Manifest) error {
@@ -40,8 +40,11 @@ func startWatcher(dir string, m *manifest.Manifest) error {
 	}
 	defer null.Close()
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"cryo-criu-action"} // the multi-call binary dispatches on argv[0]
-	cmd.Env = append(os.Environ(), "CRTOOLS_SCRIPT_ACTION="+watchAction, "CRTOOLS_IMAGE_DIR=",
+	cmd.Args = []string{WatcherName} // cmd/cryo chooses RunWatcher by argv[0]
+	// CRIU's variables are cleared: the watcher is no action of CRIU's, and
+	// CRIU's image directory link dies with CRIU (logf then reads
+	// config.EnvWatchDir).
+	cmd.Env = append(os.Environ(), "CRTOOLS_SCRIPT_ACTION=", "CRTOOLS_IMAGE_DIR=",
 		config.EnvWatchDir+"="+dir, config.EnvWatchPID+"="+strconv.Itoa(criu),
 		config.EnvWatchStart+"="+procfs.StartTime(criu), config.EnvWatchPIDs+"="+strings.Join(pids, ","))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null

@@ -10,18 +10,17 @@ import (
 	"github.com/cryo-gpu/cryo/internal/config"
 )
 
-// Any binary that imports cudacr serves as its own driver helper: the
-// package's init sees config.EnvHelper, which the parent sets, performs one
-// request and exits before main runs.
-func init() {
-	if os.Getenv(config.EnvHelper) != "1" {
-		return
-	}
-	os.Exit(serveHelper())
-}
+// HelperRequested reports whether this process was started as a driver
+// helper: helperCommand sets config.EnvHelper in the child's environment.
+func HelperRequested() bool { return os.Getenv(config.EnvHelper) == "1" }
 
-// serveHelper reads one request from stdin, performs it, writes the reply.
-func serveHelper() int {
+// RunHelper is the driver helper's whole life: it reads one request from
+// stdin, performs it, writes the reply and returns the exit code. The
+// program that re-executes itself as the helper (helperExe) chooses it,
+// before it does anything else: cryo's main does so from its init (see
+// cmd/cryo), since the libraries loaded here and the threads seized under
+// ptrace must meet a process that is nothing but the helper.
+func RunHelper() int {
 	var req request
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
 		fmt.Fprintf(os.Stderr, "cudacr helper: bad request: %v\n", err)

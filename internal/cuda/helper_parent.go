@@ -17,7 +17,7 @@ import (
 )
 
 // helperExe is the binary re-executed as the helper: the running binary
-// itself, which imports cudacr and so serves requests (see config.EnvHelper).
+// itself, whose main chooses RunHelper when it sees config.EnvHelper.
 const helperExe = "/proc/self/exe"
 
 // call runs req in a fresh helper process and waits for its reply, at most
