@@ -1,4 +1,4 @@
-// Package cudacr is everything cryo knows about CUDA processes: it binds the
+// Package cuda is everything cryo knows about CUDA processes: it binds the
 // driver's checkpoint API (loaded at run time, never linked), runs every driver
 // call in a short-lived helper process with a deadline, finds the CUDA
 // processes of a process set, suspends and resumes a set with rollback, and

@@ -3,46 +3,45 @@ package orchestrate
 import (
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // TestMain keeps the tests' locks out of the host's lock directory, and
 // the fake driver's faults in a directory of their own. This test binary
-// is also the driver's helper (cudacr's init).
+// is also the driver's helper: the driver calls re-execute it, as they
+// re-execute cryo, whose main chooses the helper in the same way.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cryo-runtime-test-")
-	if err != nil {
+	if cuda.HelperRequested() {
+		os.Exit(cuda.RunHelper())
+	}
+	var err error
+	if driver, err = testsupport.NewFakeDriver("cryo-orchestrate-test-"); err != nil {
 		panic(err)
 	}
-	testLocks = filepath.Join(dir, "locks")
-	faultsDir = filepath.Join(dir, "faults")
-	os.MkdirAll(faultsDir, 0o755)
-	os.Setenv("CRYO_FAKE_CUDA_FAULTS", faultsDir)
-	fakeRoot = filepath.Join(dir, "fake")
+	testLocks = filepath.Join(driver.Dir, "locks")
 	code := m.Run()
-	os.RemoveAll(dir)
+	driver.Close()
 	os.Exit(code)
 }
 
 var (
-	faultsDir, fakeRoot, testLocks string
-	fakeOnce                       sync.Once
-	fakes                          fakecuda.Paths
-	fakeErr                        error
+	driver    *testsupport.FakeDriver
+	testLocks string
+	fakes     fakecuda.Paths
 )
 
 // fakeDriver builds the fake driver once (gcc) and returns an orchestrator
 // option that uses it.
 func fakeDriver(t *testing.T) Option {
 	t.Helper()
-	fakeOnce.Do(func() { fakes, fakeErr = fakecuda.Build(fakeRoot) })
-	if fakeErr != nil {
-		t.Fatalf("build the fake driver: %v", fakeErr)
+	var err error
+	if fakes, err = driver.Paths(); err != nil {
+		t.Fatalf("build the fake driver: %v", err)
 	}
 	return func(o *Orchestrator) {
 		testConfig(o)
@@ -61,5 +60,5 @@ func startFakeApp(t *testing.T) *fakeApp { return fakecuda.StartApp(t, fakes, "1
 
 // fault arms the fake driver's fault file for op on pid.
 func fault(t *testing.T, op string, pid int, text string) {
-	fakecuda.Fault(t, faultsDir, op, pid, text)
+	driver.Fault(t, op, pid, text)
 }
