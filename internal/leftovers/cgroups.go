@@ -1,4 +1,4 @@
-package orchestrate
+package leftovers
 
 import (
 	"errors"
@@ -128,14 +128,14 @@ func systemdScope(slice, prefix, name string) string {
 // process is never killed: a cgroupsPath that names the caller's cgroup
 // is refused instead.
 func killCgroups(dirs []string) error {
-	deadline := time.Now().Add(killWait)
+	deadline := time.Now().Add(KillWait)
 	for {
 		pids, err := cgroupPIDs(dirs)
 		if err != nil || len(pids) == 0 {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v of cgroup %s survived SIGKILL for %s", pids, dirs[0], killWait)
+			return fmt.Errorf("processes %v of cgroup %s survived SIGKILL for %s", pids, dirs[0], KillWait)
 		}
 		for _, pid := range pids {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -197,7 +197,7 @@ func removeCgroup(dir string) error {
 // rmdirRetry removes a cgroup, waiting a moment while it is busy: the
 // kernel takes a killed process out of its cgroups only once it is reaped.
 func rmdirRetry(dir string) error {
-	deadline := time.Now().Add(killWait)
+	deadline := time.Now().Add(KillWait)
 	for {
 		err := syscall.Rmdir(dir)
 		if err == nil || errors.Is(err, syscall.ENOENT) {
