@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
-	"github.com/checkpoint-restore/go-criu/v7/crit/images/fdinfo"
+	"github.com/cryo-gpu/cryo/internal/criuimg"
 )
 
 // A process that closes a connection first leaves a TIME_WAIT socket on its
@@ -38,22 +38,16 @@ const (
 // ListeningPorts are the TCP ports that the checkpoint's listening sockets
 // without SO_REUSEADDR bind, from CRIU's files.img.
 func ListeningPorts(dir string) (map[uint32]bool, error) {
-	f, err := os.Open(filepath.Join(dir, "files.img"))
-	if errors.Is(err, os.ErrNotExist) {
+	files, err := criuimg.Files(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	img, err := crit.New(f, nil, dir, false, true).Decode(&fdinfo.FileEntry{})
-	if err != nil {
-		return nil, fmt.Errorf("read the sockets of %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("read the sockets of %s: %w", filepath.Join(dir, "files.img"), err)
 	}
 	ports := map[uint32]bool{}
-	for _, e := range img.Entries {
-		fe, ok := e.Message.(*fdinfo.FileEntry)
-		if !ok || fe.GetIsk() == nil {
+	for _, fe := range files {
+		if fe.GetIsk() == nil {
 			continue
 		}
 		// The kernel lets a listener with SO_REUSEADDR bind next to the

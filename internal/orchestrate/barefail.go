@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/leftovers"
 	"github.com/cryo-gpu/cryo/internal/procfs"
 )
@@ -29,7 +30,7 @@ const bareRemoved = "nothing of it is left running"
 // that failed on its own has killed its tree already; then there is
 // nothing to do.
 func killRestoredTree(ctx context.Context, dir string, began uint64) error {
-	pids, err := checkpointPIDs(dir)
+	pids, err := criuimg.TreePIDs(dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", leftovers.ErrLeft, err)
 	}
