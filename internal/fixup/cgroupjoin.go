@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // unifiedRoot is where cgroup v2 is mounted on a host that runs on it alone.
@@ -48,13 +50,13 @@ func JoinSpecCgroup(log *slog.Logger, id, want string, pids []int) {
 
 // cgroupOf is pid's cgroup v2 path.
 func cgroupOf(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	cgs, err := procfs.Cgroups(pid)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p, nil
+	for _, cg := range cgs {
+		if cg.ID == "0" && cg.Controllers == "" {
+			return cg.Path, nil
 		}
 	}
 	return "", fmt.Errorf("pid %d has no cgroup v2 entry", pid)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // cgroupDirs are the existing directories of container id's cgroup, in
@@ -86,12 +88,10 @@ func hierarchyKey(m mount) string {
 // ownCgroups maps each hierarchy of /proc/self/cgroup to this process's
 // cgroup in it.
 func ownCgroups() map[string]string {
-	data, _ := os.ReadFile("/proc/self/cgroup")
+	cgs, _ := procfs.Cgroups(os.Getpid())
 	own := map[string]string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.SplitN(line, ":", 3); len(f) == 3 {
-			own[f[1]] = f[2]
-		}
+	for _, cg := range cgs {
+		own[cg.Controllers] = cg.Path
 	}
 	return own
 }
