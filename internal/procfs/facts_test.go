@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -36,4 +37,27 @@ func TestOwnFacts(t *testing.T) {
 	if _, err := Environ(-1); err == nil {
 		t.Error("the environment of no process")
 	}
+}
+
+// A file this process holds open is among its descriptors, with its path.
+func TestFDs(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fds, err := FDs(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(int(f.Fd()))
+	for _, fd := range fds {
+		if fd.Num == want {
+			if fd.Target != f.Name() || fd.Path != "/proc/"+strconv.Itoa(os.Getpid())+"/fd/"+want {
+				t.Fatalf("fd %s: %+v, want %s", want, fd, f.Name())
+			}
+			return
+		}
+	}
+	t.Fatalf("fd %s missing from %+v", want, fds)
 }
