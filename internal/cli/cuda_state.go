@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -149,16 +147,12 @@ func lockOf(pid int, locks []orchestrate.LockInfo) (orchestrate.LockInfo, bool) 
 // container id, as runtimes name them: "ID", "cri-containerd-ID.scope",
 // "libpod-ID.scope", and so on.
 func inContainer(pid int, id string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	cgs, err := procfs.Cgroups(pid)
 	if err != nil {
 		return false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, elem := range strings.Split(parts[2], "/") {
+	for _, cg := range cgs {
+		for _, elem := range strings.Split(cg.Path, "/") {
 			elem = strings.TrimSuffix(elem, ".scope")
 			if elem == id || strings.HasSuffix(elem, "-"+id) {
 				return true

@@ -5,7 +5,7 @@
 // is CUDA-safe too. Three things are written, all into the bundle directory:
 //
 //   - cryo-criu.conf, the bundle's CRIU configuration file (see
-//     orchestrate.AddCRIUConfig), with the line
+//     criu.AddConfig), with the line
 //     `action-script <bundle>/cryo-criu-action.sh`;
 //   - cryo-criu-action.sh, a two-line shell script that sets the container
 //     id and cryo-runc's environment file and execs cryo-criu-action (CRIU

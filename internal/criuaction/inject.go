@@ -7,15 +7,15 @@ import (
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/config"
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/criu"
 )
 
 // ErrForeignCRIUConfig: the container already names a CRIU configuration of
 // its own, which cryo leaves alone.
-var ErrForeignCRIUConfig = orchestrate.ErrForeignCRIUConfig
+var ErrForeignCRIUConfig = criu.ErrForeignConfig
 
 // Prepare writes the action script into bundle and adds it to the bundle's
-// CRIU configuration (see orchestrate.AddCRIUConfig). action is the absolute
+// CRIU configuration (see criu.AddConfig). action is the absolute
 // path of cryo-criu-action; envFile (may be empty) is cryo-runc's
 // environment file. A config.json that already names a CRIU configuration
 // other than cryo's is left as it is (ErrForeignCRIUConfig).
@@ -27,7 +27,7 @@ func Prepare(bundle, id, action, envFile string) error {
 	if err := writeScript(bundle, id, action, envFile); err != nil {
 		return err
 	}
-	if _, err := orchestrate.AddCRIUConfig(bundle, "action-script "+filepath.Join(bundle, scriptName)); err != nil {
+	if _, err := criu.AddConfig(bundle, "action-script "+filepath.Join(bundle, scriptName)); err != nil {
 		return fmt.Errorf("%w, to make direct runc checkpoints CUDA-safe", err)
 	}
 	return nil

@@ -4,6 +4,11 @@
 // what CRIU's statistics say. It reads the images with go-criu's crit and
 // never loads the memory pages: a command line is read at its offset.
 //
+// It is cryo's one decoder of CRIU images: the confinement check
+// (ReadImage), the orchestration's prechecks and fix-ups and the OCI image
+// summary (facts.go) read through it, with its checks against damaged or
+// hostile images.
+//
 // Reading is tolerant of what a checkpoint may lack (an image that a dump
 // did not need, statistics kept elsewhere): that section is empty and the
 // image is named in Missing. A damaged image is an *ImageError.

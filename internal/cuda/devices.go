@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"syscall"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // nvidiaMajor is the character-device major of the NVIDIA GPU nodes
@@ -42,19 +44,13 @@ func NodeMinor(path string) (int, bool) {
 // file is the truth (a container may name its node differently); the path
 // is used when the file is not an NVIDIA device (the fake driver's nodes).
 func heldMinors(pid int) ([]int, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	fds, err := os.ReadDir(dir)
+	fds, err := procfs.FDs(pid)
 	if err != nil {
 		return nil, noProcess(pid, err)
 	}
 	seen := map[int]bool{}
 	for _, fd := range fds {
-		p := filepath.Join(dir, fd.Name())
-		target, err := os.Readlink(p)
-		if err != nil {
-			continue // closed meanwhile
-		}
-		if n, ok := fdMinor(p, target); ok {
+		if n, ok := fdMinor(fd.Path, fd.Target); ok {
 			seen[n] = true
 		}
 	}

@@ -1,12 +1,12 @@
 package cuda
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // ErrUnsupportedGPU: the process uses a GPU setup the driver's checkpoint
@@ -79,15 +79,9 @@ func pickVisible(tok string, gpus []GPU) (GPU, bool) {
 // processEnv reads the environment pid started with. Variables a process
 // sets for itself later (Python's os.environ) are not there.
 func processEnv(pid int) (map[string]string, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := procfs.Environ(pid)
 	if err != nil {
 		return nil, noProcess(pid, err)
-	}
-	env := map[string]string{}
-	for _, kv := range bytes.Split(data, []byte{0}) {
-		if k, v, ok := strings.Cut(string(kv), "="); ok {
-			env[k] = v
-		}
 	}
 	return env, nil
 }
@@ -100,21 +94,7 @@ func visibleDevices(env map[string]string) VisibleDevices {
 // nsPID returns pid's number in its innermost pid namespace: a container
 // restores its processes with those numbers, so they identify a process
 // across a restore (its host pid changes).
-func nsPID(pid int) int {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return pid
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(rest)
-			if n, err := strconv.Atoi(f[len(f)-1]); err == nil && len(f) > 0 {
-				return n
-			}
-		}
-	}
-	return pid
-}
+func nsPID(pid int) int { return procfs.NSPID(pid) }
 
 // NSPID is nsPID for callers outside the package (the restore matches its
 // processes to the manifest's by it).

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
-
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 )
@@ -119,7 +117,7 @@ type LayerInfo struct {
 }
 
 // Summarize reads a source: sizes from its files, processes from CRIU's
-// pstree (go-criu's crit), GPU needs from cryo's manifest.
+// pstree (internal/criuimg), GPU needs from cryo's manifest.
 func Summarize(s *Source) (*Summary, error) {
 	sum := &Summary{Kind: s.Kind, Name: s.Name, BaseImage: s.BaseImage}
 	if err := sumSizes(s, &sum.Sizes); err != nil {
@@ -205,22 +203,17 @@ func treePID(p manifest.Process) int {
 	return p.PID
 }
 
-// criuProcesses walks CRIU's process tree; a checkpoint whose pstree
+// criuProcesses lists CRIU's process tree; a checkpoint whose pstree
 // cannot be decoded still gets a summary, just without names.
 func criuProcesses(dir string) []ProcessInfo {
-	tree, err := crit.New(nil, nil, dir, false, true).ExplorePs()
+	tree, err := criuimg.Tree(dir)
 	if err != nil {
 		return nil
 	}
-	var out []ProcessInfo
-	var walk func(t *crit.PsTree)
-	walk = func(t *crit.PsTree) {
-		out = append(out, ProcessInfo{PID: int(t.PID), Comm: t.Comm})
-		for _, c := range t.Children {
-			walk(c)
-		}
+	out := make([]ProcessInfo, 0, len(tree))
+	for _, p := range tree {
+		out = append(out, ProcessInfo{PID: p.PID, Comm: p.Comm})
 	}
-	walk(tree)
 	return out
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/procfs"
@@ -69,7 +70,7 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	stopped := !po.LeaveRunning && !po.TCPEstablished
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped}
 	dump := func(ctx context.Context) error {
-		return criuDump(ctx, po.PID, po.Dir, criuOptions{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped, Binary: o.Config.CRIU})
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{Options: criu.Options{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped}, Binary: o.Config.CRIU})
 	}
 	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
 	if err != nil {
@@ -178,8 +179,8 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	pid, err := o.Restore(ctx, id, m, Restorer{
 		Restore: func(ctx context.Context) (int, error) {
 			// The memory CRIU reads back, for the line: it reports no progress.
-			taskFrom(ctx).SetTotal(pagesBytes(ro.Dir))
-			return criuRestore(ctx, ro.Dir, criuOptions{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0, Binary: o.Config.CRIU})
+			taskFrom(ctx).SetTotal(criu.PagesBytes(ro.Dir))
+			return criuRestore(ctx, ro.Dir, criuOptions{Options: criu.Options{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0}, Binary: o.Config.CRIU})
 		},
 		Target: func(pid int) Target {
 			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}

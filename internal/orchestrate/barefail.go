@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cryo-gpu/cryo/internal/criuimg"
+	"github.com/cryo-gpu/cryo/internal/leftovers"
 	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
@@ -28,9 +30,9 @@ const bareRemoved = "nothing of it is left running"
 // that failed on its own has killed its tree already; then there is
 // nothing to do.
 func killRestoredTree(ctx context.Context, dir string, began uint64) error {
-	pids, err := checkpointPIDs(dir)
+	pids, err := criuimg.TreePIDs(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRestoreLeftovers, err)
+		return fmt.Errorf("%w: %w", leftovers.ErrLeft, err)
 	}
 	var killed []int
 	for _, pid := range pids {
@@ -39,7 +41,7 @@ func killRestoredTree(ctx context.Context, dir string, began uint64) error {
 			continue // gone, or not restored: it ran before the restore
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("%w: kill restored process %d: %w", ErrRestoreLeftovers, pid, err)
+			return fmt.Errorf("%w: kill restored process %d: %w", leftovers.ErrLeft, pid, err)
 		}
 		killed = append(killed, pid)
 	}
@@ -68,7 +70,7 @@ func bootTicks() uint64 {
 // reap waits for the killed processes that are this process's children,
 // so that none stays a zombie; the others are reaped by their parents.
 func reap(ctx context.Context, pids []int) error {
-	deadline := time.Now().Add(killWait)
+	deadline := time.Now().Add(leftovers.KillWait)
 	for _, pid := range pids {
 		for {
 			var ws unix.WaitStatus
@@ -77,10 +79,10 @@ func reap(ctx context.Context, pids []int) error {
 				break
 			}
 			if err != nil && !errors.Is(err, unix.EINTR) {
-				return fmt.Errorf("%w: reap restored process %d: %w", ErrRestoreLeftovers, pid, err)
+				return fmt.Errorf("%w: reap restored process %d: %w", leftovers.ErrLeft, pid, err)
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("%w: restored process %d survived SIGKILL for %s", ErrRestoreLeftovers, pid, killWait)
+				return fmt.Errorf("%w: restored process %d survived SIGKILL for %s", leftovers.ErrLeft, pid, leftovers.KillWait)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

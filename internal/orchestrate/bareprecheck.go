@@ -2,12 +2,8 @@ package orchestrate
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
-	"github.com/checkpoint-restore/go-criu/v7/crit/images/pstree"
-
+	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 )
 
@@ -34,7 +30,7 @@ func precheckProcess(po ProcessOptions) error {
 // which init holds; stopping that is no remedy. A directory without
 // pstree.img is left to the verify step to refuse.
 func precheckContainerTree(dir string) error {
-	pids, err := checkpointPIDs(dir)
+	pids, err := criuimg.TreePIDs(dir)
 	if err != nil || len(pids) == 0 || pids[0] != 1 {
 		return nil
 	}
@@ -47,36 +43,9 @@ func precheckContainerTree(dir string) error {
 // CRIU gives them back as they were and fails late when one is in use.
 // A directory without pstree.img is left to the verify step to refuse.
 func precheckPIDs(dir string) error {
-	pids, err := checkpointPIDs(dir)
+	pids, err := criuimg.TreePIDs(dir)
 	if err != nil || len(pids) == 0 {
 		return nil
 	}
 	return precheck.PIDsFree(pids)
-}
-
-// checkpointPIDs are the pids and thread ids recorded in dir's pstree.img.
-func checkpointPIDs(dir string) ([]int, error) {
-	f, err := os.Open(filepath.Join(dir, "pstree.img"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	img, err := crit.New(f, nil, dir, false, true).Decode(&pstree.PstreeEntry{})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
-	}
-	var pids []int
-	for _, e := range img.Entries {
-		p, ok := e.Message.(*pstree.PstreeEntry)
-		if !ok {
-			continue
-		}
-		pids = append(pids, int(p.GetPid()))
-		for _, t := range p.GetThreads() {
-			if int(t) != int(p.GetPid()) {
-				pids = append(pids, int(t))
-			}
-		}
-	}
-	return pids, nil
 }

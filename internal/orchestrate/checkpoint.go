@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
@@ -350,8 +351,8 @@ func (c *checkpoint) runDump(ctx context.Context) error {
 		c.watch = digest.Watch(c.dir)
 	}
 	if t := taskFrom(ctx); t != nil {
-		t.SetEstimate(dumpEstimate(c.pids, gpuBytes(c.m, c.toSuspend)))
-		defer t.Poll(pagesPoll, func() int64 { return pagesBytes(c.dir) })()
+		t.SetEstimate(criu.DumpEstimate(c.pids, gpuBytes(c.m, c.toSuspend)))
+		defer t.Poll(criu.PagesPoll, func() int64 { return criu.PagesBytes(c.dir) })()
 	}
 	if err := c.dump(ctx); err != nil {
 		return err // fail stops the watcher

@@ -2,11 +2,8 @@ package orchestrate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -198,17 +195,4 @@ func (o *Orchestrator) GPUFreePause(annotations map[string]string) bool {
 		return v != "false" && v != "0"
 	}
 	return !o.Config.FreezeOnlyPause
-}
-
-// BundleAnnotations are the annotations of the bundle's config.json; nil
-// when it cannot be read (the configuration then decides).
-func BundleAnnotations(bundle string) map[string]string {
-	var spec struct {
-		Annotations map[string]string `json:"annotations"`
-	}
-	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil || json.Unmarshal(b, &spec) != nil {
-		return nil
-	}
-	return spec.Annotations
 }

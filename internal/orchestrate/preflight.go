@@ -3,9 +3,6 @@ package orchestrate
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/procfs"
@@ -26,16 +23,12 @@ var undumpable = []struct{ link, what, remedy string }{
 // a file CRIU cannot checkpoint, naming the process and the remedy.
 func checkDumpable(pids []int) error {
 	for _, pid := range pids {
-		fds, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/fd/*")
+		fds, _ := procfs.FDs(pid)
 		for _, fd := range fds {
-			link, err := os.Readlink(fd)
-			if err != nil {
-				continue
-			}
 			for _, u := range undumpable {
-				if strings.HasPrefix(link, u.link) {
+				if strings.HasPrefix(fd.Target, u.link) {
 					return fmt.Errorf("%w: pid %d (%s) holds %s (fd %s); nothing was suspended; remedy: %s",
-						ErrUndumpable, pid, procfs.Comm(pid), u.what, filepath.Base(fd), u.remedy)
+						ErrUndumpable, pid, procfs.Comm(pid), u.what, fd.Num, u.remedy)
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/fixup"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
@@ -166,7 +167,7 @@ func gpuMapRemedy(err error) string {
 // resumes those, remapping the GPUs by the pairs CheckRestore found. A
 // checkpoint without CUDA (or without a manifest) needs nothing.
 func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *manifest.Manifest) error {
-	o.upLoopback(t)
+	fixup.UpLoopback(o.log(), t.ID, t.InitPID)
 	if !m.HasCUDA() {
 		return o.resumeUnlisted(ctx, t)
 	}
@@ -208,7 +209,7 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *manifest
 	if len(suspended) == 0 {
 		return fmt.Errorf("none of the restored processes %v is a CUDA process, but the manifest lists %d: %w", pids, len(m.Processes), cuda.ErrBadState)
 	}
-	o.joinSpecCgroup(t, pids)
+	fixup.JoinSpecCgroup(o.log(), t.ID, t.Scope.Cgroup, pids)
 	if err := o.prepareNodes(t); err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func (o *Orchestrator) prepareNodes(t Target) error {
 	if len(t.Scope.Nodes) == 0 || t.InitPID <= 0 {
 		return nil
 	}
-	return syncNodes(t.InitPID, t.Scope.Nodes)
+	return fixup.SyncNodes(t.InitPID, t.Scope.Nodes)
 }
 
 // restorePairs finds each restored process's GPU pairs by its NSPID (the

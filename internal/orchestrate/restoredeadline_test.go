@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/leftovers"
 )
 
 func quietOrchestrator(c config.Config) *Orchestrator {
@@ -58,10 +59,10 @@ func TestRestoreFailureReportsFailedCleanup(t *testing.T) {
 	o := quietOrchestrator(config.Config{RestoreTimeout: time.Minute})
 	_, err := o.Restore(context.Background(), "c1", nil, Restorer{
 		Restore: func(context.Context) (int, error) { return 0, errors.New("criu failed: signal: segmentation fault") },
-		Cleanup: func(context.Context) error { return ErrRestoreLeftovers },
+		Cleanup: func(context.Context) error { return leftovers.ErrLeft },
 		Removed: "the container was removed",
 	})
-	if err == nil || strings.Contains(err.Error(), "the container was removed") || !strings.Contains(err.Error(), ErrRestoreLeftovers.Error()) {
+	if err == nil || strings.Contains(err.Error(), "the container was removed") || !strings.Contains(err.Error(), leftovers.ErrLeft.Error()) {
 		t.Fatalf("error %v: want the clean-up's failure, not its success", err)
 	}
 	if errors.Is(err, ErrRestoreDeadline) {

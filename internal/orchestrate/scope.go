@@ -1,8 +1,6 @@
 package orchestrate
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/cryo-gpu/cryo/internal/bundle"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 )
@@ -29,7 +28,7 @@ type GPUScope struct {
 	// script); the GPUs are those whose nodes the restored container has.
 	Deferred bool
 	// Cgroup is the spec's cgroupsPath: the restored processes belong
-	// there, under the new spec's device rules (see joinSpecCgroup).
+	// there, under the new spec's device rules (see fixup.JoinSpecCgroup).
 	Cgroup string
 	// HostNetwork: the spec gives the container no network namespace of its
 	// own, so its sockets are restored in the host's (see waitTimeWait).
@@ -95,15 +94,14 @@ func ScopeFromSpec(s *specs.Spec) GPUScope {
 
 // ScopeFromBundle reads the GPU scope of the container whose bundle is dir.
 func ScopeFromBundle(dir string) (GPUScope, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
+	s, err := bundle.Read(dir)
+	switch {
+	case bundle.IsParse(err):
+		return GPUScope{}, fmt.Errorf("parse %s/config.json: %w", dir, err)
+	case err != nil:
 		return GPUScope{}, fmt.Errorf("read the container's spec: %w", err)
 	}
-	var s specs.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		return GPUScope{}, fmt.Errorf("parse %s/config.json: %w", dir, err)
-	}
-	return ScopeFromSpec(&s), nil
+	return ScopeFromSpec(s), nil
 }
 
 // toolkitHook: the spec runs the NVIDIA container toolkit's hook, which
@@ -163,65 +161,4 @@ func (sc GPUScope) Targets(inv cuda.Inventory) ([]cuda.GPU, error) {
 	default:
 		return cuda.VisibleDevices{Set: true, Value: v}.Select(inv.GPUs)
 	}
-}
-
-// syncNodes makes the GPU device nodes of the restored container rooted at
-// /proc/<pid>/root those of its spec. CRIU restores the container's /dev
-// from the checkpoint, with the nodes of the GPUs the checkpoint ran on;
-// the processes are about to be restored onto the GPUs the new spec gives,
-// and the driver opens those by their nodes. A node the spec does not name
-// is removed (the device cgroup denies it anyway), a missing one created.
-func syncNodes(pid int, nodes []specs.LinuxDevice) error {
-	dev := fmt.Sprintf("/proc/%d/root/dev", pid)
-	want := map[string]specs.LinuxDevice{}
-	for _, d := range nodes {
-		want[filepath.Base(d.Path)] = d
-	}
-	entries, err := os.ReadDir(dev)
-	if err != nil {
-		return fmt.Errorf("GPU device nodes of the restored container: %w", err)
-	}
-	for _, e := range entries {
-		if _, gpu := cuda.NodeMinor("/dev/" + e.Name()); gpu && want[e.Name()].Path == "" {
-			if err := os.Remove(filepath.Join(dev, e.Name())); err != nil {
-				return fmt.Errorf("remove /dev/%s from the restored container: %w", e.Name(), err)
-			}
-		}
-	}
-	for name, d := range want {
-		if err := makeNode(filepath.Join(dev, name), d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func makeNode(path string, d specs.LinuxDevice) error {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err == nil {
-		if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == unix.Mkdev(uint32(d.Major), uint32(d.Minor)) {
-			return nil
-		}
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("replace %s: %w", path, err)
-		}
-	}
-	mode := uint32(0o666)
-	if d.FileMode != nil {
-		mode = uint32(d.FileMode.Perm())
-	}
-	if err := unix.Mknod(path, unix.S_IFCHR|mode, int(unix.Mkdev(uint32(d.Major), uint32(d.Minor)))); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create %s (%d:%d) in the restored container: %w", d.Path, d.Major, d.Minor, err)
-	}
-	uid, gid := 0, 0
-	if d.UID != nil {
-		uid = int(*d.UID)
-	}
-	if d.GID != nil {
-		gid = int(*d.GID)
-	}
-	if err := os.Chown(path, uid, gid); err != nil {
-		return err
-	}
-	return os.Chmod(path, os.FileMode(mode))
 }

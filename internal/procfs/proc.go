@@ -1,6 +1,7 @@
 // Package procfs reads the facts about processes that every part of cryo
 // needs from /proc: whether a pid is a live process, its start time, its
-// children and tree, and whether its cgroup is frozen. One reading of
+// children and tree, whether its cgroup is frozen, its cgroups, the fields
+// of its status (tracer, NSpid) and its environment. One reading of
 // /proc/PID/stat, so that the front ends, the orchestration and the driver
 // wrapper agree about zombies.
 package procfs

@@ -27,17 +27,9 @@ func ThreadTracer(tid int) int {
 
 // tracerIn is the TracerPid field of a status file, 0 if unreadable.
 func tracerIn(status string) int {
-	data, err := os.ReadFile(status)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	v, _ := statusField(status, "TracerPid")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // Comm is the command name of pid (/proc/PID/comm), "" if gone.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cryo-gpu/cryo/internal/bundle"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
@@ -18,7 +19,7 @@ func (w *wrapper) pauseCmd(ctx context.Context) int {
 	}
 	st, err := w.cli.runc().State(ctx, id)
 	o := w.orchestrator()
-	if err != nil || st.Status != "running" || !o.GPUFreePause(orchestrate.BundleAnnotations(st.Bundle)) {
+	if err != nil || st.Status != "running" || !o.GPUFreePause(bundle.Annotations(st.Bundle)) {
 		return w.exec()
 	}
 	t, err := w.cli.target(ctx, id)

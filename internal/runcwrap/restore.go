@@ -10,6 +10,8 @@ import (
 	gorunc "github.com/containerd/go-runc"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/criu"
+	"github.com/cryo-gpu/cryo/internal/leftovers"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -60,7 +62,7 @@ func (w *wrapper) restoreTCP(o crOpts) {
 	if o.tcp {
 		return
 	}
-	if n, _ := orchestrate.EstablishedTCP(o.imagePath); n > 0 {
+	if n, _ := criu.EstablishedTCP(o.imagePath); n > 0 {
 		w.log.info("restore of container %s: the checkpoint holds %d established TCP connection(s): restoring with --tcp-established", o.id, n)
 		w.cmd.rest = append([]string{"--tcp-established"}, w.cmd.rest...)
 	}
@@ -157,7 +159,7 @@ func (w *wrapper) endForeground(ctx context.Context, o crOpts, cleanup func(cont
 	if late {
 		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore,
 			Err: orchestrate.RestoreDeadlineExceeded(w.cfg.RestoreTimeout, nil), Outcome: outcome, Remedy: orchestrate.RestoreDeadlineRemedy})
-	} else if strings.Contains(outcome, orchestrate.ErrRestoreLeftovers.Error()) {
+	} else if strings.Contains(outcome, leftovers.ErrLeft.Error()) {
 		w.log.error("restore of container %s failed; %s", o.id, outcome)
 	}
 }

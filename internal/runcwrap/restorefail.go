@@ -7,6 +7,7 @@ import (
 
 	gorunc "github.com/containerd/go-runc"
 
+	"github.com/cryo-gpu/cryo/internal/leftovers"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
@@ -28,12 +29,12 @@ func (w *wrapper) runRuncUntil(ctx context.Context, extraEnv ...string) (int, er
 }
 
 // failedRestoreCleanup is the clean-up of a failed or killed restore of o
-// (see orchestrate.RemoveFailedRestore), so that Podman can remove the
+// (see leftovers.Remove), so that Podman can remove the
 // container and nothing of it stays on the host; nil when o's id is in use
 // before runc runs (runc then refuses the restore, and what holds the id
 // is not the restore's to remove). Call it before runc restore runs.
 func (w *wrapper) failedRestoreCleanup(o crOpts, scope orchestrate.GPUScope) func(context.Context) error {
-	c := orchestrate.RuncContainer{
+	c := leftovers.RuncContainer{
 		ID: o.id, Root: w.runcRoot(), Cgroup: scope.Cgroup,
 		Delete: func(ctx context.Context) error {
 			return w.cli.runc().Delete(ctx, o.id, &gorunc.DeleteOpts{Force: true})
@@ -42,7 +43,7 @@ func (w *wrapper) failedRestoreCleanup(o crOpts, scope orchestrate.GPUScope) fun
 	if c.InUse() {
 		return nil
 	}
-	return func(ctx context.Context) error { return orchestrate.RemoveFailedRestore(ctx, c) }
+	return func(ctx context.Context) error { return leftovers.Remove(ctx, c) }
 }
 
 // runcRoot is the state directory runc uses for this command: --root, else

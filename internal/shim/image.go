@@ -2,9 +2,7 @@ package shim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/containerd/log"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/cryo-gpu/cryo/internal/bundle"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -36,17 +35,8 @@ func imageRequest(bundle string) (imagerestore.Request, bool, error) {
 	return imagerestore.FromAnnotations(spec.Annotations)
 }
 
-func readBundleSpec(bundle string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	var spec specs.Spec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return nil, err
-	}
-	return &spec, nil
-}
+// readBundleSpec is the spec of the bundle (see bundle.Read).
+func readBundleSpec(dir string) (*specs.Spec, error) { return bundle.Read(dir) }
 
 // createFromImage restores the task from the checkpoint image req names.
 // A failure before the runc service has created the task follows the

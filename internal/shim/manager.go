@@ -22,7 +22,6 @@ package shim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +33,8 @@ import (
 	runcmanager "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2/manager"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/shim"
+
+	"github.com/cryo-gpu/cryo/internal/bundle"
 )
 
 // groupLabels group several containers under one shim, as the runc shim
@@ -110,18 +111,9 @@ func (m *manager) Start(ctx context.Context, id string, opts shim.StartOpts) (sh
 // groupOf is the id the socket is named after: a group label of the
 // bundle's spec, else the task id.
 func groupOf(id string) string {
-	data, err := os.ReadFile("config.json")
-	if err != nil {
-		return id
-	}
-	var spec struct {
-		Annotations map[string]string `json:"annotations"`
-	}
-	if json.Unmarshal(data, &spec) != nil {
-		return id
-	}
+	annotations := bundle.Annotations(".") // the shim starts in the bundle
 	for _, label := range groupLabels {
-		if g, ok := spec.Annotations[label]; ok && g != "" {
+		if g, ok := annotations[label]; ok && g != "" {
 			return g
 		}
 	}

@@ -135,8 +135,8 @@ func stopServer(pid int, address string) {
 	}
 }
 
-// bundle writes a config.json with these annotations.
-func bundle(t *testing.T, annotations map[string]string) string {
+// annotatedBundle writes a config.json with these annotations.
+func annotatedBundle(t *testing.T, annotations map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	data, _ := json.Marshal(map[string]any{"annotations": annotations})
@@ -157,7 +157,7 @@ func needRoot(t *testing.T) {
 func TestStartMatchesContainerd(t *testing.T) {
 	needRoot(t)
 	address := filepath.Join(t.TempDir(), "containerd.sock")
-	dir := bundle(t, nil)
+	dir := annotatedBundle(t, nil)
 	theirs := runStart(t, runcmanager.NewShimManager(RuntimeName), dir, address, "task1", true)
 	if theirs.server == nil {
 		t.Fatal("containerd's Start started no server")
@@ -241,7 +241,7 @@ func TestStartGroupsLikeContainerd(t *testing.T) {
 	for _, label := range []string{"io.containerd.runc.v2.group", "io.kubernetes.cri.sandbox-id", "io.containerd.cryo.v2.group"} {
 		t.Run(label, func(t *testing.T) {
 			address := filepath.Join(t.TempDir(), "containerd.sock")
-			dir := bundle(t, map[string]string{label: "pod1"})
+			dir := annotatedBundle(t, map[string]string{label: "pod1"})
 			ours := groupedStart(t, newManager(), dir, address)
 			if label == "io.containerd.cryo.v2.group" {
 				return // cryo's alone: containerd's runc shim does not know it

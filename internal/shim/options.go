@@ -2,9 +2,6 @@ package shim
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
@@ -12,6 +9,8 @@ import (
 	"github.com/containerd/log"
 	"github.com/containerd/typeurl/v2"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/cryo-gpu/cryo/internal/bundle"
 )
 
 // runcOptionsOnly keeps the task's options if they are runc options
@@ -41,16 +40,8 @@ func systemdCgroupFromSpec(ctx context.Context, r *taskv3.CreateTaskRequest) {
 	if r.Options != nil && r.Options.GetValue() != nil {
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(r.Bundle, "config.json"))
-	if err != nil {
-		return
-	}
-	var spec struct {
-		Linux *struct {
-			CgroupsPath string `json:"cgroupsPath"`
-		} `json:"linux"`
-	}
-	if json.Unmarshal(data, &spec) != nil || spec.Linux == nil || !isSystemdCgroupPath(spec.Linux.CgroupsPath) {
+	cgroupsPath, ok := bundle.CgroupsPath(r.Bundle)
+	if !ok || !isSystemdCgroupPath(cgroupsPath) {
 		return
 	}
 	a, err := typeurl.MarshalAny(&options.Options{SystemdCgroup: true})
@@ -58,7 +49,7 @@ func systemdCgroupFromSpec(ctx context.Context, r *taskv3.CreateTaskRequest) {
 		return
 	}
 	r.Options = &anypb.Any{TypeUrl: a.GetTypeUrl(), Value: a.GetValue()}
-	log.G(ctx).WithFields(log.Fields{"id": r.ID, "cgroupsPath": spec.Linux.CgroupsPath}).
+	log.G(ctx).WithFields(log.Fields{"id": r.ID, "cgroupsPath": cgroupsPath}).
 		Info("cryo: systemd cgroup path: using runc's systemd cgroup driver")
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/containerd/containerd/api/types/task"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/bundle"
 )
 
 // pause is the GPU-free pause: CUDA suspended (its GPU memory freed), then
@@ -17,7 +17,7 @@ import (
 func (s *service) pause(ctx context.Context, r *taskv3.PauseRequest) (*emptypb.Empty, error) {
 	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID})
 	o := s.orch(ctx)
-	if err != nil || st.Status != task.Status_RUNNING || !o.GPUFreePause(orchestrate.BundleAnnotations(st.Bundle)) {
+	if err != nil || st.Status != task.Status_RUNNING || !o.GPUFreePause(bundle.Annotations(st.Bundle)) {
 		return s.TTRPCTaskService.Pause(ctx, r)
 	}
 	freeze := func(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -162,11 +163,11 @@ func (s *service) killRestored(ctx context.Context, id string) {
 // `runc restore`. runc hands CRIU the configuration file the bundle names,
 // so the option goes there, for this restore only (see endRestoreTCP).
 func restoreTCP(ctx context.Context, r *taskv3.CreateTaskRequest) (bool, error) {
-	n, err := orchestrate.EstablishedTCP(r.Checkpoint)
+	n, err := criu.EstablishedTCP(r.Checkpoint)
 	if err != nil || n == 0 {
 		return false, nil // CheckRestore read the directory; CRIU reports the rest
 	}
-	added, err := orchestrate.AddCRIUConfig(r.Bundle, orchestrate.CRIUTCPEstablished)
+	added, err := criu.AddConfig(r.Bundle, criu.TCPEstablished)
 	if err != nil {
 		return false, &orchestrate.StepError{Op: "restore", ID: r.ID, Step: "pass tcp-established to CRIU", Err: err,
 			Remedy: "the checkpoint holds established TCP connections, which CRIU restores only with tcp-established"}
@@ -180,7 +181,7 @@ func restoreTCP(ctx context.Context, r *taskv3.CreateTaskRequest) (bool, error) 
 // configuration again: runc names the file at every later checkpoint of
 // the container, which must keep its connections only when asked.
 func endRestoreTCP(ctx context.Context, id, bundle string) {
-	if err := orchestrate.RemoveCRIUConfig(bundle, orchestrate.CRIUTCPEstablished); err != nil {
+	if err := criu.RemoveConfig(bundle, criu.TCPEstablished); err != nil {
 		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: tcp-established stays in the CRIU configuration: later checkpoints keep established TCP connections unasked")
 	}
 }

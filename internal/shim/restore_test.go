@@ -9,7 +9,7 @@ import (
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
 
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/criu"
 )
 
 // A checkpoint with a tcp-stream image puts tcp-established into the
@@ -20,7 +20,7 @@ func TestRestoreTCP(t *testing.T) {
 	bundle, ckpt := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"ociVersion":"1.0.2"}`), 0o644)
 	r := &taskv3.CreateTaskRequest{ID: "c", Bundle: bundle, Checkpoint: ckpt}
-	conf := filepath.Join(bundle, orchestrate.CRIUConfName)
+	conf := filepath.Join(bundle, criu.ConfName)
 
 	if tcp, err := restoreTCP(ctx, r); tcp || err != nil {
 		t.Fatalf("no connection: %v %v", tcp, err)
@@ -33,14 +33,14 @@ func TestRestoreTCP(t *testing.T) {
 	if tcp, err := restoreTCP(ctx, r); !tcp || err != nil {
 		t.Fatalf("one connection: %v %v", tcp, err)
 	}
-	if data, _ := os.ReadFile(conf); !hasLine(string(data), orchestrate.CRIUTCPEstablished) {
+	if data, _ := os.ReadFile(conf); !hasLine(string(data), criu.TCPEstablished) {
 		t.Fatalf("configuration %q", data)
 	}
 	if spec, _ := os.ReadFile(filepath.Join(bundle, "config.json")); !strings.Contains(string(spec), conf) {
 		t.Fatalf("spec does not name the configuration: %s", spec)
 	}
 	endRestoreTCP(ctx, r.ID, bundle)
-	if data, _ := os.ReadFile(conf); hasLine(string(data), orchestrate.CRIUTCPEstablished) {
+	if data, _ := os.ReadFile(conf); hasLine(string(data), criu.TCPEstablished) {
 		t.Fatalf("after the restore: %q", data)
 	}
 }

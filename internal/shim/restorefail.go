@@ -10,7 +10,7 @@ import (
 	gorunc "github.com/containerd/go-runc"
 	"github.com/containerd/log"
 
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/leftovers"
 )
 
 // restoreRemoved is what a failed restore's error says became of the
@@ -37,7 +37,7 @@ func (s *service) failedRestoreCleanup(ctx context.Context, id string, pending p
 		opts = &options.Options{}
 	}
 	rc := process.NewRunc(opts.Root, pending.bundle, ns, opts.BinaryName, opts.SystemdCgroup)
-	c := orchestrate.RuncContainer{
+	c := leftovers.RuncContainer{
 		ID: id, Root: rc.Root, Cgroup: pending.scope.Cgroup,
 		Delete: func(ctx context.Context) error { return rc.Delete(ctx, id, &gorunc.DeleteOpts{Force: true}) },
 	}
@@ -45,5 +45,5 @@ func (s *service) failedRestoreCleanup(ctx context.Context, id string, pending p
 		log.G(ctx).WithField("id", id).Warn("cryo: runc state or cgroup processes of this id exist before the restore: a failed restore will not remove them")
 		return nil, ""
 	}
-	return func(ctx context.Context) error { return orchestrate.RemoveFailedRestore(ctx, c) }, restoreRemoved
+	return func(ctx context.Context) error { return leftovers.Remove(ctx, c) }, restoreRemoved
 }

@@ -1,4 +1,4 @@
-package orchestrate
+package criu
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// ErrCRIUCannotHold: the CRIU that runc runs cannot dump a container whose
+// ErrCannotHold: the CRIU that runc runs cannot dump a container whose
 // CUDA processes cryo holds stopped.
-var ErrCRIUCannotHold = errors.New("CRIU cannot dump held CUDA processes")
+var ErrCannotHold = errors.New("CRIU cannot dump held CUDA processes")
 
 // seizeFeature is the `criu check --feature` name of cryo's CRIU patch 0003
 // (contrib/criu): the stopped tasks of a cgroup runc asks it to freeze are
@@ -27,14 +27,10 @@ const seizeFeature = "cryo_seize_stopped"
 // a front end runs.
 var seizeChecks sync.Map // path → error (nil: supported)
 
-// checkSeizeStopped refuses, before any CUDA process is suspended, the
+// CheckSeizeStopped refuses, before any CUDA process is suspended, the
 // checkpoint of a container (whose dump freezes its cgroup) with a CRIU
-// that lacks patch 0003.
-func (o *Orchestrator) checkSeizeStopped(ctx context.Context) error {
-	path, err := CRIUPath(o.Config.CRIU)
-	if err != nil {
-		return err
-	}
+// at path that lacks patch 0003.
+func CheckSeizeStopped(ctx context.Context, path string) error {
 	if v, ok := seizeChecks.Load(path); ok {
 		err, _ := v.(error)
 		return err
@@ -51,7 +47,7 @@ func (o *Orchestrator) checkSeizeStopped(ctx context.Context) error {
 			return fmt.Errorf("%s check --feature %s: %w", path, seizeFeature, cctx.Err()) // not cached
 		}
 		err = fmt.Errorf("%w: %s lacks cryo's patch 0003 (`criu check --feature %s`: %s): runc's dump would freeze the container and wait for ever on its stopped CUDA processes; remedy: install cryo's CRIU (`make deps`, or the bundle's sbin/criu) ahead of any other criu on PATH, or set CRYO_CRIU to it",
-			ErrCRIUCannotHold, path, seizeFeature, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+			ErrCannotHold, path, seizeFeature, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
 	}
 	seizeChecks.Store(path, err)
 	return err

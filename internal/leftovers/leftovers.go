@@ -1,4 +1,8 @@
-package orchestrate
+// Package leftovers removes what a failed runc restore left on the host:
+// the processes in the container's cgroups, runc's mounts and state, and
+// the cgroups themselves, in an order that cannot harm the container's
+// rootfs; and it tells whether a container id is free to restore into.
+package leftovers
 
 import (
 	"context"
@@ -11,14 +15,14 @@ import (
 	"time"
 )
 
-// ErrRestoreLeftovers is a failed restore whose container could not be
-// removed entirely.
-var ErrRestoreLeftovers = errors.New("what the failed restore left could not all be removed")
+// ErrLeft is a failed restore whose container could not be removed
+// entirely.
+var ErrLeft = errors.New("what the failed restore left could not all be removed")
 
-// killWait bounds the wait for the processes of a failed restore to die:
+// KillWait bounds the wait for the processes of a failed restore to die:
 // SIGKILL cannot be blocked, but a process in the middle of a system call
 // that CRIU made it do (a page-in from a slow disk) finishes it first.
-const killWait = 10 * time.Second
+const KillWait = 10 * time.Second
 
 // RuncContainer is a runc container whose `runc restore` failed: killed at
 // the restore's deadline, or failed because CRIU crashed. runc moves CRIU
@@ -55,14 +59,14 @@ func (c RuncContainer) InUse() bool {
 	return err != nil || len(pids) > 0
 }
 
-// RemoveFailedRestore removes what a failed restore left of c, in an
+// Remove removes what a failed restore left of c, in an
 // order that cannot harm the container's rootfs: the processes in its
 // cgroups first (CRIU, then anything it restored), then the mounts under
 // runc's state directory, then runc's container (a state directory still
 // holding criu-root would be removed through the bind mount, that is, in
 // the rootfs), then the cgroups. The caller can then delete the container
 // as after any other failed start.
-func RemoveFailedRestore(ctx context.Context, c RuncContainer) error {
+func Remove(ctx context.Context, c RuncContainer) error {
 	var errs []error
 	dirs, err := cgroupDirs(c.Cgroup, c.ID)
 	if err != nil {
@@ -80,7 +84,7 @@ func RemoveFailedRestore(ctx context.Context, c RuncContainer) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrRestoreLeftovers, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", ErrLeft, errors.Join(errs...))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package orchestrate
+package leftovers
 
 import "testing"
 

@@ -1,29 +1,36 @@
-package orchestrate
+// Package fixup repairs a restored container where CRIU leaves it unlike
+// what its new spec asks: the loopback of its network namespace, the
+// cgroup of its processes, the GPU device nodes of its /dev, and, before
+// the restore, the wait for TIME_WAIT sockets on its listening ports. Each
+// fix-up is a plain function of the facts it needs, logging what it could
+// not do: the orchestration decides when each runs.
+package fixup
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	stdruntime "runtime"
 
 	"golang.org/x/sys/unix"
 )
 
-// upLoopback brings up the loopback of the restored container whose init
-// is pid, when it has a network namespace of its own. CRIU 4.2 restores a
-// container's namespace with its loopback down (seen with runc and with
-// Podman's --network none): a server restored there answers "network is
-// unreachable" on 127.0.0.1. A container on the host's network is left
-// alone.
-func (o *Orchestrator) upLoopback(t Target) {
-	if t.InitPID <= 0 {
+// UpLoopback brings up the loopback of the restored container id whose
+// init is initPID, when it has a network namespace of its own. CRIU 4.2
+// restores a container's namespace with its loopback down (seen with runc
+// and with Podman's --network none): a server restored there answers
+// "network is unreachable" on 127.0.0.1. A container on the host's network
+// is left alone.
+func UpLoopback(log *slog.Logger, id string, initPID int) {
+	if initPID <= 0 {
 		return
 	}
-	own, err := ownNetns(t.InitPID)
+	own, err := ownNetns(initPID)
 	if err != nil || !own {
 		return
 	}
-	if err := inNetns(t.InitPID, setLoopbackUp); err != nil {
-		o.log().Warn("loopback of the restored container left down", "id", t.ID, "error", err)
+	if err := inNetns(initPID, setLoopbackUp); err != nil {
+		log.Warn("loopback of the restored container left down", "id", id, "error", err)
 	}
 }
 

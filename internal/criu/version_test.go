@@ -1,4 +1,4 @@
-package orchestrate
+package criu
 
 import (
 	"errors"
@@ -18,18 +18,18 @@ func TestCRIUKernelRule(t *testing.T) {
 		{31700, "6.13.2", "vDSO"},
 		{31700, "6.1.0", ""},
 	} {
-		err := CRIUInfo{Path: "/x/criu", Version: c.version, Kernel: c.kernel}.Check()
+		err := Info{Path: "/x/criu", Version: c.version, Kernel: c.kernel}.Check()
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%d on %s: %v", c.version, c.kernel, err)
 			}
 			continue
 		}
-		if !errors.Is(err, ErrCRIUTooOld) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "make deps") {
+		if !errors.Is(err, ErrTooOld) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "make deps") {
 			t.Errorf("%d on %s: %v, want %q", c.version, c.kernel, err, c.want)
 		}
 	}
-	if s := (CRIUInfo{Version: 40201}).VersionString(); s != "4.2.1" {
+	if s := (Info{Version: 40201}).VersionString(); s != "4.2.1" {
 		t.Errorf("version string %s", s)
 	}
 }

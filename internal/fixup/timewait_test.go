@@ -1,8 +1,6 @@
-package orchestrate
+package fixup
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -27,18 +25,6 @@ func TestTimeWaitLine(t *testing.T) {
 		port, left, ok := timeWaitLine(c.line)
 		if port != c.port || left != c.left || ok != c.ok {
 			t.Errorf("%q: got %d %s %v, want %d %s %v", c.line, port, left, ok, c.port, c.left, c.ok)
-		}
-	}
-}
-
-func TestBareRestoreRemedy(t *testing.T) {
-	for msg, want := range map[string]string{
-		"criu restore failed: inet: Can't bind inet socket (id 123): Address already in use": "another socket holds a port",
-		"criu restore failed: Can't fork for 754: File exists":                               "a pid of the checkpoint is in use",
-		"criu restore failed: something else":                                                "read the CRIU log",
-	} {
-		if got := bareRestoreRemedy(errors.New(msg)); !strings.HasPrefix(got, want) {
-			t.Errorf("%s: remedy %q, want it to start with %q", msg, got, want)
 		}
 	}
 }

@@ -1,13 +1,18 @@
-package orchestrate
+// Package criu runs CRIU for cryo: a dump or a detached restore of a
+// process tree over CRIU's RPC, the version and feature gates a kernel
+// asks of CRIU, the CRIU configuration file runc reads from a bundle, and
+// the facts of a dump in progress. It knows nothing of the orchestration's
+// steps: the caller finds the binary and words the errors it reports.
+package criu
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 
-	criu "github.com/checkpoint-restore/go-criu/v7"
+	gocriu "github.com/checkpoint-restore/go-criu/v7"
 	"github.com/checkpoint-restore/go-criu/v7/rpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -26,41 +31,50 @@ const criuLogLevel = 4
 // ghostLimit is the largest deleted-but-open file a dump saves.
 const ghostLimit = 256 << 20
 
-// CRIUPath finds the CRIU binary: the configured one ($CRYO_CRIU), then
+// Locate finds the CRIU binary: the configured one ($CRYO_CRIU), then
 // /usr/local/sbin/criu (where a CRIU built from source lands, ahead of an
 // older distribution package that may not work on this kernel), then $PATH.
-func CRIUPath(configured string) (string, error) {
+// The caller words the error of a host without CRIU.
+func Locate(configured string) (string, error) {
 	if configured != "" {
 		return configured, nil
 	}
 	if st, err := os.Stat("/usr/local/sbin/criu"); err == nil && st.Mode()&0o111 != 0 {
 		return "/usr/local/sbin/criu", nil
 	}
-	p, err := exec.LookPath("criu")
-	if err != nil {
-		return "", fmt.Errorf("%w: install CRIU 4.1 or newer (`make deps`), or set CRYO_CRIU", ErrNoCRIU)
-	}
-	return p, nil
+	return exec.LookPath("criu")
 }
 
-// criuOptions are the flags a bare dump or restore passes to CRIU.
-type criuOptions struct {
+// CallError is a CRIU call that CRIU itself failed: its log, LogPath, says
+// why. Errors before the call (no image directory) are returned as they are.
+type CallError struct {
+	Op      string // "dump", "restore"
+	LogPath string
+	Err     error
+}
+
+func (e *CallError) Error() string { return "criu " + e.Op + ": " + e.Err.Error() }
+func (e *CallError) Unwrap() error { return e.Err }
+
+// ErrNoBinary: Dump or Restore was called without a CRIU binary.
+var ErrNoBinary = errors.New("no CRIU binary given")
+
+// Options are the flags a bare dump or restore passes to CRIU.
+type Options struct {
 	ShellJob       bool
 	TCPEstablished bool
 	LeaveRunning   bool
-	// LeaveStopped leaves the dumped tree stopped instead of killing it
-	// (see Target.DumpLeavesStopped).
+	// LeaveStopped leaves the dumped tree stopped instead of killing it:
+	// the caller kills it once the checkpoint is durable, or continues it.
 	LeaveStopped bool
-	// Binary is the configured CRIU ($CRYO_CRIU); empty: found by CRIUPath.
-	Binary string
 }
 
-func newCRIU(configured string) (*criu.Criu, error) {
-	path, err := CRIUPath(configured)
-	if err != nil {
-		return nil, err
+// newCRIU is go-criu's client of the binary at path.
+func newCRIU(path string) (*gocriu.Criu, error) {
+	if path == "" {
+		return nil, ErrNoBinary
 	}
-	c := criu.MakeCriu()
+	c := gocriu.MakeCriu()
 	c.SetCriuPath(path)
 	return c, nil
 }
@@ -68,7 +82,7 @@ func newCRIU(configured string) (*criu.Criu, error) {
 // baseOpts opens dir and returns the options shared by dump and restore.
 // CRIU's RPC server opens the directory through our fd (/proc/PID/fd/N), so
 // the file must stay open until the call returns: the caller closes it.
-func baseOpts(dir, logFile string, o criuOptions) (*rpc.CriuOpts, *os.File, error) {
+func baseOpts(dir, logFile string, o Options) (*rpc.CriuOpts, *os.File, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, nil, err
@@ -86,12 +100,12 @@ func baseOpts(dir, logFile string, o criuOptions) (*rpc.CriuOpts, *os.File, erro
 	}, f, nil
 }
 
-// criuDump dumps the process tree rooted at pid into dir. Without
-// LeaveRunning CRIU kills the tree once the images are written, or with
-// LeaveStopped leaves it stopped; on a failed dump CRIU lets the tree run
-// on.
-func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
-	c, err := newCRIU(o.Binary)
+// Dump dumps the process tree rooted at pid into dir with the CRIU at
+// path. Without LeaveRunning CRIU kills the tree once the images are
+// written, or with LeaveStopped leaves it stopped; on a failed dump CRIU
+// lets the tree run on.
+func Dump(ctx context.Context, path string, pid int, dir string, o Options) error {
+	c, err := newCRIU(path)
 	if err != nil {
 		return err
 	}
@@ -105,22 +119,21 @@ func criuDump(ctx context.Context, pid int, dir string, o criuOptions) error {
 	if o.LeaveStopped && !o.LeaveRunning {
 		opts.LeaveStopped = proto.Bool(true)
 	}
-	if err := c.Dump(opts, criu.NoNotify{}); err != nil {
-		return &CRIUError{Op: "dump", LogPath: filepath.Join(dir, DumpLog), Err: err}
+	if err := c.Dump(opts, gocriu.NoNotify{}); err != nil {
+		return &CallError{Op: "dump", LogPath: filepath.Join(dir, DumpLog), Err: err}
 	}
 	return nil
 }
 
-// criuRestore restores the tree in dir, detached: with rst_sibling the
+// Restore restores the tree in dir, detached: with rst_sibling the
 // restored root becomes a child of this process rather than of CRIU, and
 // when this process exits the kernel re-parents it to init (or to the
 // nearest child subreaper). It returns the root's pid. CRIU is killed when
 // ctx ends (the restore's deadline); what it had restored by then is the
-// caller's to kill (killRestoredTree).
-func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
-	path, err := CRIUPath(o.Binary)
-	if err != nil {
-		return 0, err
+// caller's to kill.
+func Restore(ctx context.Context, path, dir string, o Options) (int, error) {
+	if path == "" {
+		return 0, ErrNoBinary
 	}
 	opts, f, err := baseOpts(dir, RestoreLog, o)
 	if err != nil {
@@ -132,7 +145,7 @@ func criuRestore(ctx context.Context, dir string, o criuOptions) (int, error) {
 	// stdin, which must be ours (see swrkRestore).
 	pid, err := swrkRestore(ctx, path, opts, o.ShellJob)
 	if err != nil {
-		return 0, &CRIUError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}
+		return 0, &CallError{Op: "restore", LogPath: filepath.Join(dir, RestoreLog), Err: err}
 	}
 	return pid, nil
 }

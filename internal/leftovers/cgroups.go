@@ -1,4 +1,4 @@
-package orchestrate
+package leftovers
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // cgroupDirs are the existing directories of container id's cgroup, in
@@ -86,12 +88,10 @@ func hierarchyKey(m mount) string {
 // ownCgroups maps each hierarchy of /proc/self/cgroup to this process's
 // cgroup in it.
 func ownCgroups() map[string]string {
-	data, _ := os.ReadFile("/proc/self/cgroup")
+	cgs, _ := procfs.Cgroups(os.Getpid())
 	own := map[string]string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.SplitN(line, ":", 3); len(f) == 3 {
-			own[f[1]] = f[2]
-		}
+	for _, cg := range cgs {
+		own[cg.Controllers] = cg.Path
 	}
 	return own
 }
@@ -128,14 +128,14 @@ func systemdScope(slice, prefix, name string) string {
 // process is never killed: a cgroupsPath that names the caller's cgroup
 // is refused instead.
 func killCgroups(dirs []string) error {
-	deadline := time.Now().Add(killWait)
+	deadline := time.Now().Add(KillWait)
 	for {
 		pids, err := cgroupPIDs(dirs)
 		if err != nil || len(pids) == 0 {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v of cgroup %s survived SIGKILL for %s", pids, dirs[0], killWait)
+			return fmt.Errorf("processes %v of cgroup %s survived SIGKILL for %s", pids, dirs[0], KillWait)
 		}
 		for _, pid := range pids {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -197,7 +197,7 @@ func removeCgroup(dir string) error {
 // rmdirRetry removes a cgroup, waiting a moment while it is busy: the
 // kernel takes a killed process out of its cgroups only once it is reaped.
 func rmdirRetry(dir string) error {
-	deadline := time.Now().Add(killWait)
+	deadline := time.Now().Add(KillWait)
 	for {
 		err := syscall.Rmdir(dir)
 		if err == nil || errors.Is(err, syscall.ENOENT) {

@@ -1,4 +1,4 @@
-package orchestrate
+package criu
 
 import (
 	"bufio"
@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// pagesPoll is how often the dump's line measures the pages files.
-const pagesPoll = 100 * time.Millisecond
+// PagesPoll is how often the dump's line measures the pages files.
+const PagesPoll = 100 * time.Millisecond
 
-// pagesBytes is what CRIU has written of the memory so far: the size of
+// PagesBytes is what CRIU has written of the memory so far: the size of
 // the pages-*.img files of its image directory. CRIU writes each one from
 // start to end, so their sizes only grow.
-func pagesBytes(dir string) int64 {
+func PagesBytes(dir string) int64 {
 	matches, _ := filepath.Glob(filepath.Join(dir, "pages-*.img"))
 	var n int64
 	for _, m := range matches {
@@ -27,13 +27,13 @@ func pagesBytes(dir string) int64 {
 	return n
 }
 
-// dumpEstimate is the memory CRIU will write for pids: their anonymous and
+// DumpEstimate is the memory CRIU will write for pids: their anonymous and
 // shared memory, resident or swapped (file-backed pages that are clean stay
 // out of the images). It is taken after the CUDA suspend, which moved the
 // GPU memory into the processes' host memory; should gpu (the bytes the
 // suspend moved) not show there, it is added. An estimate: the line shows
 // it with "~" and follows CRIU when it writes more.
-func dumpEstimate(pids []int, gpu int64) int64 {
+func DumpEstimate(pids []int, gpu int64) int64 {
 	var n int64
 	for _, p := range pids {
 		n += dumpableMemory(p)

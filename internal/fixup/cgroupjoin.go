@@ -1,26 +1,29 @@
-package orchestrate
+package fixup
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // unifiedRoot is where cgroup v2 is mounted on a host that runs on it alone.
 const unifiedRoot = "/sys/fs/cgroup"
 
-// joinSpecCgroup moves restored processes into the cgroup their new spec
-// names. runc 1.1 on cgroup v2 leaves them where the checkpoint recorded
-// them (CRIU restores each task into its recorded cgroup), which for a
+// JoinSpecCgroup moves the restored processes pids of container id into
+// the cgroup want that their new spec names (its cgroupsPath). runc 1.1
+// on cgroup v2 leaves them where the checkpoint recorded them (CRIU
+// restores each task into its recorded cgroup), which for a
 // container restored under another name is the original's cgroup: the new
 // spec's device rules (the GPUs the restored container was given) and its
 // limits would not apply, and the driver could not open a new GPU. Only a
 // plain cgroupfs path on a pure cgroup v2 host is handled; anything else is
 // left as runc left it.
-func (o *Orchestrator) joinSpecCgroup(t Target, pids []int) {
-	want := t.Scope.Cgroup
+func JoinSpecCgroup(log *slog.Logger, id, want string, pids []int) {
 	if want == "" || !strings.HasPrefix(want, "/") {
 		return
 	}
@@ -37,23 +40,23 @@ func (o *Orchestrator) joinSpecCgroup(t Target, pids []int) {
 			continue
 		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			o.log().Warn("restored process left in the checkpoint's cgroup: the new spec's device rules and limits do not apply to it",
-				"id", t.ID, "pid", pid, "cgroup", have, "spec_cgroup", want, "error", err)
+			log.Warn("restored process left in the checkpoint's cgroup: the new spec's device rules and limits do not apply to it",
+				"id", id, "pid", pid, "cgroup", have, "spec_cgroup", want, "error", err)
 			continue
 		}
-		o.log().Info("restored process moved into its spec's cgroup", "id", t.ID, "pid", pid, "from", have, "to", want)
+		log.Info("restored process moved into its spec's cgroup", "id", id, "pid", pid, "from", have, "to", want)
 	}
 }
 
 // cgroupOf is pid's cgroup v2 path.
 func cgroupOf(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	cgs, err := procfs.Cgroups(pid)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p, nil
+	for _, cg := range cgs {
+		if cg.ID == "0" && cg.Controllers == "" {
+			return cg.Path, nil
 		}
 	}
 	return "", fmt.Errorf("pid %d has no cgroup v2 entry", pid)

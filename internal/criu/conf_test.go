@@ -1,4 +1,4 @@
-package orchestrate
+package criu
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func bundleWith(t *testing.T, spec string) string {
 
 func confLines(t *testing.T, bundle string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(bundle, CRIUConfName))
+	data, err := os.ReadFile(filepath.Join(bundle, ConfName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,16 +30,16 @@ func confLines(t *testing.T, bundle string) string {
 // configuration, which the annotation replaces; the rest of the spec is
 // kept as it was; a line taken out again is gone.
 func TestAddCRIUConfig(t *testing.T) {
-	runcConf := filepath.Join(t.TempDir(), "runc.conf")
-	os.WriteFile(runcConf, []byte("skip-in-flight\n\n"), 0o644)
-	defer func(old string) { runcCRIUConf = old }(runcCRIUConf)
-	runcCRIUConf = runcConf
+	hostConf := filepath.Join(t.TempDir(), "runc.conf")
+	os.WriteFile(hostConf, []byte("skip-in-flight\n\n"), 0o644)
+	defer func(old string) { runcConf = old }(runcConf)
+	runcConf = hostConf
 
 	b := bundleWith(t, `{"ociVersion":"1.0.2","process":{"user":{"uid":0},"oomScoreAdj":12345678901234567890},"annotations":{"a":"b"}}`)
-	if added, err := AddCRIUConfig(b, "action-script /x.sh"); err != nil || len(added) != 1 {
+	if added, err := AddConfig(b, "action-script /x.sh"); err != nil || len(added) != 1 {
 		t.Fatalf("first line: %q %v", added, err)
 	}
-	added, err := AddCRIUConfig(b, "tcp-established", "action-script /x.sh", "skip-in-flight")
+	added, err := AddConfig(b, "tcp-established", "action-script /x.sh", "skip-in-flight")
 	if err != nil || strings.Join(added, "|") != "tcp-established" {
 		t.Fatalf("added %q, %v; want tcp-established alone", added, err)
 	}
@@ -47,12 +47,12 @@ func TestAddCRIUConfig(t *testing.T) {
 		t.Fatalf("configuration %q", got)
 	}
 	spec, _ := os.ReadFile(filepath.Join(b, "config.json"))
-	for _, want := range []string{`"a":"b"`, `12345678901234567890`, `"org.criu.config":"` + filepath.Join(b, CRIUConfName) + `"`} {
+	for _, want := range []string{`"a":"b"`, `12345678901234567890`, `"org.criu.config":"` + filepath.Join(b, ConfName) + `"`} {
 		if !strings.Contains(string(spec), want) {
 			t.Errorf("spec %s lacks %s", spec, want)
 		}
 	}
-	if err := RemoveCRIUConfig(b, "tcp-established"); err != nil {
+	if err := RemoveConfig(b, "tcp-established"); err != nil {
 		t.Fatal(err)
 	}
 	if got := confLines(t, b); got != "skip-in-flight|action-script /x.sh" {
@@ -62,14 +62,14 @@ func TestAddCRIUConfig(t *testing.T) {
 
 func TestAddCRIUConfigForeign(t *testing.T) {
 	b := bundleWith(t, `{"annotations":{"org.criu.config":"/etc/mine.conf"}}`)
-	_, err := AddCRIUConfig(b, "tcp-established")
-	if !errors.Is(err, ErrForeignCRIUConfig) || !strings.Contains(err.Error(), "/etc/mine.conf") || !strings.Contains(err.Error(), "`tcp-established`") {
+	_, err := AddConfig(b, "tcp-established")
+	if !errors.Is(err, ErrForeignConfig) || !strings.Contains(err.Error(), "/etc/mine.conf") || !strings.Contains(err.Error(), "`tcp-established`") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(b, CRIUConfName)); err == nil {
+	if _, err := os.Stat(filepath.Join(b, ConfName)); err == nil {
 		t.Fatal("cryo's file written beside a foreign one")
 	}
-	if err := RemoveCRIUConfig(b, "tcp-established"); err != nil {
+	if err := RemoveConfig(b, "tcp-established"); err != nil {
 		t.Fatalf("removal from a foreign configuration: %v", err)
 	}
 }

@@ -1,0 +1,68 @@
+package criu
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrTooOld: the CRIU found cannot checkpoint on this kernel.
+var ErrTooOld = errors.New("CRIU too old for this kernel")
+
+// Info is the CRIU cryo uses and the kernel it runs on.
+type Info struct {
+	Path    string
+	Version int // go-criu's form: 40201 for 4.2.1
+	Kernel  string
+}
+
+// VersionString turns 40201 into "4.2.1".
+func (i Info) VersionString() string {
+	return fmt.Sprintf("%d.%d.%d", i.Version/10000, i.Version/100%100, i.Version%100)
+}
+
+// Probe asks the CRIU at path for its version over its RPC (go-criu),
+// rather than parsing `criu --version`.
+func Probe(path string) (Info, error) {
+	info := Info{Kernel: KernelRelease()}
+	c, err := newCRIU(path)
+	if err != nil {
+		return info, err
+	}
+	info.Path = path
+	if info.Version, err = c.GetCriuVersion(); err != nil {
+		return info, fmt.Errorf("ask %s for its version: %w", info.Path, err)
+	}
+	return info, nil
+}
+
+// Check applies the kernel's rule: CRIU before 4.1 fails on Linux 6.13
+// and later (vDSO); CRIU before 4.2 cannot dump a TCP or UDP socket on
+// Linux 6.16 and later (the kernel restricted SO_PASSCRED, which 4.1 reads
+// on every socket), and every CUDA process and network server has one.
+func (i Info) Check() error {
+	switch {
+	case i.Version < 40100 && KernelAtLeast(i.Kernel, 6, 13):
+		return fmt.Errorf("%w: CRIU %s (%s) fails on Linux %s (≥ 6.13: \"Unexpected rt vDSO area bounds\"); remedy: install CRIU 4.2.1 (`make deps`, contrib/install-deps.sh), or set CRYO_CRIU", ErrTooOld, i.VersionString(), i.Path, i.Kernel)
+	case i.Version < 40200 && KernelAtLeast(i.Kernel, 6, 16):
+		return fmt.Errorf("%w: CRIU %s (%s) cannot checkpoint TCP or UDP sockets on Linux %s (≥ 6.16 restricted a socket option it reads); remedy: install CRIU 4.2.1 (`make deps`, contrib/install-deps.sh), or set CRYO_CRIU", ErrTooOld, i.VersionString(), i.Path, i.Kernel)
+	}
+	return nil
+}
+
+// KernelAtLeast compares a kernel release ("6.18.44-…") with major.minor.
+func KernelAtLeast(release string, major, minor int) bool {
+	var kmaj, kmin int
+	fmt.Sscanf(release, "%d.%d", &kmaj, &kmin)
+	return kmaj > major || (kmaj == major && kmin >= minor)
+}
+
+// KernelRelease is this host's kernel release ("6.18.44-…"), or "".
+func KernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
