@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
-	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // criuLog writes a dump log whose first lines are CRIU's harmless rlimit
@@ -93,7 +93,7 @@ func TestStepErrorOnce(t *testing.T) {
 		t.Errorf("nested:\n got: %s\nwant: %s", got, want)
 	}
 	pe := &precheck.Error{Err: precheck.ErrShellJob, Detail: "pid 7 (sh) has its stdin on the terminal /dev/pts/3", Remedy: "add --shell-job (and give it at restore too)"}
-	se := &manifest.StepError{Op: "checkpoint", ID: "pid 7", Step: StepPrepare, Err: pe, Outcome: "nothing was checkpointed", Remedy: "check the pid"}
+	se := &report.StepError{Op: "checkpoint", ID: "pid 7", Step: StepPrepare, Err: pe, Outcome: "nothing was checkpointed", Remedy: "check the pid"}
 	want = "checkpoint of pid 7 failed at step prepare: process tree attached to a terminal: pid 7 (sh) has its stdin on the terminal /dev/pts/3; nothing was checkpointed; remedy: add --shell-job (and give it at restore too)"
 	if got := se.Error(); got != want {
 		t.Errorf("remedied cause:\n got: %s\nwant: %s", got, want)

@@ -11,7 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/internal/criuimg"
-	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ParseMount reads one --mount as `ctr run --mount` takes it:
@@ -71,7 +71,7 @@ func missingMount(id, criuDir string, err error) error {
 		what = "a mount (CRIU's mount " + m[1] + ")"
 		remedy = "pass --mount type=bind,src=HOST-DIR,dst=PATH for each bind mount it ran with (`cryo inspect` lists its mounts)"
 	}
-	return &manifest.StepError{Op: "restore", ID: id, Step: "criu restore",
+	return &report.StepError{Op: "restore", ID: id, Step: "criu restore",
 		Err:     fmt.Errorf("the checkpoint was taken with %s, which the new container lacks: a restored container gets the base image's mounts and those of --mount, never the checkpoint's: %w", what, ErrMissingMount),
 		Outcome: "nothing was restored; the container and its snapshot were removed",
 		Remedy:  remedy,
