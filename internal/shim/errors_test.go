@@ -10,6 +10,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/imagetrust"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
@@ -36,6 +37,8 @@ func TestToGRPCClasses(t *testing.T) {
 		{fmt.Errorf("kind: %w", imagerestore.ErrNotContainerCheckpoint), true, codes.InvalidArgument},
 		{fmt.Errorf("policy: %w", imagerestore.ErrBadAnnotation), true, codes.InvalidArgument},
 		{fmt.Errorf("unpack: %w", ociimage.ErrNoSpace), true, codes.ResourceExhausted},
+		{fmt.Errorf("policy: %w", imagerestore.ErrNotAllowed), true, codes.PermissionDenied},
+		{fmt.Errorf("verify: %w", imagetrust.ErrUnsigned), true, codes.PermissionDenied},
 	}
 	for _, c := range cases {
 		got := status.Convert(toGRPC(c.err, c.precondition))
