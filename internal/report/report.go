@@ -83,9 +83,9 @@ func (e *StepError) view() view {
 	}
 	r.cause = err.Error()
 	var rm Remedied
-	if errors.As(err, &rm) {
+	if errors.As(err, &rm) && endsWith(r.cause, rm) {
 		// The cause knows better than the step what to do.
-		r.cause = strings.Replace(r.cause, rm.Error(), rm.Cause(), 1)
+		r.cause = strings.TrimSuffix(r.cause, rm.Error()) + rm.Cause()
 		r.Remedy = rm.RemedyText()
 	}
 	if cause, remedy, ok := strings.Cut(r.cause, remedySep); ok {
@@ -96,6 +96,16 @@ func (e *StepError) view() view {
 	}
 	r.cause = dropRepeats(r.cause, r.Step, r.Op)
 	return r
+}
+
+// endsWith says whether rm's remedy is the first one in msg and ends it,
+// as it does where rm is wrapped with prefixes only. A cause that quotes
+// another failure's message, remedy and all (a partial checkpoint's
+// record of its failure), or that goes on after its remedy, is read as
+// text, as it always was: its message must not change.
+func endsWith(msg string, rm Remedied) bool {
+	return strings.HasSuffix(msg, rm.Error()) &&
+		strings.Index(msg, remedySep) == len(msg)-len(rm.Error())+len(rm.Cause())
 }
 
 // dropRepeats removes from cause the prefixes the report already says

@@ -37,6 +37,22 @@ func TestRemedyInMessage(t *testing.T) {
 	}
 }
 
+// A cause that quotes another failure's message, remedy and all, reads as
+// it did when its own remedy was text: the first remedy is the report's,
+// with the rest of the message after it.
+func TestRemedyQuoted(t *testing.T) {
+	quoted := "checkpoint of pid 7 failed at step manifest: disk full; remedy: free space, then retry"
+	typed := &StepError{Op: "restore", ID: "d", Err: WithRemedy(fmt.Errorf("it failed (%s): %w", quoted, errors.New("partial")), "re-take it")}
+	written := &StepError{Op: "restore", ID: "d", Err: fmt.Errorf("it failed (%s): %w; remedy: re-take it", quoted, errors.New("partial"))}
+	if typed.Error() != written.Error() {
+		t.Errorf("typed:\n%s\nwritten:\n%s", typed.Error(), written.Error())
+	}
+	later := &StepError{Op: "restore", ID: "d", Err: fmt.Errorf("%w (then more)", WithRemedy(errors.New("bad"), "fix it"))}
+	if got, want := later.Error(), "restore of d failed: bad; remedy: fix it (then more)"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
 // The report says each prefix once and names an unknown cause.
 func TestStepErrorSaysOnce(t *testing.T) {
 	se := &StepError{Op: "checkpoint", ID: "pid 9", Step: "suspend", Err: errors.New("suspend: suspend: pid 9: lock: busy")}
