@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // UsageError is bad input caught before anything was done: unknown flags or
@@ -25,6 +27,11 @@ func (e *UsageError) Unwrap() error { return e.Err }
 
 func usageErrorf(cmd *cobra.Command, format string, a ...any) error {
 	return &UsageError{Cmd: cmd.CommandPath(), Err: fmt.Errorf(format, a...)}
+}
+
+// usageRemedy is a usage error whose remedy travels as a value.
+func usageRemedy(cmd *cobra.Command, err error, remedy string) error {
+	return &UsageError{Cmd: cmd.CommandPath(), Err: report.WithRemedy(err, remedy)}
 }
 
 func asUsage(err error) (*UsageError, bool) {

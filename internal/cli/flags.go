@@ -2,6 +2,8 @@ package cli
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -126,7 +128,7 @@ func addLockTimeout(fs *pflag.FlagSet) {
 func positive(cmd *cobra.Command, name, example string) (time.Duration, error) {
 	d := fDuration(cmd, name)
 	if d <= 0 {
-		return 0, usageErrorf(cmd, "--%s must be positive (got %s); remedy: give a duration such as %s", name, d, example)
+		return 0, usageRemedy(cmd, fmt.Errorf("--%s must be positive (got %s)", name, d), "give a duration such as "+example)
 	}
 	return d, nil
 }
@@ -147,7 +149,7 @@ func driverOption(cmd *cobra.Command) (orchestrate.Option, error) {
 // the built-in default, which the user did not choose.
 func copyTimeout(cmd *cobra.Command) (time.Duration, error) {
 	if err := cfg.CopyTimeoutErr; err != nil && !cmd.Flags().Changed("copy-timeout") {
-		return 0, usageErrorf(cmd, "%v; remedy: unset %s, fix it, or give --copy-timeout", err, config.EnvCopyTimeout)
+		return 0, usageRemedy(cmd, errors.New(err.Error()), "unset "+config.EnvCopyTimeout+", fix it, or give --copy-timeout")
 	}
 	return positive(cmd, "copy-timeout", "90s or 5m")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // imageCommand groups the registry-image commands; the work is in
@@ -80,8 +81,14 @@ func storeRoot(cmd *cobra.Command) string { return cmp.Or(fString(cmd, "store"),
 // StoreMissingError is a store that does not exist, so holds no image.
 type StoreMissingError struct{ Root string }
 
-func (e *StoreMissingError) Error() string {
-	return fmt.Sprintf("image store %s does not exist; remedy: give the --store that holds your images, or create it with `cryo image build` or `cryo image pull`", e.Root)
+func (e *StoreMissingError) Error() string { return report.Render(e.Cause(), e.RemedyText()) }
+
+// Cause is the message without the remedy (report.Remedied).
+func (e *StoreMissingError) Cause() string { return "image store " + e.Root + " does not exist" }
+
+// RemedyText is the remedy alone (report.Remedied).
+func (e *StoreMissingError) RemedyText() string {
+	return "give the --store that holds your images, or create it with `cryo image build` or `cryo image pull`"
 }
 
 func imageBuildCommand() *cobra.Command {

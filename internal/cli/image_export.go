@@ -11,6 +11,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 func imageExportCommand() *cobra.Command {
@@ -55,7 +56,7 @@ func imageExport(cmd *cobra.Command, args []string) error {
 	// The archive holds process memory: owner-only, and never over a file.
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, archive.FileMode)
 	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("export %s: %s already exists: %w; remedy: name a new file or remove it first", src, dst, err)
+		return report.WithRemedy(fmt.Errorf("export %s: %s already exists: %w", src, dst, err), "name a new file or remove it first")
 	}
 	if err != nil {
 		return fmt.Errorf("export %s: %w; remedy: name a file in a directory you can write", src, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 func imageRestoreCommand() *cobra.Command {
@@ -158,7 +159,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	case ociimage.KindContainerd:
 		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}
-	return fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore; remedy: unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)", ref, im.Kind())
+	return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore", ref, im.Kind()), "unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)")
 }
 
 // checkImageCheaply runs the checks that need no layer: the flags against
@@ -177,19 +178,19 @@ func flagsFitKind(cmd *cobra.Command, ref string, kind ociimage.Kind) error {
 	set := func(name string) bool { return cmd.Flags().Changed(name) }
 	switch {
 	case kind == ociimage.KindKubelet:
-		return fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it: %w; remedy: restore it in a pod through containerd's CRI (docs/kubernetes.md)", ref, ociimage.ErrNotRestorable)
+		return report.WithRemedy(fmt.Errorf("%s is a kubelet checkpoint (containerd's CRI CheckpointContainer): neither Podman nor `ctr` can restore it: %w", ref, ociimage.ErrNotRestorable), "restore it in a pod through containerd's CRI (docs/kubernetes.md)")
 	case set("gpus") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
+		return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint: --gpus gives other GPUs only to a container restored into containerd: %w", ref, kind, ctrd.ErrNoGPU), otherGPUsRemedy(kind))
 	case set("net-host") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint: --net-host is for a container restored into containerd: %w; remedy: restore without --net-host", ref, kind, ctrd.ErrMount)
+		return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint: --net-host is for a container restored into containerd: %w", ref, kind, ctrd.ErrMount), "restore without --net-host")
 	case set("mount") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd: %w; remedy: restore without --mount", ref, kind, ctrd.ErrMount)
+		return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint: --mount adds mounts only to a container restored into containerd: %w", ref, kind, ctrd.ErrMount), "restore without --mount")
 	case set("gpu-map") && kind != ociimage.KindProcess:
-		return fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process: %w; remedy: %s", ref, kind, ctrd.ErrNoGPU, otherGPUsRemedy(kind))
+		return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint: --gpu-map remaps only a bare process: %w", ref, kind, ctrd.ErrNoGPU), otherGPUsRemedy(kind))
 	case kind != ociimage.KindPodman && anySet(cmd, podmanOnlyFlags):
-		return fmt.Errorf("%s is a %q checkpoint: --%s is one of Podman's options, for a Podman checkpoint only: %w; remedy: restore without it", ref, kind, firstSet(cmd, podmanOnlyFlags), ociimage.ErrNotCheckpointImage)
+		return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint: --%s is one of Podman's options, for a Podman checkpoint only: %w", ref, kind, firstSet(cmd, podmanOnlyFlags), ociimage.ErrNotCheckpointImage), "restore without it")
 	case fBool(cmd, "containerd") && kind != ociimage.KindContainerd:
-		return fmt.Errorf("%s is a %q checkpoint, not a containerd one: %w; remedy: build it with `cryo image build --containerd`, or restore it without --containerd", ref, kind, ociimage.ErrNotCheckpointImage)
+		return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint, not a containerd one: %w", ref, kind, ociimage.ErrNotCheckpointImage), "build it with `cryo image build --containerd`, or restore it without --containerd")
 	}
 	return nil
 }

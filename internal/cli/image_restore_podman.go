@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrPodmanRestore: `podman container restore --import` failed.
@@ -85,7 +87,7 @@ func restorePodman(ctx context.Context, cmd *cobra.Command, dir, name string) er
 		return nil
 	}
 	cleaned := removePodmanLeftover(context.WithoutCancel(ctx), cmd, name)
-	return fmt.Errorf("podman %s: %v (%w); %s; remedy: read Podman's message above", strings.Join(args, " "), err, ErrPodmanRestore, cleaned)
+	return report.WithRemedy(fmt.Errorf("podman %s: %v (%w); %s", strings.Join(args, " "), err, ErrPodmanRestore, cleaned), "read Podman's message above")
 }
 
 // removePodmanLeftover removes the container a failed restore left

@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // precheckImage refuses, before anything is unpacked, a restore that the
@@ -75,7 +76,7 @@ func gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.
 	if _, err := manifest.CheckHost(m, host, host.GPUs, nil); err != nil {
 		msg := fmt.Errorf("%s does not fit this host (by the GPU needs in its annotations, checked before unpacking): %w", ref, err)
 		if !strings.Contains(err.Error(), "remedy:") {
-			msg = fmt.Errorf("%w; remedy: restore on a host with those GPUs and driver, or %s", msg, otherGPUsRemedy(kind))
+			msg = report.WithRemedy(msg, "restore on a host with those GPUs and driver, or "+otherGPUsRemedy(kind))
 		}
 		return msg
 	}

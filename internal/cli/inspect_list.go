@@ -14,6 +14,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // listed is one checkpoint of `cryo inspect list`.
@@ -112,7 +113,7 @@ func listStoreRows(cmd *cobra.Command, args []string) ([]listed, error) {
 func listDir(dir string) ([]listed, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints in %s: %w; remedy: give a directory that holds checkpoints", dir, err)
+		return nil, report.WithRemedy(fmt.Errorf("list checkpoints in %s: %w", dir, err), "give a directory that holds checkpoints")
 	}
 	var rows []listed
 	for _, e := range entries {

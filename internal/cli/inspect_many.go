@@ -31,7 +31,7 @@ func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool
 	for _, t := range targets {
 		sum, err := inspectLocalTarget(cmd, t, sec)
 		if errors.Is(err, ociimage.ErrNotFound) {
-			return usageErrorf(cmd, "%s is neither a checkpoint path nor an image of the local store: several targets are read locally; remedy: `cryo image pull %s` first, or inspect it alone", t, t)
+			return usageRemedy(cmd, fmt.Errorf("%s is neither a checkpoint path nor an image of the local store: several targets are read locally", t), "`cryo image pull "+t+"` first, or inspect it alone")
 		}
 		r := inspected{Target: t, Summary: sum}
 		if err == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // addSectionFlags are checkpointctl inspect's section flags, and cryo's
@@ -94,7 +95,7 @@ func (s sections) apply(sum *ociimage.Summary) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s has no process %d (its pids: %s); remedy: give --pid one of those", sum.Source, s.PID, pidsOf(d.Processes))
+	return report.WithRemedy(fmt.Errorf("%s has no process %d (its pids: %s)", sum.Source, s.PID, pidsOf(d.Processes)), "give --pid one of those")
 }
 
 func pidsOf(ps []criuimg.Process) string {

@@ -9,6 +9,8 @@ import (
 	"text/template"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // addFormatFlags gives a command Podman's --format (text or json) and --json
@@ -34,7 +36,7 @@ func jsonOutput(cmd *cobra.Command) (bool, error) {
 	case strings.Contains(f, "{{"):
 		t, err := template.New("format").Option("missingkey=error").Parse(f)
 		if err != nil {
-			return false, usageErrorf(cmd, "--format: %v; remedy: fix the template (fields are the JSON output's, e.g. {{.pid}})", err)
+			return false, usageRemedy(cmd, fmt.Errorf("--format: %v", err), "fix the template (fields are the JSON output's, e.g. {{.pid}})")
 		}
 		outputTemplate = t
 		return true, nil
@@ -81,7 +83,7 @@ func printTemplate(w io.Writer, t *template.Template, v any) error {
 	for _, it := range items {
 		var b strings.Builder
 		if err := t.Execute(&b, it); err != nil {
-			return fmt.Errorf("--format: %w; remedy: use the fields of the command's --json output", err)
+			return report.WithRemedy(fmt.Errorf("--format: %w", err), "use the fields of the command's --json output")
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), "\n"))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/status"
 )
 
@@ -89,7 +90,7 @@ func ps(cmd *cobra.Command, _ []string) error {
 	opts.CallTimeout = timeout
 	r, err := status.Collect(cmd.Context(), status.Options{LockDir: cfg.LockDir, Driver: cuda.New(opts)})
 	if err != nil {
-		return fmt.Errorf("ps: %w; remedy: run cryo ps where /proc is mounted", err)
+		return report.WithRemedy(fmt.Errorf("ps: %w", err), "run cryo ps where /proc is mounted")
 	}
 	if !asJSON {
 		for _, w := range r.Warnings {

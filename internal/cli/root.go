@@ -46,7 +46,7 @@ func Main(args []string) int {
 	root.SetArgs(args[1:])
 	err := root.ExecuteContext(ctx)
 	closeRenderer()
-	return report(ctx, os.Stderr, err)
+	return reportError(ctx, os.Stderr, err)
 }
 
 // NewRoot builds the command tree. Its help texts are also the source of
@@ -120,8 +120,8 @@ func helpWidth() int {
 	return 100
 }
 
-// report prints err once, prefixed "cryo:", and returns the exit code.
-func report(ctx context.Context, w io.Writer, err error) int {
+// reportError prints err once, prefixed "cryo:", and returns the exit code.
+func reportError(ctx context.Context, w io.Writer, err error) int {
 	// A signal that came when the work was done anyway changes nothing.
 	if sig := interruptedBy(ctx); sig != nil && err != nil {
 		var named *interrupted

@@ -49,7 +49,7 @@ func refNotPath(cmd *cobra.Command, what, target string) error {
 	if err != nil || !isPath {
 		return err
 	}
-	return usageErrorf(cmd, "%s takes an image of the store, and %s is a path; remedy: `cryo restore --dir %s` for a checkpoint directory, or `cryo image build %s REF` first", what, target, target, target)
+	return usageRemedy(cmd, fmt.Errorf("%s takes an image of the store, and %s is a path", what, target), fmt.Sprintf("`cryo restore --dir %s` for a checkpoint directory, or `cryo image build %s REF` first", target, target))
 }
 
 // checkPath opens path to find out whether cryo may read it: Stat alone

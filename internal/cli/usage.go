@@ -101,7 +101,7 @@ func onlyFlags(cmd *cobra.Command, mode string, allowed ...string) error {
 		}
 	})
 	if len(extra) > 0 {
-		return usageErrorf(cmd, "%s cannot be combined with %s; remedy: give %s alone", mode, strings.Join(extra, ", "), mode)
+		return usageRemedy(cmd, fmt.Errorf("%s cannot be combined with %s", mode, strings.Join(extra, ", ")), "give "+mode+" alone")
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	root.SetArgs(args)
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	code := report(context.Background(), &errOut, root.ExecuteContext(context.Background()))
+	code := reportError(context.Background(), &errOut, root.ExecuteContext(context.Background()))
 	return code, out.String(), errOut.String()
 }
 
@@ -105,7 +105,7 @@ func TestNotPermitted(t *testing.T) {
 		t.Error("notPermitted misjudges a PathError")
 	}
 	var b bytes.Buffer
-	if code := report(context.Background(), &b, &PathError{Path: "/x", Err: os.ErrPermission}); code != ExitNotPermitted ||
+	if code := reportError(context.Background(), &b, &PathError{Path: "/x", Err: os.ErrPermission}); code != ExitNotPermitted ||
 		b.String() != "cryo: permission denied: /x (run as root or fix its mode)\n" {
 		t.Errorf("exit %d, %q", code, b.String())
 	}

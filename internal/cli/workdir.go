@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // An image restore unpacks into a work directory that holds the process's
@@ -29,7 +30,7 @@ func workDir(dir string) (string, func(), error) {
 	}
 	d, err := imagerestore.NewWorkDir(restoreBase())
 	if err != nil {
-		return "", nil, fmt.Errorf("work directory: %w; remedy: pass --dir", err)
+		return "", nil, report.WithRemedy(fmt.Errorf("work directory: %w", err), "pass --dir")
 	}
 	return d, func() { removeWorkDir(d) }, nil
 }

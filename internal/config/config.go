@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // The variables a user or an installer sets.
@@ -180,7 +182,7 @@ func copyTimeout(v string) (time.Duration, []error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, []error{fmt.Errorf("%s=%q is not a positive duration, so the default %s applies; remedy: give one such as 90s or 5m", EnvCopyTimeout, v, DefaultCopyTime)}
+		return 0, []error{report.WithRemedy(fmt.Errorf("%s=%q is not a positive duration, so the default %s applies", EnvCopyTimeout, v, DefaultCopyTime), "give one such as 90s or 5m")}
 	}
 	return d, nil
 }

@@ -20,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Details is what the CRIU images of one checkpoint say.
@@ -123,7 +125,7 @@ type Options struct {
 // (ErrCorrupt) when an image cannot be decoded.
 func Read(dir string, o Options) (*Details, error) {
 	if _, err := os.Stat(filepath.Join(dir, "pstree.img")); err != nil {
-		return nil, fmt.Errorf("%s: no pstree.img (%v): %w; remedy: give the directory CRIU dumped into (checkpoint/ in an export)", dir, unwrapPath(err), ErrNotImageDir)
+		return nil, report.WithRemedy(fmt.Errorf("%s: no pstree.img (%v): %w", dir, unwrapPath(err), ErrNotImageDir), "give the directory CRIU dumped into (checkpoint/ in an export)")
 	}
 	r := &reader{dir: dir, opts: o, details: &Details{}}
 	steps := []func() error{r.processes, r.mounts, r.memory, r.stats}

@@ -3,6 +3,8 @@ package criuimg
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinel errors; concrete errors wrap them, test with errors.Is.
@@ -22,9 +24,15 @@ type ImageError struct {
 	Reason string // "truncated: entry 3 needs 120 bytes, 17 left", …
 }
 
-func (e *ImageError) Error() string {
-	return fmt.Sprintf("CRIU image %s in %s is corrupt: %s; remedy: re-take or re-transfer the checkpoint", e.File, e.Dir, e.Reason)
+func (e *ImageError) Error() string { return report.Render(e.Cause(), e.RemedyText()) }
+
+// Cause is the message without the remedy (report.Remedied).
+func (e *ImageError) Cause() string {
+	return fmt.Sprintf("CRIU image %s in %s is corrupt: %s", e.File, e.Dir, e.Reason)
 }
+
+// RemedyText is the remedy alone (report.Remedied).
+func (e *ImageError) RemedyText() string { return "re-take or re-transfer the checkpoint" }
 
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
 func (e *ImageError) Unwrap() error { return ErrCorrupt }

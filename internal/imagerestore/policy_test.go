@@ -14,8 +14,8 @@ import (
 	"oras.land/oras-go/v2/content/oci"
 
 	"github.com/cryo-gpu/cryo/internal/config"
-	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // policy allows tenant-a its repositories on reg.example (with the node's
@@ -65,7 +65,7 @@ func TestAuthorizeRefusals(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Authorize(c.req, "container main (3f2a)", c.o)
-			var se *manifest.StepError
+			var se *report.StepError
 			if !errors.Is(err, c.want) || !errors.As(err, &se) || !strings.Contains(se.Remedy, c.remedy) || se.ID != "container main (3f2a)" {
 				t.Fatalf("error %v (remedy %q), want %v with a remedy naming %q", err, remedyOf(err), c.want, c.remedy)
 			}
@@ -203,7 +203,7 @@ func tagAs(t *testing.T, root string, d ocispec.Descriptor, name string) {
 }
 
 func remedyOf(err error) string {
-	var se *manifest.StepError
+	var se *report.StepError
 	if errors.As(err, &se) {
 		return se.Remedy
 	}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/imagetrust"
-	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Options is what Prepare needs of the node, from the entry point's
@@ -74,7 +74,7 @@ func (p *Prepared) Remove() error {
 // pinned image and a container checkpoint, and unpacks it verified (every
 // layer against its digest, every CRIU file against cryo's manifest) into
 // a new work directory under o.RestoreDir. id names the container in
-// errors; each error is a *manifest.StepError naming the step and a
+// errors; each error is a *report.StepError naming the step and a
 // remedy.
 func Prepare(ctx context.Context, req Request, id string, o Options) (*Prepared, error) {
 	src, err := Authorize(req, id, o)
@@ -193,7 +193,7 @@ func (s Source) check(im *ociimage.Image) error {
 // notFound marks the registry's "no such image" with ErrImageNotFound,
 // inside the store's report so that stepError keeps it.
 func notFound(err error) error {
-	var se *manifest.StepError
+	var se *report.StepError
 	if !errors.Is(err, errdef.ErrNotFound) || !errors.As(err, &se) {
 		return err
 	}
@@ -233,7 +233,7 @@ func containerKind(ref string, k ociimage.Kind) error {
 // cause is kept and the remedy is the one given, else its own: the store's
 // remedies speak of the CLI's flags, which a node's restore has not.
 func stepError(id, step string, err error, remedy string) error {
-	var inner *manifest.StepError
+	var inner *report.StepError
 	if errors.As(err, &inner) {
 		cause := *inner
 		if remedy == "" {
@@ -242,5 +242,5 @@ func stepError(id, step string, err error, remedy string) error {
 		cause.Remedy = ""
 		err = &cause
 	}
-	return &manifest.StepError{Op: "restore", ID: id, Step: step, Err: err, Outcome: "nothing was restored", Remedy: remedy}
+	return &report.StepError{Op: "restore", ID: id, Step: step, Err: err, Outcome: "nothing was restored", Remedy: remedy}
 }

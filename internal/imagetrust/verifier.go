@@ -10,8 +10,8 @@ import (
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Verifier applies the signature policy to the images a command pulls
@@ -164,7 +164,7 @@ func (v *Verifier) refuse(ref string, err error, remedy string) error {
 	if op != "pull" {
 		outcome = ""
 	}
-	return &manifest.StepError{Op: op, ID: ref, Step: step, Err: err, Outcome: outcome, Remedy: remedy}
+	return &report.StepError{Op: op, ID: ref, Step: step, Err: err, Outcome: outcome, Remedy: remedy}
 }
 
 func (v *Verifier) log(format string, a ...any) {

@@ -8,7 +8,7 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 const testRef = "registry.test/ckpt/app:v1"
@@ -60,7 +60,7 @@ func TestCheckKeyed(t *testing.T) {
 		{"an attestation", attested, ErrBadSignature, "not an image signature"},
 	} {
 		err := v.check(ctx, p, testRef, c.img, reg)
-		var se *manifest.StepError
+		var se *report.StepError
 		if !errors.Is(err, c.want) || !errors.Is(err, ErrNotTrusted) || !errors.As(err, &se) {
 			t.Errorf("%s: got %v, want %v in a StepError", c.name, err, c.want)
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // criuStatsDump is the file CRIU writes at the very end of a successful
@@ -98,7 +99,7 @@ func Complete(dir string, m *Manifest, recs digest.Records) error {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed, or abandoned after it when the processes ran on (no %s, or no \"Dumping finished successfully\" in the dump log), so its images are partial or stale: %w; remedy: re-take the checkpoint", dir, criuStatsDump, ErrIncomplete)
+		return report.WithRemedy(fmt.Errorf("%s: the checkpoint was interrupted before CRIU's dump completed, or abandoned after it when the processes ran on (no %s, or no \"Dumping finished successfully\" in the dump log), so its images are partial or stale: %w", dir, criuStatsDump, ErrIncomplete), "re-take the checkpoint")
 	}
 	if err := MakePrivate(dir); err != nil {
 		return fmt.Errorf("complete the checkpoint in %s: %w", dir, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/version"
 )
 
@@ -222,13 +223,13 @@ func Read(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s is not a valid cryo manifest (%v): %w; remedy: re-take or re-transfer the checkpoint", path, err, ErrCorrupt)
+		return nil, report.WithRemedy(fmt.Errorf("%s is not a valid cryo manifest (%v): %w", path, err, ErrCorrupt), "re-take or re-transfer the checkpoint")
 	}
 	if m.Version < 1 || m.Version > FormatVersion {
-		return nil, fmt.Errorf("%s has format version %d, this cryo reads 1 to %d: %w; remedy: use a cryo at least as new as the one that took the checkpoint", path, m.Version, FormatVersion, ErrUnsupportedVersion)
+		return nil, report.WithRemedy(fmt.Errorf("%s has format version %d, this cryo reads 1 to %d: %w", path, m.Version, FormatVersion, ErrUnsupportedVersion), "use a cryo at least as new as the one that took the checkpoint")
 	}
 	if err := m.consistent(); err != nil {
-		return nil, fmt.Errorf("%s %v: %w; remedy: re-take the checkpoint with cryo on a host whose GPU inventory (NVML) it can read, or re-transfer it if it was altered on the way", path, err, ErrManifestInconsistent)
+		return nil, report.WithRemedy(fmt.Errorf("%s %v: %w", path, err, ErrManifestInconsistent), "re-take the checkpoint with cryo on a host whose GPU inventory (NVML) it can read, or re-transfer it if it was altered on the way")
 	}
 	return &m, nil
 }

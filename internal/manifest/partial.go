@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // PartialName marks an image directory whose checkpoint failed while its
@@ -98,6 +100,5 @@ func CheckPartial(dir string) error {
 	if err != nil || p == nil {
 		return err
 	}
-	return fmt.Errorf("the checkpoint in %s did not finish: it failed at %s (%s) while its processes ran on, and its images were removed (logs kept: %s): %w; remedy: re-take the checkpoint (the directory can be given to --dir again)",
-		dir, p.Time.Format(time.RFC3339), p.Error, strings.Join(p.Kept, ", "), ErrPartial)
+	return report.WithRemedy(fmt.Errorf("the checkpoint in %s did not finish: it failed at %s (%s) while its processes ran on, and its images were removed (logs kept: %s): %w", dir, p.Time.Format(time.RFC3339), p.Error, strings.Join(p.Kept, ", "), ErrPartial), "re-take the checkpoint (the directory can be given to --dir again)")
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A checkpoint holds process memory, secrets included, so its directories
@@ -34,11 +36,11 @@ func PrivateDir(dir string) error {
 	// the directory checked is the one changed.
 	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return fmt.Errorf("image directory %s: %w; remedy: give a directory, not a symlink", dir, errors.Join(ErrNotPrivate, err))
+		return report.WithRemedy(fmt.Errorf("image directory %s: %w", dir, errors.Join(ErrNotPrivate, err)), "give a directory, not a symlink")
 	}
 	defer f.Close()
 	if err := ownDir(f); err != nil {
-		return fmt.Errorf("image directory %s: %w; remedy: give a directory of your own, or one cryo may take (run as root)", dir, errors.Join(ErrNotPrivate, err))
+		return report.WithRemedy(fmt.Errorf("image directory %s: %w", dir, errors.Join(ErrNotPrivate, err)), "give a directory of your own, or one cryo may take (run as root)")
 	}
 	if err := f.Chmod(PrivateDirMode); err != nil {
 		return fmt.Errorf("make image directory %s private (0700): %w", dir, err)

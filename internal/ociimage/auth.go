@@ -12,6 +12,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // RemoteOptions configures access to a registry.
@@ -36,7 +38,7 @@ func credentialStore(files []string) (credentials.Store, error) {
 		}
 		s, err := credentials.NewStore(f, credentials.StoreOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("read auth file %s: %w; remedy: fix or remove it", f, err)
+			return nil, report.WithRemedy(fmt.Errorf("read auth file %s: %w", f, err), "fix or remove it")
 		}
 		stores = append(stores, s)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Index annotations that containerd's clients write on a checkpoint index.
@@ -76,7 +77,7 @@ func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) erro
 		case mt == images.MediaTypeContainerd1CheckpointConfig:
 			spec = d
 		case mt == images.MediaTypeContainerd1CheckpointPreDump:
-			return fmt.Errorf("%s is an incremental checkpoint (it has a pre-dump): cryo packs full checkpoints only: %w; remedy: checkpoint without --parent", ck.ref, ErrUnknownSource)
+			return report.WithRemedy(fmt.Errorf("%s is an incremental checkpoint (it has a pre-dump): cryo packs full checkpoints only: %w", ck.ref, ErrUnknownSource), "checkpoint without --parent")
 		case images.IsLayerType(mt) || mt == images.MediaTypeContainerd1RW:
 			rw = d
 		case images.IsManifestType(mt) || images.IsIndexType(mt):
@@ -84,14 +85,13 @@ func layoutContainerd(ctx context.Context, ck *ctrdCheckpoint, root string) erro
 		}
 	}
 	if criu == nil {
-		return fmt.Errorf("%s has no CRIU images (%s): it is not a containerd checkpoint, or the checkpoint was taken with --image-path: %w; remedy: give the image that `ctr task checkpoint` or `ctr container checkpoint --task` printed",
-			ck.ref, images.MediaTypeContainerd1Checkpoint, ErrUnknownSource)
+		return report.WithRemedy(fmt.Errorf("%s has no CRIU images (%s): it is not a containerd checkpoint, or the checkpoint was taken with --image-path: %w", ck.ref, images.MediaTypeContainerd1Checkpoint, ErrUnknownSource), "give the image that `ctr task checkpoint` or `ctr container checkpoint --task` printed")
 	}
 	if err := ck.extractCRIU(ctx, *criu, filepath.Join(root, checkpointDir)); err != nil {
 		return err
 	}
 	if spec == nil {
-		return fmt.Errorf("%s carries no container spec (%s): %w; remedy: re-take the checkpoint with containerd ≥ 1.7", ck.ref, images.MediaTypeContainerd1CheckpointConfig, ErrUnknownSource)
+		return report.WithRemedy(fmt.Errorf("%s carries no container spec (%s): %w", ck.ref, images.MediaTypeContainerd1CheckpointConfig, ErrUnknownSource), "re-take the checkpoint with containerd ≥ 1.7")
 	}
 	if err := ck.writeSpec(ctx, *spec, filepath.Join(root, SpecDumpName)); err != nil {
 		return err
@@ -269,7 +269,7 @@ func ReadContainerdMeta(dir string) (ContainerdMeta, error) {
 		err = json.Unmarshal(data, &m)
 	}
 	if err != nil || m.CryoKind != KindContainerd {
-		return m, fmt.Errorf("%s is not a containerd checkpoint (config.dump: %v, kind %q): %w; remedy: restore it without --containerd", dir, err, m.CryoKind, ErrNotCheckpointImage)
+		return m, report.WithRemedy(fmt.Errorf("%s is not a containerd checkpoint (config.dump: %v, kind %q): %w", dir, err, m.CryoKind, ErrNotCheckpointImage), "restore it without --containerd")
 	}
 	return m, nil
 }
@@ -285,7 +285,7 @@ func writeJSONFile(p string, v any) error {
 // decodeIndex reads a checkpoint index blob.
 func (ck *ctrdCheckpoint) decodeIndex(ctx context.Context, d ocispec.Descriptor) error {
 	if !images.IsIndexType(d.MediaType) {
-		return fmt.Errorf("%s is a %s, not a checkpoint index: %w; remedy: give the image that `ctr task checkpoint` or `ctr container checkpoint --task` printed", ck.ref, d.MediaType, ErrUnknownSource)
+		return report.WithRemedy(fmt.Errorf("%s is a %s, not a checkpoint index: %w", ck.ref, d.MediaType, ErrUnknownSource), "give the image that `ctr task checkpoint` or `ctr container checkpoint --task` printed")
 	}
 	data, err := ck.readSmall(ctx, d, "index", 4<<20)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/containers/ocicrypt"
 	encconfig "github.com/containers/ocicrypt/config"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // EncryptOptions encrypts layers for the holders of these public keys
@@ -44,7 +46,7 @@ func LoadKeys(specs []string) ([][]byte, error) {
 func (st *Store) encryptLayer(in io.Reader, plain ocispec.Descriptor, o *EncryptOptions) (ocispec.Descriptor, error) {
 	cc, err := encconfig.EncryptWithJwe(o.PublicKeys)
 	if err != nil {
-		return plain, fmt.Errorf("encryption keys: %w; remedy: give --encryption-key a PEM public key (openssl rsa -pubout)", err)
+		return plain, report.WithRemedy(fmt.Errorf("encryption keys: %w", err), "give --encryption-key a PEM public key (openssl rsa -pubout)")
 	}
 	enc, finalize, err := ocicrypt.EncryptLayer(cc.EncryptConfig, in, plain)
 	if err != nil {
@@ -79,16 +81,15 @@ func (st *Store) encryptLayer(in io.Reader, plain ocispec.Descriptor, o *Encrypt
 // at its end.
 func decryptLayer(r io.Reader, d ocispec.Descriptor, o *DecryptOptions) (io.Reader, error) {
 	if o == nil || len(o.PrivateKeys) == 0 {
-		return nil, fmt.Errorf("layer %s is encrypted and no key was given: %w; remedy: pass --decryption-key with the private key of a recipient", d.Digest.Encoded()[:12], ErrDecrypt)
+		return nil, report.WithRemedy(fmt.Errorf("layer %s is encrypted and no key was given: %w", d.Digest.Encoded()[:12], ErrDecrypt), "pass --decryption-key with the private key of a recipient")
 	}
 	cc, err := encconfig.DecryptWithPrivKeys(o.PrivateKeys, make([][]byte, len(o.PrivateKeys)))
 	if err != nil {
-		return nil, fmt.Errorf("decryption keys: %v: %w; remedy: give --decryption-key an unencrypted PEM private key", err, ErrDecrypt)
+		return nil, report.WithRemedy(fmt.Errorf("decryption keys: %v: %w", err, ErrDecrypt), "give --decryption-key an unencrypted PEM private key")
 	}
 	plain, _, err := ocicrypt.DecryptLayer(cc.DecryptConfig, r, d, false)
 	if err != nil {
-		return nil, fmt.Errorf("layer %s: none of the given keys can decrypt it (%s): %w; remedy: use the private key matching an --encryption-key of the build",
-			d.Digest.Encoded()[:12], firstLine(err.Error()), ErrDecrypt)
+		return nil, report.WithRemedy(fmt.Errorf("layer %s: none of the given keys can decrypt it (%s): %w", d.Digest.Encoded()[:12], firstLine(err.Error()), ErrDecrypt), "use the private key matching an --encryption-key of the build")
 	}
 	return plain, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/containerd/containerd/v2/core/images"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // BlobOpener opens one blob of a containerd checkpoint: from the daemon's
@@ -95,7 +97,7 @@ func openLayoutCheckpoint(ctx context.Context, dir, tmp string, cleanup func()) 
 		}
 		return s, nil
 	}
-	return fail(fmt.Errorf("%s is an OCI image layout without a containerd checkpoint in it: %w; remedy: export the checkpoint image (`ctr image export OUT.tar CHECKPOINT`)", dir, ErrUnknownSource))
+	return fail(report.WithRemedy(fmt.Errorf("%s is an OCI image layout without a containerd checkpoint in it: %w", dir, ErrUnknownSource), "export the checkpoint image (`ctr image export OUT.tar CHECKPOINT`)"))
 }
 
 func hasCRIUBlob(idx ocispec.Index) bool {

@@ -3,7 +3,7 @@ package ociimage
 import (
 	"errors"
 
-	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinel errors; concrete errors wrap them.
@@ -31,7 +31,7 @@ var (
 // StepError is a failure of one operation on one image (Op: "build",
 // "push", "pull", "resolve", "unpack"; ID: the reference): cryo's one
 // error report.
-type StepError = manifest.StepError
+type StepError = report.StepError
 
 // LayerError is a failure on one layer of an image: it says which, for a
 // caller that reports the first bad part (`cryo inspect --verify`); its

@@ -13,6 +13,7 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // KindImageDir is a container's bare CRIU image directory with no export
@@ -139,7 +140,7 @@ func isImageDir(src *Source) bool {
 // (manifest.PartialState). A mark that cannot be read is an error.
 func partialSummary(path string, p *manifest.Partial, err error) (*Summary, error) {
 	if err != nil {
-		return nil, fmt.Errorf("inspect checkpoint %s: its mark %s cannot be read (%v): %w; remedy: re-take the checkpoint into an empty directory", path, manifest.PartialName, err, manifest.ErrCorrupt)
+		return nil, report.WithRemedy(fmt.Errorf("inspect checkpoint %s: its mark %s cannot be read (%v): %w", path, manifest.PartialName, err, manifest.ErrCorrupt), "re-take the checkpoint into an empty directory")
 	}
 	sum := &Summary{Source: path, Kind: KindProcess, Unfinished: true, Partial: p,
 		Interruption: manifest.PartialState(path), GPUsUnknown: "the checkpoint failed and its images were removed",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Kind is where a checkpoint came from; it decides how it is restored.
@@ -80,7 +81,7 @@ func openSource(path, tmp string, skeleton bool) (*Source, error) {
 	if isOCILayout(path) {
 		return openLayoutCheckpoint(context.Background(), path, tmp, nil)
 	}
-	return nil, fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/ nor an exported containerd checkpoint: %w; remedy: give a `cryo checkpoint --dir` directory, a Podman export tar, a `ctr image export` of a containerd checkpoint, or a containerd checkpoint image with --containerd", path, ErrUnknownSource)
+	return nil, report.WithRemedy(fmt.Errorf("%s holds neither CRIU images (inventory.img) nor checkpoint/ nor an exported containerd checkpoint: %w", path, ErrUnknownSource), "give a `cryo checkpoint --dir` directory, a Podman export tar, a `ctr image export` of a containerd checkpoint, or a containerd checkpoint image with --containerd")
 }
 
 func isCRIUDir(dir string) bool {

@@ -13,6 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Store is the local image store: an OCI image layout directory, readable by
@@ -54,7 +55,7 @@ func (s *Store) blobPath(d ocispec.Descriptor) string {
 func (s *Store) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, error) {
 	d, err := s.oci.Resolve(ctx, ref)
 	if errors.Is(err, errdef.ErrNotFound) {
-		return d, fmt.Errorf("%s is not in the image store %s: %w; remedy: `cryo image pull %s` or `cryo image build`", ref, s.Root, ErrNotFound, ref)
+		return d, report.WithRemedy(fmt.Errorf("%s is not in the image store %s: %w", ref, s.Root, ErrNotFound), fmt.Sprintf("`cryo image pull %s` or `cryo image build`", ref))
 	}
 	return d, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 var (
@@ -48,7 +49,7 @@ func openExportTar(path, tmp string, skeleton bool) (*Source, error) {
 	}
 	if !isCRIUDir(dir + "/" + checkpointDir) {
 		cleanup()
-		return nil, fmt.Errorf("%s has no checkpoint/ with CRIU images: %w; remedy: give a `podman container checkpoint --export` archive", path, ErrUnknownSource)
+		return nil, report.WithRemedy(fmt.Errorf("%s has no checkpoint/ with CRIU images: %w", path, ErrUnknownSource), "give a `podman container checkpoint --export` archive")
 	}
 	return openExportDir(dir, cleanup)
 }

@@ -15,6 +15,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/cryo-gpu/cryo/internal/progress"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // TransferOptions configures Push and Pull.
@@ -124,8 +125,7 @@ func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil || d.MediaType != ocispec.MediaTypeImageManifest || !isCheckpointImage(m.Annotations) {
-		return nil, d, fmt.Errorf("%s (%s) is not a checkpoint image: it has none of the checkpoint annotations (%s, %s): %w; remedy: give an image made by `cryo image build`",
-			ref, d.MediaType, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage)
+		return nil, d, report.WithRemedy(fmt.Errorf("%s (%s) is not a checkpoint image: it has none of the checkpoint annotations (%s, %s): %w", ref, d.MediaType, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage), "give an image made by `cryo image build`")
 	}
 	return &m, d, nil
 }

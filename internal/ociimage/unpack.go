@@ -21,6 +21,7 @@ import (
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 	"github.com/cryo-gpu/cryo/internal/progress"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Image is a checkpoint image's manifest and config, read from a store.
@@ -46,8 +47,7 @@ func (st *Store) LoadImage(ctx context.Context, ref string) (*Image, error) {
 		return nil, err
 	}
 	if !isCheckpointImage(im.Manifest.Annotations) {
-		return nil, fmt.Errorf("%s has none of the checkpoint annotations (%s, %s): %w; remedy: give an image made by `cryo image build` or `podman container checkpoint --create-image`",
-			ref, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage)
+		return nil, report.WithRemedy(fmt.Errorf("%s has none of the checkpoint annotations (%s, %s): %w", ref, AnnKind, AnnCRIUContainerName, ErrNotCheckpointImage), "give an image made by `cryo image build` or `podman container checkpoint --create-image`")
 	}
 	if err := st.readJSON(ctx, im.Manifest.Config, &im.Config); err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (st *Store) UnpackWith(ctx context.Context, ref, dir string, o UnpackOption
 		return nil, err
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-		return nil, fmt.Errorf("unpack %s: %s is not empty; remedy: give a new directory", ref, dir)
+		return nil, report.WithRemedy(fmt.Errorf("unpack %s: %s is not empty", ref, dir), "give a new directory")
 	}
 	defer func() {
 		if err != nil {

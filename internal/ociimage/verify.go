@@ -9,6 +9,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // VerifyError is a checkpoint whose files do not match cryo's manifest
@@ -46,7 +47,7 @@ func VerifyPath(path, tmp string) error {
 func verifyDir(target, dir string) error {
 	m, err := manifest.Read(dir)
 	if errors.Is(err, manifest.ErrNoManifest) {
-		return &VerifyError{Target: target, File: manifest.ManifestName, Err: fmt.Errorf("it has no cryo manifest, so no digests to check its files against (it was not taken by cryo): %w; remedy: none to restore it, but only a checkpoint taken by cryo can be verified", err)}
+		return &VerifyError{Target: target, File: manifest.ManifestName, Err: report.WithRemedy(fmt.Errorf("it has no cryo manifest, so no digests to check its files against (it was not taken by cryo): %w", err), "none to restore it, but only a checkpoint taken by cryo can be verified")}
 	}
 	if err != nil {
 		return &VerifyError{Target: target, File: manifest.ManifestName, Err: err}

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Step names one step of a checkpoint or restore.
@@ -54,8 +54,8 @@ var (
 )
 
 // StepError is a failed checkpoint or restore: cryo's one error report
-// (see manifest.StepError), whose Step is one of the Step names.
-type StepError = manifest.StepError
+// (see report.StepError), whose Step is one of the Step names.
+type StepError = report.StepError
 
 // CRIUError is a failed CRIU (or runc) call. Dump and restore callbacks
 // return it so that the orchestration can name the log in its message.

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
-	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // criuLog writes a dump log whose first lines are CRIU's harmless rlimit
@@ -31,7 +31,8 @@ func criuLog(t *testing.T, dir, cause string) string {
 
 // TestFailureMessages asserts the whole message of the main failures, as
 // each front end's user reads it: one cause, each prefix once, one remedy
-// in that front end's terms.
+// in that front end's terms. The shim's and cryo-runc's words are theirs
+// (their packages test them): here, stand-ins show that they are used.
 func TestFailureMessages(t *testing.T) {
 	const (
 		unixSk   = "sockets: External socket is used. Consider using --ext-unix-sk option."
@@ -42,6 +43,14 @@ func TestFailureMessages(t *testing.T) {
 	)
 	timeout := fmt.Errorf("suspend: %w; every process was returned to running",
 		fmt.Errorf("pid 927: lock: %w", fmt.Errorf("cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): %w", cuda.ErrTimeout)))
+	words := func(front string) FrontEnd {
+		w := FrontEnd{}
+		for k, name := range map[report.Key]string{RemedyUnixSocket: "RemedyUnixSocket", RemedyTerminal: "RemedyTerminal", RemedyTCP: "RemedyTCP", RemedyLockTimeout: "RemedyLockTimeout"} {
+			w[k] = front + " words for " + name
+		}
+		return w
+	}
+	shimWords, runcWords := words("shim"), words("runc")
 	cases := []struct {
 		name  string
 		front FrontEnd
@@ -50,18 +59,18 @@ func TestFailureMessages(t *testing.T) {
 		err   error
 		want  string // the message, with LOG for the log's path
 	}{
-		{"unix socket/cli", FrontEndCLI, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: checkpoint the process at the other end of the unix socket in the same tree, or close the socket first"},
-		{"unix socket/shim", FrontEndShim, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: add the line ext-unix-sk to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again"},
-		{"unix socket/runc", FrontEndRunc, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: checkpoint with `runc checkpoint --ext-unix-sk` semantics: add the line ext-unix-sk to /etc/criu/runc.conf (Podman has no flag for it)"},
-		{"tty/cli", FrontEndCLI, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: add --shell-job (and give it at restore too)"},
-		{"tty/shim", FrontEndShim, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: run the container without a terminal (no `ctr run -t`, no `tty: true`): containerd then gives it pipes, which CRIU dumps"},
-		{"tty/runc", FrontEndRunc, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: run the container without a terminal (no `podman run -t`): Podman then gives it pipes, which CRIU dumps"},
-		{"tcp/cli", FrontEndCLI, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself"},
-		{"tcp/shim", FrontEndShim, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself"},
-		{"tcp/runc", FrontEndRunc, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, checkpoint with `podman container checkpoint --tcp-established` (and restore with it too)"},
-		{"lock timeout/cli", FrontEndCLI, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`"},
-		{"lock timeout/shim", FrontEndShim, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node"},
-		{"lock timeout/runc", FrontEndRunc, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry the checkpoint (podman container checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the host"},
+		{"unix socket/cli", nil, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: checkpoint the process at the other end of the unix socket in the same tree, or close the socket first"},
+		{"unix socket/shim", shimWords, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: shim words for RemedyUnixSocket"},
+		{"unix socket/runc", runcWords, StepDump, unixSk, nil, criuHead + unixSk + " (CRIU log: LOG); " + running + "; remedy: runc words for RemedyUnixSocket"},
+		{"tty/cli", nil, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: add --shell-job (and give it at restore too)"},
+		{"tty/shim", shimWords, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: shim words for RemedyTerminal"},
+		{"tty/runc", runcWords, StepDump, tty, nil, criuHead + tty + " (CRIU log: LOG); " + running + "; remedy: runc words for RemedyTerminal"},
+		{"tcp/cli", nil, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself"},
+		{"tcp/shim", shimWords, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: shim words for RemedyTCP"},
+		{"tcp/runc", runcWords, StepDump, tcp, nil, criuHead + tcp + " (CRIU log: LOG); " + running + "; remedy: runc words for RemedyTCP"},
+		{"lock timeout/cli", nil, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`"},
+		{"lock timeout/shim", shimWords, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: shim words for RemedyLockTimeout"},
+		{"lock timeout/runc", runcWords, StepSuspend, "", timeout, "checkpoint of pid 42 failed at step suspend: pid 927: lock: cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): CUDA driver call timed out; every process was returned to running; " + running + "; remedy: runc words for RemedyLockTimeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,7 +102,7 @@ func TestStepErrorOnce(t *testing.T) {
 		t.Errorf("nested:\n got: %s\nwant: %s", got, want)
 	}
 	pe := &precheck.Error{Err: precheck.ErrShellJob, Detail: "pid 7 (sh) has its stdin on the terminal /dev/pts/3", Remedy: "add --shell-job (and give it at restore too)"}
-	se := &manifest.StepError{Op: "checkpoint", ID: "pid 7", Step: StepPrepare, Err: pe, Outcome: "nothing was checkpointed", Remedy: "check the pid"}
+	se := &report.StepError{Op: "checkpoint", ID: "pid 7", Step: StepPrepare, Err: pe, Outcome: "nothing was checkpointed", Remedy: "check the pid"}
 	want = "checkpoint of pid 7 failed at step prepare: process tree attached to a terminal: pid 7 (sh) has its stdin on the terminal /dev/pts/3; nothing was checkpointed; remedy: add --shell-job (and give it at restore too)"
 	if got := se.Error(); got != want {
 		t.Errorf("remedied cause:\n got: %s\nwant: %s", got, want)

@@ -3,104 +3,90 @@ package orchestrate
 import (
 	"errors"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// FrontEnd is the tool a user came through. A remedy must name what that
-// tool offers: `--shell-job` means nothing to a ctr user, and Podman has
-// its own flags for what CRIU needs.
-type FrontEnd string
+// FrontEnd is the tool a user came through, as its words for the keyed
+// remedies: `--shell-job` means nothing to a ctr user, and Podman has its
+// own flags for what CRIU needs. The core picks the remedy's key; each
+// front end keeps its words in its own package (the shim's, cryo-runc's)
+// and passes them with WithFrontEnd. Nil: the cryo CLI's words (cliWords).
+type FrontEnd = report.Wording
 
-// The front ends of the orchestration.
-const (
-	FrontEndCLI  FrontEnd = "cli"  // cryo checkpoint / cryo restore (the default)
-	FrontEndShim FrontEnd = "shim" // containerd: ctr, the kubelet through CRI
-	FrontEndRunc FrontEnd = "runc" // cryo-runc: Podman, CRI-O, anything that runs an OCI runtime
-)
-
-// WithFrontEnd says which front end the orchestration serves, for the
-// wording of its remedies.
+// WithFrontEnd gives the words of the front end the orchestration serves,
+// for its remedies.
 func WithFrontEnd(f FrontEnd) Option { return func(o *Orchestrator) { o.FrontEnd = f } }
 
-// dumpRefusal is a kind of CRIU dump failure that the user fixes by asking
-// for an option, each front end its own way.
-type dumpRefusal int
-
+// The remedies whose words depend on the front end: a CRIU dump refusal
+// the user fixes by asking for an option, and a driver lock that did not
+// return in time. A front end's Wording gives words to every one of them.
 const (
-	refusedNone dumpRefusal = iota
-	refusedTerminal
-	refusedTCP
-	refusedUnixSocket
-	refusedFileLock
+	RemedyTerminal    report.Key = "terminal"        // the tree is attached to a terminal
+	RemedyTCP         report.Key = "tcp-established" // an established TCP connection
+	RemedyUnixSocket  report.Key = "ext-unix-sk"     // a unix socket to a process outside the tree
+	RemedyFileLock    report.Key = "file-locks"      // a held file lock
+	RemedyLockTimeout report.Key = "lock-timeout"    // the driver's lock did not return in time
 )
 
-// refusals map a line of CRIU's log to the refusal it shows.
-var refusals = []struct {
-	line string
-	kind dumpRefusal
-}{
-	{"Task attached to shell terminal", refusedTerminal},
-	{"Found dangling tty", refusedTerminal},
-	{"is not a session leader", refusedTerminal},
-	{"Connected TCP socket", refusedTCP},
-	{"External socket is used", refusedUnixSocket},
-	{"Can't dump half of stream unix connection", refusedUnixSocket},
-	{"file locks are hold without", refusedFileLock},
-	{"Some file locks are hold", refusedFileLock},
+// RemedyKeys are the keys a front end words.
+var RemedyKeys = []report.Key{RemedyTerminal, RemedyTCP, RemedyUnixSocket, RemedyFileLock, RemedyLockTimeout}
+
+// cliWords are the cryo CLI's. They stay with the core: the CLI's flags
+// are the Orchestrator's own options, and the callers that name no front
+// end (the CLI, the CRIU action script) have always been given them.
+var cliWords = report.Wording{
+	RemedyTerminal:    "add --shell-job (and give it at restore too)",
+	RemedyTCP:         "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
+	RemedyUnixSocket:  "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
+	RemedyFileLock:    "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
+	RemedyLockTimeout: "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
 }
 
-// refusalOf reads CRIU's log behind err for a refusal; refusedNone if none.
-func refusalOf(err error) dumpRefusal {
+// refusals map a line of CRIU's log to the remedy of the refusal it shows.
+var refusals = []struct {
+	line string
+	key  report.Key
+}{
+	{"Task attached to shell terminal", RemedyTerminal},
+	{"Found dangling tty", RemedyTerminal},
+	{"is not a session leader", RemedyTerminal},
+	{"Connected TCP socket", RemedyTCP},
+	{"External socket is used", RemedyUnixSocket},
+	{"Can't dump half of stream unix connection", RemedyUnixSocket},
+	{"file locks are hold without", RemedyFileLock},
+	{"Some file locks are hold", RemedyFileLock},
+}
+
+// refusalOf reads CRIU's log behind err for a refusal; "" if none.
+func refusalOf(err error) report.Key {
 	var ce *CRIUError
 	if !errors.As(err, &ce) {
-		return refusedNone
+		return ""
 	}
 	log := logLines(ce.LogPath)
 	for _, r := range refusals {
 		if strings.Contains(log, r.line) {
-			return r.kind
+			return r.key
 		}
 	}
-	return refusedNone
+	return ""
 }
 
-// refusalRemedies: one remedy per refusal and front end.
-var refusalRemedies = map[dumpRefusal]map[FrontEnd]string{
-	refusedTerminal: {
-		FrontEndCLI:  "add --shell-job (and give it at restore too)",
-		FrontEndShim: "run the container without a terminal (no `ctr run -t`, no `tty: true`): containerd then gives it pipes, which CRIU dumps",
-		FrontEndRunc: "run the container without a terminal (no `podman run -t`): Podman then gives it pipes, which CRIU dumps",
-	},
-	refusedTCP: {
-		FrontEndCLI:  "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
-		FrontEndShim: "for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself",
-		FrontEndRunc: "for the established TCP connection, checkpoint with `podman container checkpoint --tcp-established` (and restore with it too)",
-	},
-	refusedUnixSocket: {
-		FrontEndCLI:  "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
-		FrontEndShim: "add the line ext-unix-sk to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
-		FrontEndRunc: "checkpoint with `runc checkpoint --ext-unix-sk` semantics: add the line ext-unix-sk to /etc/criu/runc.conf (Podman has no flag for it)",
-	},
-	refusedFileLock: {
-		FrontEndCLI:  "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
-		FrontEndShim: "add the line file-locks to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
-		FrontEndRunc: "checkpoint with `podman container checkpoint --file-locks`",
-	},
-}
-
-// frontEnd is o's front end; the CLI when unset.
-func (o *Orchestrator) frontEnd() FrontEnd {
-	if o.FrontEnd == "" {
-		return FrontEndCLI
+// remedy words k as the front end does; the CLI's words where the front
+// end has none.
+func (o *Orchestrator) remedy(k report.Key) string {
+	if w, ok := o.FrontEnd[k]; ok {
+		return w
 	}
-	return o.FrontEnd
+	return cliWords[k]
 }
 
 // dumpRemedy is the remedy of a failed dump: the front end's option for a
 // refusal CRIU explained, else the CRIU log.
 func (o *Orchestrator) dumpRemedy(err error) string {
-	k := refusalOf(err)
-	if r, ok := refusalRemedies[k][o.frontEnd()]; ok {
-		return r
+	if k := refusalOf(err); k != "" {
+		return o.remedy(k)
 	}
 	return "read the CRIU log from its first error line, then retry"
 }

@@ -26,7 +26,7 @@ func (c *checkpoint) stopping() {
 func (c *checkpoint) stepError(_ context.Context, step Step, err error, outcome string) error {
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
 	if errors.Is(err, cuda.ErrTimeout) {
-		e.Remedy = lockTimeoutRemedies[c.o.frontEnd()]
+		e.Remedy = c.o.remedy(RemedyLockTimeout)
 	}
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
@@ -79,14 +79,6 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 	}
 	c.suspended = false
 	return "the processes were left running with CUDA resumed"
-}
-
-// lockTimeoutRemedies: a driver call that did not return in time, by
-// front end (only the CLI has a lock-timeout flag).
-var lockTimeoutRemedies = map[FrontEnd]string{
-	FrontEndCLI:  "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
-	FrontEndShim: "retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node",
-	FrontEndRunc: "retry the checkpoint (podman container checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the host",
 }
 
 // checkpointRemedy says what a user can do about a failed step.

@@ -91,7 +91,7 @@ func (w *wrapper) orchestrator() *orchestrate.Orchestrator {
 	return orchestrate.New(
 		orchestrate.WithConfig(w.cfg),
 		orchestrate.WithLogger(w.log.slog()),
-		orchestrate.WithFrontEnd(orchestrate.FrontEndRunc),
+		orchestrate.WithFrontEnd(remedies),
 	)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/imagetrust"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
@@ -18,7 +19,9 @@ import (
 // classes gives cryo's sentinel errors containerd's error classes, so that
 // containerd, the kubelet and `ctr` see what kind of failure it is (a busy
 // target can be retried, a host that lacks the GPUs cannot) instead of
-// Unknown. The first class that matches wins.
+// Unknown. The first class that matches wins. It is the shim's one map
+// from cryo's errors to classes: every reply goes through toGRPC, and the
+// only class given elsewhere is toGRPC's fallback for refused restores.
 var classes = []struct {
 	sentinel error
 	class    error
@@ -49,6 +52,11 @@ var classes = []struct {
 	{ociimage.ErrTransfer, errdefs.ErrUnavailable},
 	{imagerestore.ErrNotContainerCheckpoint, errdefs.ErrInvalidArgument},
 	{imagerestore.ErrBadAnnotation, errdefs.ErrInvalidArgument},
+	// These two wrap their class where they are defined, since the image
+	// commands report them to containerd's clients too; listed so that
+	// the table names every class the shim gives.
+	{imagerestore.ErrNotAllowed, errdefs.ErrPermissionDenied},
+	{imagetrust.ErrNotTrusted, errdefs.ErrPermissionDenied},
 }
 
 // classify wraps err with its containerd class, unless it has one.

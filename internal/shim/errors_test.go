@@ -10,9 +10,11 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/imagetrust"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // cryo's failures reach containerd with the gRPC code of their class, and
@@ -30,11 +32,13 @@ func TestToGRPCClasses(t *testing.T) {
 		{fmt.Errorf("verify: %w", manifest.ErrCorrupt), true, codes.DataLoss},
 		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), true, codes.FailedPrecondition},
 		{fmt.Errorf("criu: %w", fmt.Errorf("exit status 1")), false, codes.Unknown},
-		{&manifest.StepError{Op: "restore", ID: "c1", Step: "pull the checkpoint image r", Err: fmt.Errorf("401: %w", ociimage.ErrTransfer)}, true, codes.Unavailable},
+		{&report.StepError{Op: "restore", ID: "c1", Step: "pull the checkpoint image r", Err: fmt.Errorf("401: %w", ociimage.ErrTransfer)}, true, codes.Unavailable},
 		{fmt.Errorf("layer: %w", ociimage.ErrIntegrity), true, codes.DataLoss},
 		{fmt.Errorf("kind: %w", imagerestore.ErrNotContainerCheckpoint), true, codes.InvalidArgument},
 		{fmt.Errorf("policy: %w", imagerestore.ErrBadAnnotation), true, codes.InvalidArgument},
 		{fmt.Errorf("unpack: %w", ociimage.ErrNoSpace), true, codes.ResourceExhausted},
+		{fmt.Errorf("policy: %w", imagerestore.ErrNotAllowed), true, codes.PermissionDenied},
+		{fmt.Errorf("verify: %w", imagetrust.ErrUnsigned), true, codes.PermissionDenied},
 	}
 	for _, c := range cases {
 		got := status.Convert(toGRPC(c.err, c.precondition))

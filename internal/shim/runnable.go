@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
-	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A container created from a runnable checkpoint image (see ociimage's
@@ -163,7 +163,7 @@ func (s *service) checkRunnable(ctx context.Context, r *taskv3.CreateTaskRequest
 func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who string) (*imagerestore.Prepared, error) {
 	dir, err := imagerestore.NewWorkDir(s.cfg.RestoreDir)
 	if err != nil {
-		return nil, &manifest.StepError{Op: "restore", ID: who, Step: "make a work directory", Err: err, Outcome: "nothing was restored",
+		return nil, &report.StepError{Op: "restore", ID: who, Step: "make a work directory", Err: err, Outcome: "nothing was restored",
 			Remedy: "check " + s.cfg.RestoreDir + " and its free space"}
 	}
 	work := &imagerestore.Prepared{Ref: ri.name, Kind: ociimage.Kind(ri.man.Annotations[ociimage.AnnKind]), Digest: ri.desc.Digest.String(), Dir: dir}
@@ -178,7 +178,7 @@ func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who stri
 		if errors.Is(err, ociimage.ErrNoSpace) {
 			remedy = "free space in " + s.cfg.RestoreDir
 		}
-		return nil, &manifest.StepError{Op: "restore", ID: who, Step: "read the checkpoint of " + ri.name, Err: err,
+		return nil, &report.StepError{Op: "restore", ID: who, Step: "read the checkpoint of " + ri.name, Err: err,
 			Outcome: "nothing was restored", Remedy: remedy}
 	}
 	return work, nil

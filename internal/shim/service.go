@@ -60,7 +60,7 @@ func (s *service) orch(ctx context.Context) *orchestrate.Orchestrator {
 		orchestrate.WithDriverOptions(shimDriverOptions(s.cfg)),
 		orchestrate.WithLogger(newEntryLogger(ctx)),
 		orchestrate.WithEvents(func(e orchestrate.Event) { logStep(ctx, e) }),
-		orchestrate.WithFrontEnd(orchestrate.FrontEndShim),
+		orchestrate.WithFrontEnd(remedies),
 	)
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // CryoRuntime is cryo's containerd runtime type.
@@ -46,7 +48,7 @@ type Options struct {
 func (o Options) dial(ctx context.Context) (*client.Client, context.Context, error) {
 	c, err := client.New(o.Address, client.WithDefaultNamespace(o.Namespace), client.WithTimeout(10*time.Second))
 	if err != nil {
-		return nil, ctx, fmt.Errorf("connect to containerd at %s: %w; remedy: pass --address with the daemon's socket (and run as root)", o.Address, err)
+		return nil, ctx, report.WithRemedy(fmt.Errorf("connect to containerd at %s: %w", o.Address, err), "pass --address with the daemon's socket (and run as root)")
 	}
 	return c, namespaces.WithNamespace(ctx, o.Namespace), nil
 }

@@ -11,6 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Inventory reads the host's GPUs (cuda.Driver.Inventory); Restore calls
@@ -32,11 +33,11 @@ func ResolveGPUs(ctx context.Context, items []string, inv Inventory) ([]specs.Li
 		if !filepath.IsAbs(item) {
 			if host == nil {
 				if inv == nil {
-					return nil, fmt.Errorf("--gpus %s: no GPU inventory to find it in: %w; remedy: give its device node's path (/dev/nvidiaN)", item, ErrNoGPU)
+					return nil, report.WithRemedy(fmt.Errorf("--gpus %s: no GPU inventory to find it in: %w", item, ErrNoGPU), "give its device node's path (/dev/nvidiaN)")
 				}
 				got, err := inv(ctx)
 				if err != nil {
-					return nil, fmt.Errorf("--gpus %s: read the host's GPUs: %w; remedy: give device node paths (/dev/nvidia1), or make NVML available (CRYO_LIBNVML)", item, err)
+					return nil, report.WithRemedy(fmt.Errorf("--gpus %s: read the host's GPUs: %w", item, err), "give device node paths (/dev/nvidia1), or make NVML available (CRYO_LIBNVML)")
 				}
 				host = &got
 			}
@@ -76,9 +77,9 @@ func pickGPU(item string, gpus []cuda.GPU) (cuda.GPU, error) {
 	}
 	switch {
 	case len(found) != 1:
-		return cuda.GPU{}, fmt.Errorf("--gpus %s: this host has no GPU %s (it has %s): %w; remedy: give an index or a UUID that `nvidia-smi -L` lists", item, item, listGPUs(gpus), ErrNoGPU)
+		return cuda.GPU{}, report.WithRemedy(fmt.Errorf("--gpus %s: this host has no GPU %s (it has %s): %w", item, item, listGPUs(gpus), ErrNoGPU), "give an index or a UUID that `nvidia-smi -L` lists")
 	case found[0].Minor < 0:
-		return cuda.GPU{}, fmt.Errorf("--gpus %s: NVML does not tell the device node of GPU %d: %w; remedy: give its node's path (/dev/nvidiaN)", item, found[0].Index, ErrNoGPU)
+		return cuda.GPU{}, report.WithRemedy(fmt.Errorf("--gpus %s: NVML does not tell the device node of GPU %d: %w", item, found[0].Index, ErrNoGPU), "give its node's path (/dev/nvidiaN)")
 	}
 	return found[0], nil
 }

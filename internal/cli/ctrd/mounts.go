@@ -11,7 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/internal/criuimg"
-	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ParseMount reads one --mount as `ctr run --mount` takes it:
@@ -24,7 +24,7 @@ func ParseMount(v string) (specs.Mount, error) {
 	for _, field := range strings.Split(v, ",") {
 		key, val, ok := strings.Cut(field, "=")
 		if !ok {
-			return m, fmt.Errorf("--mount %s: %q is not KEY=VALUE: %w; remedy: write type=bind,src=HOST-DIR,dst=PATH[,options=rbind:ro]", v, field, ErrMount)
+			return m, report.WithRemedy(fmt.Errorf("--mount %s: %q is not KEY=VALUE: %w", v, field, ErrMount), "write type=bind,src=HOST-DIR,dst=PATH[,options=rbind:ro]")
 		}
 		switch key {
 		case "type":
@@ -36,11 +36,11 @@ func ParseMount(v string) (specs.Mount, error) {
 		case "options":
 			m.Options = strings.Split(val, ":")
 		default:
-			return m, fmt.Errorf("--mount %s: unknown key %q: %w; remedy: use type, src, dst and options", v, key, ErrMount)
+			return m, report.WithRemedy(fmt.Errorf("--mount %s: unknown key %q: %w", v, key, ErrMount), "use type, src, dst and options")
 		}
 	}
 	if !filepath.IsAbs(m.Destination) || (m.Type == "bind" && !filepath.IsAbs(m.Source)) {
-		return m, fmt.Errorf("--mount %s: dst (and src, for a bind mount) must be absolute paths: %w; remedy: write type=bind,src=HOST-DIR,dst=PATH", v, ErrMount)
+		return m, report.WithRemedy(fmt.Errorf("--mount %s: dst (and src, for a bind mount) must be absolute paths: %w", v, ErrMount), "write type=bind,src=HOST-DIR,dst=PATH")
 	}
 	if m.Type == "bind" && !slices.Contains(m.Options, "bind") && !slices.Contains(m.Options, "rbind") {
 		m.Options = append(m.Options, "rbind")
@@ -71,7 +71,7 @@ func missingMount(id, criuDir string, err error) error {
 		what = "a mount (CRIU's mount " + m[1] + ")"
 		remedy = "pass --mount type=bind,src=HOST-DIR,dst=PATH for each bind mount it ran with (`cryo inspect` lists its mounts)"
 	}
-	return &manifest.StepError{Op: "restore", ID: id, Step: "criu restore",
+	return &report.StepError{Op: "restore", ID: id, Step: "criu restore",
 		Err:     fmt.Errorf("the checkpoint was taken with %s, which the new container lacks: a restored container gets the base image's mounts and those of --mount, never the checkpoint's: %w", what, ErrMissingMount),
 		Outcome: "nothing was restored; the container and its snapshot were removed",
 		Remedy:  remedy,

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // TestParseMount: ctr's --mount syntax; a bind mount gets rbind unless it
@@ -33,7 +33,7 @@ func TestParseMount(t *testing.T) {
 func TestMissingMount(t *testing.T) {
 	cause := errors.New("failed to start shim: criu restore failed: mnt: No mapping for 1234:/data mountpoint: unknown")
 	err := missingMount("app2", t.TempDir(), cause)
-	var se *manifest.StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || !errors.Is(err, ErrMissingMount) {
 		t.Fatalf("got %v, want a StepError wrapping %v", err, ErrMissingMount)
 	}

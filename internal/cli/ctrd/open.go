@@ -11,6 +11,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Open reads the checkpoint image ref (made by `ctr task checkpoint` or
@@ -26,7 +27,7 @@ func Open(ctx context.Context, o Options, ref, tmp string) (*ociimage.Source, er
 	defer c.Close()
 	img, err := c.ImageService().Get(ctx, ref)
 	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("%s is not an image in containerd namespace %q at %s: %w; remedy: give the name that `ctr task checkpoint` printed (ctr -n %s image ls), and --namespace", ref, o.Namespace, o.Address, ociimage.ErrUnknownSource, o.Namespace)
+		return nil, report.WithRemedy(fmt.Errorf("%s is not an image in containerd namespace %q at %s: %w", ref, o.Namespace, o.Address, ociimage.ErrUnknownSource), fmt.Sprintf("give the name that `ctr task checkpoint` printed (ctr -n %s image ls), and --namespace", o.Namespace))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %s from containerd: %w", ref, err)

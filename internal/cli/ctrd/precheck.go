@@ -12,6 +12,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrNameInUse: a container of the restored one's name exists already.
@@ -62,14 +63,13 @@ func nameFree(ctx context.Context, c *client.Client, o Options, name string) err
 		return nil
 	}
 	if _, err := c.LoadContainer(ctx, name); err == nil {
-		return fmt.Errorf("container %s already exists in containerd namespace %q: %w; remedy: pass --name NEW, or remove it (ctr -n %s container rm %s)", name, o.Namespace, ErrNameInUse, o.Namespace, name)
+		return report.WithRemedy(fmt.Errorf("container %s already exists in containerd namespace %q: %w", name, o.Namespace, ErrNameInUse), fmt.Sprintf("pass --name NEW, or remove it (ctr -n %s container rm %s)", o.Namespace, name))
 	}
 	return nil
 }
 
 func missingBaseImage(o Options, ref string) error {
-	return fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s: %w; remedy: pull or import it there first (ctr -n %s image pull %s)",
-		ref, o.Namespace, o.Address, ErrBaseImage, o.Namespace, ref)
+	return report.WithRemedy(fmt.Errorf("the checkpoint's base image %s is not in containerd namespace %q at %s: %w", ref, o.Namespace, o.Address, ErrBaseImage), fmt.Sprintf("pull or import it there first (ctr -n %s image pull %s)", o.Namespace, ref))
 }
 
 // checkpointedName is the name of the container that was checkpointed.

@@ -25,6 +25,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/confine"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // RestoreOptions configures Restore.
@@ -351,5 +352,5 @@ func needsHostNet(dir string, o RestoreOptions) error {
 	if err != nil || !slices.Contains(shared, specs.NetworkNamespace) {
 		return nil
 	}
-	return fmt.Errorf("restore container %s: the checkpointed container shared the host's network namespace, and a restore takes no rights from the checkpoint: %w; nothing was restored; remedy: grant it again with --net-host", o.Name, ErrHostNetwork)
+	return report.WithRemedy(fmt.Errorf("restore container %s: the checkpointed container shared the host's network namespace, and a restore takes no rights from the checkpoint: %w; nothing was restored", o.Name, ErrHostNetwork), "grant it again with --net-host")
 }

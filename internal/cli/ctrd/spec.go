@@ -13,6 +13,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A checkpoint carries memory and files, never rights. The spec it holds
@@ -98,7 +99,7 @@ func withArgsFallback(image string, args []string) oci.SpecOpts {
 			s.Process.Args = args
 		}
 		if s.Process == nil || len(s.Process.Args) == 0 {
-			return fmt.Errorf("base image %s names no command (Entrypoint, Cmd) and the checkpoint records none: %w; remedy: restore onto an image that names one", image, ErrBaseImage)
+			return report.WithRemedy(fmt.Errorf("base image %s names no command (Entrypoint, Cmd) and the checkpoint records none: %w", image, ErrBaseImage), "restore onto an image that names one")
 		}
 		return nil
 	}

@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 const (
@@ -119,7 +121,7 @@ func Verify(dir string, digests map[string]string) error {
 // VerifyWith is Verify, reporting the bytes hashed to p.
 func VerifyWith(dir string, digests map[string]string, p Progress) error {
 	if digests == nil {
-		return fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish: %w; remedy: `cryo checkpoint --finish %s` completes it if CRIU's dump did (a restore does so itself), else re-take the checkpoint", dir, errors.Join(ErrIncomplete, ErrCorrupt), dir)
+		return report.WithRemedy(fmt.Errorf("%s: the manifest has no file digests, so the checkpoint did not finish: %w", dir, errors.Join(ErrIncomplete, ErrCorrupt)), fmt.Sprintf("`cryo checkpoint --finish %s` completes it if CRIU's dump did (a restore does so itself), else re-take the checkpoint", dir))
 	}
 	if err := confined(dir, digests); err != nil {
 		return err

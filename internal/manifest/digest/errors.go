@@ -3,6 +3,8 @@ package digest
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinel errors; concrete errors wrap them, test with errors.Is. The
@@ -23,9 +25,15 @@ type CorruptFileError struct {
 	Reason string // "sha256 mismatch (want …, have …)", "missing", …
 }
 
-func (e *CorruptFileError) Error() string {
-	return fmt.Sprintf("checkpoint image file %s is corrupt: %s; remedy: re-take or re-transfer the checkpoint", e.File, e.Reason)
+func (e *CorruptFileError) Error() string { return report.Render(e.Cause(), e.RemedyText()) }
+
+// Cause is the message without the remedy (report.Remedied).
+func (e *CorruptFileError) Cause() string {
+	return fmt.Sprintf("checkpoint image file %s is corrupt: %s", e.File, e.Reason)
 }
+
+// RemedyText is the remedy alone (report.Remedied).
+func (e *CorruptFileError) RemedyText() string { return "re-take or re-transfer the checkpoint" }
 
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptFileError) Unwrap() error { return ErrCorrupt }

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrUnsafeEntry is wrapped by every refusal of a tar entry.
@@ -27,8 +29,16 @@ type UnsafeEntryError struct {
 	Reason string
 }
 
-func (e *UnsafeEntryError) Error() string {
-	return fmt.Sprintf("tar entry %q refused: %s; remedy: the image was not built by cryo or was tampered with, rebuild it from the checkpoint", e.Name, e.Reason)
+func (e *UnsafeEntryError) Error() string { return report.Render(e.Cause(), e.RemedyText()) }
+
+// Cause is the message without the remedy (report.Remedied).
+func (e *UnsafeEntryError) Cause() string {
+	return fmt.Sprintf("tar entry %q refused: %s", e.Name, e.Reason)
+}
+
+// RemedyText is the remedy alone (report.Remedied).
+func (e *UnsafeEntryError) RemedyText() string {
+	return "the image was not built by cryo or was tampered with, rebuild it from the checkpoint"
 }
 
 // Unwrap makes errors.Is(err, ErrUnsafeEntry) true.
@@ -120,8 +130,7 @@ func charge(hdr *tar.Header, dir string, room *int64, b *Budget) error {
 		return &UnsafeEntryError{Name: hdr.Name, Reason: "negative size"}
 	}
 	if *room -= hdr.Size; *room < 0 {
-		return fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s: %w; remedy: free space there, or do not restore this image if it is not expected to be this large",
-			hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge)
+		return report.WithRemedy(fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s: %w", hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge), "free space there, or do not restore this image if it is not expected to be this large")
 	}
 	if b == nil || hdr.Typeflag != tar.TypeReg {
 		return nil

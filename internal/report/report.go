@@ -1,4 +1,8 @@
-package manifest
+// Package report holds cryo's one failure report, StepError, and the
+// remedies it carries: typed values attached to causes (WithRemedy) or
+// named by key for each front end to word (Key, Wording), so that no
+// reader parses a remedy out of a message.
+package report
 
 import (
 	"cmp"
@@ -18,7 +22,7 @@ import (
 // same operation and target is one report (the inner step, the outer
 // outcome), a cause that begins with the step's name does not repeat it,
 // and a cause that carries its own remedy (a Remedied error, or a message
-// with "; remedy: ") gives the report's one remedy.
+// still written with "; remedy: ") gives the report's one remedy.
 type StepError struct {
 	Op      string // "checkpoint", "restore", "build", "push", "pull", "unpack"
 	ID      string // container id, "pid N", or an image reference
@@ -26,19 +30,11 @@ type StepError struct {
 	Err     error
 	LogPath string // CRIU's log, when the failing step has one
 	Outcome string // what became of the processes: "the processes were left running, CUDA resumed"
-	Remedy  string
-}
-
-// Remedied is a cause that knows its one remedy (a refused pre-check):
-// the report prints Cause and uses RemedyText in place of its own.
-type Remedied interface {
-	error
-	Cause() string
-	RemedyText() string
+	Remedy  string // the one thing to do, in the words of the front end the user came through
 }
 
 func (e *StepError) Error() string {
-	r := e.report()
+	r := e.view()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s of %s failed", r.Op, r.ID)
 	if r.Step != "" && r.Step != r.Op {
@@ -52,21 +48,21 @@ func (e *StepError) Error() string {
 		fmt.Fprintf(&b, "; %s", r.Outcome)
 	}
 	if r.Remedy != "" {
-		fmt.Fprintf(&b, "; remedy: %s", r.Remedy)
+		return Render(b.String(), r.Remedy)
 	}
 	return b.String()
 }
 
 func (e *StepError) Unwrap() error { return e.Err }
 
-// report is what the message says, once each.
-type report struct {
+// view is what the message says, once each.
+type view struct {
 	StepError
 	cause string
 }
 
-func (e *StepError) report() report {
-	r := report{StepError: *e}
+func (e *StepError) view() view {
+	r := view{StepError: *e}
 	err := e.Err
 	for {
 		var in *StepError
@@ -87,16 +83,29 @@ func (e *StepError) report() report {
 	}
 	r.cause = err.Error()
 	var rm Remedied
-	if errors.As(err, &rm) {
-		r.cause = strings.Replace(r.cause, rm.Error(), rm.Cause(), 1)
+	if errors.As(err, &rm) && endsWith(r.cause, rm) {
+		// The cause knows better than the step what to do.
+		r.cause = strings.TrimSuffix(r.cause, rm.Error()) + rm.Cause()
 		r.Remedy = rm.RemedyText()
 	}
-	if cause, remedy, ok := strings.Cut(r.cause, "; remedy: "); ok {
-		// The cause knows better than the step what to do.
+	if cause, remedy, ok := strings.Cut(r.cause, remedySep); ok {
+		// A cause that still writes its remedy into its message (CRIU's
+		// configuration and version checks, among others): until it
+		// carries the remedy as a value, the message is where it is.
 		r.cause, r.Remedy = cause, remedy
 	}
 	r.cause = dropRepeats(r.cause, r.Step, r.Op)
 	return r
+}
+
+// endsWith says whether rm's remedy is the first one in msg and ends it,
+// as it does where rm is wrapped with prefixes only. A cause that quotes
+// another failure's message, remedy and all (a partial checkpoint's
+// record of its failure), or that goes on after its remedy, is read as
+// text, as it always was: its message must not change.
+func endsWith(msg string, rm Remedied) bool {
+	return strings.HasSuffix(msg, rm.Error()) &&
+		strings.Index(msg, remedySep) == len(msg)-len(rm.Error())+len(rm.Cause())
 }
 
 // dropRepeats removes from cause the prefixes the report already says

@@ -1,0 +1,26 @@
+package shim
+
+import (
+	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
+)
+
+// A ctr user reads a remedy in ctr's terms, for every remedy the core
+// leaves to the front end (the core's message around it: orchestrate's
+// TestFailureMessages).
+func TestRemedyWords(t *testing.T) {
+	want := map[report.Key]string{
+		orchestrate.RemedyUnixSocket:  "add the line ext-unix-sk to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
+		orchestrate.RemedyTerminal:    "run the container without a terminal (no `ctr run -t`, no `tty: true`): containerd then gives it pipes, which CRIU dumps",
+		orchestrate.RemedyTCP:         "for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself",
+		orchestrate.RemedyFileLock:    "add the line file-locks to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
+		orchestrate.RemedyLockTimeout: "retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node",
+	}
+	for _, k := range orchestrate.RemedyKeys {
+		if remedies[k] != want[k] {
+			t.Errorf("%s:\n got: %s\nwant: %s", k, remedies[k], want[k])
+		}
+	}
+}
