@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/bundle"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A container's CRIU configuration file. runc names to CRIU the file of the
@@ -45,7 +46,7 @@ func AddConfig(dir string, lines ...string) ([]string, error) {
 	}
 	cur, named := spec.Annotation(ConfigAnnotation)
 	if cur != "" && cur != conf {
-		return nil, fmt.Errorf("%w (%s); remedy: add the line(s) `%s` to it by hand", ErrForeignConfig, cur, strings.Join(lines, "`, `"))
+		return nil, report.WithRemedy(fmt.Errorf("%w (%s)", ErrForeignConfig, cur), "add the line(s) `"+strings.Join(lines, "`, `")+"` to it by hand")
 	}
 	base := conf
 	if !named {

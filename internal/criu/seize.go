@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrCannotHold: the CRIU that runc runs cannot dump a container whose
@@ -40,14 +42,15 @@ func CheckSeizeStopped(ctx context.Context, path string) error {
 	out, err := exec.CommandContext(cctx, path, "check", "--feature", seizeFeature).CombinedOutput()
 	err = seizeVerdict(out, err)
 	if err != nil && errors.Is(err, syscall.ECHILD) {
-		return fmt.Errorf("%s check --feature %s: its answer was lost (%w); remedy: retry", path, seizeFeature, err) // not cached
+		return report.WithRemedy(fmt.Errorf("%s check --feature %s: its answer was lost (%w)", path, seizeFeature, err), "retry") // not cached
 	}
 	if err != nil {
 		if cctx.Err() != nil {
 			return fmt.Errorf("%s check --feature %s: %w", path, seizeFeature, cctx.Err()) // not cached
 		}
-		err = fmt.Errorf("%w: %s lacks cryo's patch 0003 (`criu check --feature %s`: %s): runc's dump would freeze the container and wait for ever on its stopped CUDA processes; remedy: install cryo's CRIU (`make deps`, or the bundle's sbin/criu) ahead of any other criu on PATH, or set CRYO_CRIU to it",
-			ErrCannotHold, path, seizeFeature, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+		err = report.WithRemedy(fmt.Errorf("%w: %s lacks cryo's patch 0003 (`criu check --feature %s`: %s): runc's dump would freeze the container and wait for ever on its stopped CUDA processes",
+			ErrCannotHold, path, seizeFeature, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])),
+			"install cryo's CRIU (`make deps`, or the bundle's sbin/criu) ahead of any other criu on PATH, or set CRYO_CRIU to it")
 	}
 	seizeChecks.Store(path, err)
 	return err

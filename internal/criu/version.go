@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cryo-gpu/cryo/internal/report"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,11 +43,12 @@ func Probe(path string) (Info, error) {
 // Linux 6.16 and later (the kernel restricted SO_PASSCRED, which 4.1 reads
 // on every socket), and every CUDA process and network server has one.
 func (i Info) Check() error {
+	const installCRIU = "install CRIU 4.2.1 (`make deps`, contrib/install-deps.sh), or set CRYO_CRIU"
 	switch {
 	case i.Version < 40100 && KernelAtLeast(i.Kernel, 6, 13):
-		return fmt.Errorf("%w: CRIU %s (%s) fails on Linux %s (≥ 6.13: \"Unexpected rt vDSO area bounds\"); remedy: install CRIU 4.2.1 (`make deps`, contrib/install-deps.sh), or set CRYO_CRIU", ErrTooOld, i.VersionString(), i.Path, i.Kernel)
+		return report.WithRemedy(fmt.Errorf("%w: CRIU %s (%s) fails on Linux %s (≥ 6.13: \"Unexpected rt vDSO area bounds\")", ErrTooOld, i.VersionString(), i.Path, i.Kernel), installCRIU)
 	case i.Version < 40200 && KernelAtLeast(i.Kernel, 6, 16):
-		return fmt.Errorf("%w: CRIU %s (%s) cannot checkpoint TCP or UDP sockets on Linux %s (≥ 6.16 restricted a socket option it reads); remedy: install CRIU 4.2.1 (`make deps`, contrib/install-deps.sh), or set CRYO_CRIU", ErrTooOld, i.VersionString(), i.Path, i.Kernel)
+		return report.WithRemedy(fmt.Errorf("%w: CRIU %s (%s) cannot checkpoint TCP or UDP sockets on Linux %s (≥ 6.16 restricted a socket option it reads)", ErrTooOld, i.VersionString(), i.Path, i.Kernel), installCRIU)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrUndumpable: a process holds something CRIU cannot checkpoint.
@@ -27,8 +28,8 @@ func checkDumpable(pids []int) error {
 		for _, fd := range fds {
 			for _, u := range undumpable {
 				if strings.HasPrefix(fd.Target, u.link) {
-					return fmt.Errorf("%w: pid %d (%s) holds %s (fd %s); nothing was suspended; remedy: %s",
-						ErrUndumpable, pid, procfs.Comm(pid), u.what, fd.Num, u.remedy)
+					return report.WithRemedy(fmt.Errorf("%w: pid %d (%s) holds %s (fd %s); nothing was suspended",
+						ErrUndumpable, pid, procfs.Comm(pid), u.what, fd.Num), u.remedy)
 				}
 			}
 		}
