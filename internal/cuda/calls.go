@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // Probe loads the driver library and reports its version and whether it
@@ -58,7 +60,15 @@ func (d *Driver) Unlock(ctx context.Context, pid int) error {
 // is stopped, so a process in a group stop (as cryo holds a suspended one)
 // is asked with that thread alone let run, and left stopped.
 func (d *Driver) State(ctx context.Context, pid int) (State, error) {
-	rep, err := d.pidCall(ctx, request{Op: opState, PID: pid, Hold: stopped(pid)}, d.callTimeout())
+	settle(pid)
+	held := stopped(pid)
+	rep, err := d.pidCall(ctx, request{Op: opState, PID: pid, Hold: held}, d.callTimeout())
+	if err != nil && !held && stopped(pid) {
+		// The process stopped while it was asked (a CRIU that failed its
+		// dump hands the threads back to their group stop as it exits):
+		// its restore thread could not answer. Ask again, letting it run.
+		rep, err = d.pidCall(ctx, request{Op: opState, PID: pid, Hold: true}, d.callTimeout())
+	}
 	if err != nil {
 		return StateFailed, err
 	}
@@ -99,4 +109,19 @@ func (d *Driver) pidCall(ctx context.Context, req request, timeout time.Duration
 		}
 	}
 	return rep, err
+}
+
+// settleWait bounds settle: a tracer that does not let go by then is not
+// one that is exiting (a debugger, another tool), and the call goes on.
+const settleWait = 2 * time.Second
+
+// settle waits, briefly, until no tracer holds pid's threads. A CRIU that
+// has just answered cryo is still exiting, and its tracees pass through
+// their ptrace stops back to where they were (running, or the group stop
+// of a held process): whether a call must hold the process is only known
+// once they are there.
+func settle(pid int) {
+	for deadline := time.Now().Add(settleWait); procfs.Tracer(pid) != 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
