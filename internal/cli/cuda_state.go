@@ -12,6 +12,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/status"
 )
 
@@ -97,22 +98,27 @@ func stateOf(ctx context.Context, d *cuda.Driver, pid int, locks []orchestrate.L
 
 // stateNote is what the user should know about l, with its one remedy,
 // "" when there is nothing to say. A checkpoint in progress owns the
-// process: resuming it under the checkpoint would corrupt the image.
+// process: resuming it under the checkpoint would corrupt the image. The
+// note is printed, not returned: report.Render words its remedy as a
+// failure's would read.
 func stateNote(l cudaStateLine) string {
 	checkpoint := l.Operation == "checkpoint"
 	switch {
 	case checkpoint:
-		return fmt.Sprintf("is %s: a checkpoint of it is in progress (cryo pid %d); remedy: wait for that checkpoint to finish, it resumes or ends the process itself", cmp.Or(l.State, "not answered"), l.OperationPID)
+		return report.Render(fmt.Sprintf("is %s: a checkpoint of it is in progress (cryo pid %d)", cmp.Or(l.State, "not answered"), l.OperationPID),
+			"wait for that checkpoint to finish, it resumes or ends the process itself")
 	case l.Frozen:
-		return "is frozen (its cgroup is frozen, as a paused container's is), so the driver was not asked; remedy: resume the container (ctr task resume, podman unpause) and ask again"
+		return report.Render("is frozen (its cgroup is frozen, as a paused container's is), so the driver was not asked",
+			"resume the container (ctr task resume, podman unpause) and ask again")
 	case l.State == status.StateBusy:
-		return fmt.Sprintf("is traced by pid %d, so the driver was not asked; remedy: wait for that tracer (a cryo call under way, CRIU or a debugger) to let go", procfs.Tracer(l.PID))
+		return report.Render(fmt.Sprintf("is traced by pid %d, so the driver was not asked", procfs.Tracer(l.PID)),
+			"wait for that tracer (a cryo call under way, CRIU or a debugger) to let go")
 	case l.Operation != "":
-		return fmt.Sprintf("is held by `cryo %s` (cryo pid %d); remedy: wait for it to finish", l.Operation, l.OperationPID)
+		return report.Render(fmt.Sprintf("is held by `cryo %s` (cryo pid %d)", l.Operation, l.OperationPID), "wait for it to finish")
 	case l.State == cuda.StateCheckpointed.String() || l.State == cuda.StateLocked.String():
 		// Left so by `cryo cuda suspend`, or by a checkpoint killed
 		// between its suspend and its dump.
-		return fmt.Sprintf("is suspended; remedy: `cryo cuda resume %d` resumes it", l.PID)
+		return report.Render("is suspended", fmt.Sprintf("`cryo cuda resume %d` resumes it", l.PID))
 	}
 	return ""
 }

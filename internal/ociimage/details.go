@@ -12,6 +12,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // detailsOptions says where a source's CRIU statistics may be (an export
@@ -61,7 +62,9 @@ func (st *Store) addImageDetails(sum *Summary, im *Image, o InspectOptions) {
 			return
 		}
 		if err := st.extractSmall(l, tmp, dec); err != nil {
-			sum.DetailsNote = fmt.Sprintf("layer %s could not be read (%v); remedy: `cryo inspect --verify %s`", l.Digest, err, im.Ref)
+			// A note in the summary, not an error: its remedy reads as a
+			// failure's would.
+			sum.DetailsNote = report.Render(fmt.Sprintf("layer %s could not be read (%v)", l.Digest, err), "`cryo inspect --verify "+im.Ref+"`")
 			return
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // checkpoint wraps `runc checkpoint` in cryo's orchestration. The dump step
@@ -86,6 +87,7 @@ func (w *wrapper) repause(ctx context.Context, id string) {
 		return
 	}
 	if err := w.cli.runc().Pause(ctx, id); err != nil {
-		w.log.warn("checkpoint of container %s: could not pause it again: %v; remedy: run `runc pause %s`", id, err, id)
+		// Logged, not returned: the checkpoint's own result is what runc's caller reads.
+		w.log.warn("%s", report.Render(fmt.Sprintf("checkpoint of container %s: could not pause it again: %v", id, err), "run `runc pause "+id+"`"))
 	}
 }
