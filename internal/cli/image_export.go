@@ -59,7 +59,7 @@ func imageExport(cmd *cobra.Command, args []string) error {
 		return report.WithRemedy(fmt.Errorf("export %s: %s already exists: %w", src, dst, err), "name a new file or remove it first")
 	}
 	if err != nil {
-		return fmt.Errorf("export %s: %w; remedy: name a file in a directory you can write", src, err)
+		return report.WithRemedy(fmt.Errorf("export %s: %w", src, err), "name a file in a directory you can write")
 	}
 	err = write(f)
 	if cerr := f.Close(); err == nil {

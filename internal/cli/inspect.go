@@ -15,6 +15,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 func inspectCommand() *cobra.Command {
@@ -127,7 +128,7 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 		}
 		err = st.VerifyLocal(cmd.Context(), target, os.TempDir(), dec)
 		if errors.Is(err, ociimage.ErrNotFound) {
-			return fmt.Errorf("%s is neither a path nor an image of the local store: %w; remedy: `cryo image pull %s`, then verify it", target, err, target)
+			return report.WithRemedy(fmt.Errorf("%s is neither a path nor an image of the local store: %w", target, err), "`cryo image pull "+target+"`, then verify it")
 		}
 	}
 	if asJSON {

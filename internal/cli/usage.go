@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -22,24 +23,25 @@ func flagError(cmd *cobra.Command, err error) error {
 	}
 	var bad *pflag.InvalidValueError
 	if errors.As(err, &bad) {
-		return usageErrorf(cmd, "%s", badValue(bad.GetFlag(), bad.GetValue()))
+		return &UsageError{Cmd: cmd.CommandPath(), Err: badValue(bad.GetFlag(), bad.GetValue())}
 	}
 	return &UsageError{Cmd: cmd.CommandPath(), Err: err}
 }
 
-// badValue says what a flag's value should have been.
-func badValue(f *pflag.Flag, v string) string {
+// badValue says what a flag's value should have been, with the remedy
+// where an example of a good value helps.
+func badValue(f *pflag.Flag, v string) error {
 	switch {
 	case f.Name == "pid" || strings.HasSuffix(f.Name, "-pid"):
-		return fmt.Sprintf("--%s: %q is not a process id; remedy: give a number such as 4242", f.Name, v)
+		return report.WithRemedy(fmt.Errorf("--%s: %q is not a process id", f.Name, v), "give a number such as 4242")
 	case f.Value.Type() == "duration":
-		return fmt.Sprintf("--%s: %q is not a duration; remedy: give one such as 90s or 5m", f.Name, v)
+		return report.WithRemedy(fmt.Errorf("--%s: %q is not a duration", f.Name, v), "give one such as 90s or 5m")
 	case strings.HasPrefix(f.Value.Type(), "int") || strings.HasPrefix(f.Value.Type(), "uint"):
-		return fmt.Sprintf("--%s: %q is not a whole number", f.Name, v)
+		return fmt.Errorf("--%s: %q is not a whole number", f.Name, v)
 	case f.Value.Type() == "bool":
-		return fmt.Sprintf("--%s: %q is not true or false", f.Name, v)
+		return fmt.Errorf("--%s: %q is not true or false", f.Name, v)
 	}
-	return fmt.Sprintf("--%s: invalid value %q", f.Name, v)
+	return fmt.Errorf("--%s: invalid value %q", f.Name, v)
 }
 
 // helpCommand replaces cobra's, which prints the root's help and exits 0

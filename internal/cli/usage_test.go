@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // runCLI runs the command tree in-process as Main does and returns the exit
@@ -119,5 +121,21 @@ func TestTermHandler(t *testing.T) {
 	l.Warn("GPU inventory unavailable on this host", "error", "no nvml")
 	if got, want := b.String(), "cryo: warning: GPU inventory unavailable on this host (error no nvml)\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// A flag value of the wrong type names an example of a right one as the
+// usage error's remedy, a value a report prints in its place.
+func TestBadValueRemedy(t *testing.T) {
+	checkpoint, _, err := NewRoot().Find([]string{"checkpoint"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, remedy := range map[string]string{"pid": "give a number such as 4242", "lock-timeout": "give one such as 90s or 5m"} {
+		f := checkpoint.Flag(flag)
+		var rm report.Remedied
+		if err := badValue(f, "x"); !errors.As(err, &rm) || rm.RemedyText() != remedy {
+			t.Errorf("--%s: %v, want the remedy %q", flag, err, remedy)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Load reads the environment with an environment file merged beneath it:
@@ -25,7 +27,7 @@ func Load(file string) (Config, error) {
 		return parse(environ), nil
 	}
 	if err != nil {
-		return parse(environ), fmt.Errorf("read the environment file: %w; remedy: fix it, or the --cryo-env flag or $%s naming it", err, EnvEnvFile)
+		return parse(environ), report.WithRemedy(fmt.Errorf("read the environment file: %w", err), "fix it, or the --cryo-env flag or $"+EnvEnvFile+" naming it")
 	}
 	defer f.Close()
 	extra, err := readEnvFile(f.Name(), f)
@@ -61,7 +63,7 @@ func readEnvFile(name string, r io.Reader) ([]string, error) {
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(strings.TrimPrefix(k, "export "))
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%s:%d: want KEY=VALUE, got %q; remedy: fix that line", name, n, line)
+			return nil, report.WithRemedy(fmt.Errorf("%s:%d: want KEY=VALUE, got %q", name, n, line), "fix that line")
 		}
 		out = append(out, k+"="+strings.Trim(strings.TrimSpace(v), `"'`))
 	}

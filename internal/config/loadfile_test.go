@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // LoadFile reads what the file alone sets, whatever the process's
@@ -22,8 +25,13 @@ func TestLoadFile(t *testing.T) {
 		t.Errorf("config %+v: want the file's settings only, with its bad duration as a problem", c)
 	}
 	os.WriteFile(path, []byte("\nnonsense\n"), 0o600)
-	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "cryo-runc.env:2") {
+	_, err = LoadFile(path)
+	if err == nil || !strings.Contains(err.Error(), "cryo-runc.env:2") {
 		t.Errorf("malformed file: %v", err)
+	}
+	var rm report.Remedied
+	if !errors.As(err, &rm) || rm.RemedyText() != "fix that line" || strings.Contains(rm.Cause(), "remedy") {
+		t.Errorf("malformed file: the remedy is not a value: %v", rm)
 	}
 	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing file loaded")

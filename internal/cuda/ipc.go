@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrCUDAIPC: a process shares GPU memory with other processes (CUDA IPC),
@@ -87,8 +89,9 @@ func CheckIPC(procs []ProcessGPUs) error {
 	if len(risky) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: pid %s: NCCL rank(s) whose transports may use CUDA IPC (P2P, SHM or cuMem), which driver 580 cannot restore (the job would be lost); nothing was suspended; remedy: start the job with %s in its environment (NCCL then uses sockets), or use a driver that restores CUDA IPC",
-		ErrCUDAIPC, strings.Join(risky, ", "), NCCLSafeEnv)
+	return report.WithRemedy(fmt.Errorf("%w: pid %s: NCCL rank(s) whose transports may use CUDA IPC (P2P, SHM or cuMem), which driver 580 cannot restore (the job would be lost); nothing was suspended",
+		ErrCUDAIPC, strings.Join(risky, ", ")),
+		"start the job with "+NCCLSafeEnv+" in its environment (NCCL then uses sockets), or use a driver that restores CUDA IPC")
 }
 
 // CheckIPCOf is CheckIPC for processes not yet described (cryo cuda

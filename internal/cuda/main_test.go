@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
@@ -111,5 +113,15 @@ func mustContain(t *testing.T, err error, parts ...string) {
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Fatalf("error %v: want it to mention %q", err, p)
 		}
+	}
+}
+
+// mustRemedy fails unless err carries remedy as a value (report.Remedied),
+// so that a report prints it in its place rather than parsing it out.
+func mustRemedy(t *testing.T, err error, remedy string) {
+	t.Helper()
+	var rm report.Remedied
+	if !errors.As(err, &rm) || rm.RemedyText() != remedy {
+		t.Fatalf("error %v: want the remedy %q as a value, got %v", err, remedy, rm)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrNoMatchingGPU: the restoring host (or container) lacks the GPUs a
@@ -91,8 +93,9 @@ func (m *matcher) visible(procs []Placement) error {
 			continue
 		}
 		if len(sees) != len(p.GPUs) {
-			return fmt.Errorf("%w: process %d saw %s at checkpoint; after the restore it would see %s (%s): the driver restores a process only onto as many GPUs as it saw; remedy: give the restored container exactly %d GPU(s) of that model",
-				ErrNoMatchingGPU, p.Key, describeProcessGPUs(p.GPUs), describeGPUs(sees), p.VisibleDevices, len(p.GPUs))
+			return report.WithRemedy(fmt.Errorf("%w: process %d saw %s at checkpoint; after the restore it would see %s (%s): the driver restores a process only onto as many GPUs as it saw",
+				ErrNoMatchingGPU, p.Key, describeProcessGPUs(p.GPUs), describeGPUs(sees), p.VisibleDevices),
+				fmt.Sprintf("give the restored container exactly %d GPU(s) of that model", len(p.GPUs)))
 		}
 		m.sees[p.Key] = sees
 	}
@@ -210,8 +213,9 @@ func (m *matcher) memory() error {
 	for _, s := range m.srcs {
 		t, _ := findGPU(m.targets, m.to[s.gpu.UUID])
 		if t.MemoryFree < s.memory {
-			return fmt.Errorf("%w: restore needs %s on %s (for what ran on %s); it has %s free; remedy: free GPU memory there, or map it elsewhere",
-				ErrNoMatchingGPU, gib(s.memory), t.UUID, s.gpu.UUID, gib(t.MemoryFree))
+			return report.WithRemedy(fmt.Errorf("%w: restore needs %s on %s (for what ran on %s); it has %s free",
+				ErrNoMatchingGPU, gib(s.memory), t.UUID, s.gpu.UUID, gib(t.MemoryFree)),
+				"free GPU memory there, or map it elsewhere")
 		}
 	}
 	return nil

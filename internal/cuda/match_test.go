@@ -67,6 +67,7 @@ func TestMatchRespectsVisibleDevices(t *testing.T) {
 	// A process that saw one GPU, in a container that would give it two.
 	_, err = Match([]Placement{sees(4, gib1, "GPU-a")}, host, nil)
 	mustContain(t, err, "exactly 1 GPU(s)", "2× NVIDIA H100")
+	mustRemedy(t, err, "give the restored container exactly 1 GPU(s) of that model")
 }
 
 func TestMatchRefusesModelAndMemory(t *testing.T) {

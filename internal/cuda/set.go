@@ -98,10 +98,10 @@ func phase(ms []*member, from State, o SetOptions, do func(m *member) error) err
 // step runs one driver call for m, reporting its start and end, and moves
 // m to `to` on success, or to unknown on failure.
 func (d *Driver) step(m *member, name string, to State, o SetOptions, call func() error) error {
-	report(o, Progress{PID: m.pid, Step: name})
+	reportProgress(o, Progress{PID: m.pid, Step: name})
 	start := time.Now()
 	err := call()
-	report(o, Progress{PID: m.pid, Step: name, Done: true, Elapsed: time.Since(start), Err: err})
+	reportProgress(o, Progress{PID: m.pid, Step: name, Done: true, Elapsed: time.Since(start), Err: err})
 	if err != nil {
 		m.state = stateUnknown
 		// ILLEGAL_STATE: the driver did nothing, someone else moved it.
@@ -112,9 +112,9 @@ func (d *Driver) step(m *member, name string, to State, o SetOptions, call func(
 	return nil
 }
 
-// report calls o.OnProgress; calls of one phase report from several
+// reportProgress calls o.OnProgress; calls of one phase report from several
 // goroutines, so they are serialised here rather than in every callback.
-func report(o SetOptions, p Progress) {
+func reportProgress(o SetOptions, p Progress) {
 	if o.OnProgress != nil {
 		reportMu.Lock()
 		defer reportMu.Unlock()

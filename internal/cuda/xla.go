@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrXLAMultiGPU: a JAX (XLA) process on several GPUs whose memory comes
@@ -131,6 +133,7 @@ func xlaRefusal(risky []string) error {
 	if len(risky) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: pid %s: a JAX (XLA) process on several GPUs whose memory comes from XLA's default allocator, which driver 580 cannot restore (the process would stay suspended for good); nothing was suspended; remedy: start it with XLA_PYTHON_CLIENT_ALLOCATOR=platform, or give each process one GPU (CUDA_VISIBLE_DEVICES)",
-		ErrXLAMultiGPU, strings.Join(risky, ", "))
+	return report.WithRemedy(fmt.Errorf("%w: pid %s: a JAX (XLA) process on several GPUs whose memory comes from XLA's default allocator, which driver 580 cannot restore (the process would stay suspended for good); nothing was suspended",
+		ErrXLAMultiGPU, strings.Join(risky, ", ")),
+		"start it with XLA_PYTHON_CLIENT_ALLOCATOR=platform, or give each process one GPU (CUDA_VISIBLE_DEVICES)")
 }

@@ -45,6 +45,7 @@ func TestCheckXLA(t *testing.T) {
 				t.Errorf("%s: %q lacks %q", c.name, err, want)
 			}
 		}
+		mustRemedy(t, err, "start it with XLA_PYTHON_CLIENT_ALLOCATOR=platform, or give each process one GPU (CUDA_VISIBLE_DEVICES)")
 	}
 }
 

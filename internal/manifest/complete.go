@@ -112,7 +112,8 @@ func Complete(dir string, m *Manifest, recs digest.Records) error {
 	done := *m
 	done.Digests, done.CompletedLate = d, &now
 	if err := Write(dir, &done); err != nil {
-		return fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved: %w; remedy: free space or make %s writable, then run `cryo checkpoint --finish %s`)", dir, err, dir, dir)
+		return report.WithRemedy(fmt.Errorf("complete the checkpoint in %s (the manifest could not be saved: %w)", dir, err),
+			"free space or make "+dir+" writable, then run `cryo checkpoint --finish "+dir+"`")
 	}
 	*m = done
 	_ = recs.Stamp(dir, d) // best effort: without it the restore hashes again

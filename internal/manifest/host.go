@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // GPUNeed is one GPU a restore needs: the same model (name and compute
@@ -114,8 +115,9 @@ func checkDriver(src, host cuda.Inventory) error {
 		return &HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s; this host has no NVIDIA driver (NVML found no driver)", src.DriverVersion)}
 	}
 	if compareVersions(host.DriverVersion, src.DriverVersion) < 0 {
-		return &HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s (CUDA %s); this host has driver %s (CUDA %s); remedy: upgrade the driver or restore on another host",
-			src.DriverVersion, cudaVersion(src.CUDAVersion), host.DriverVersion, cudaVersion(host.CUDAVersion))}
+		return report.WithRemedy(&HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s (CUDA %s); this host has driver %s (CUDA %s)",
+			src.DriverVersion, cudaVersion(src.CUDAVersion), host.DriverVersion, cudaVersion(host.CUDAVersion))},
+			"upgrade the driver or restore on another host")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 const gb = 1 << 30
@@ -74,6 +75,14 @@ func TestCheckHostRefuses(t *testing.T) {
 		_, err := CheckHost(gpuManifest(), c.host, c.host.GPUs, nil)
 		if !errors.Is(err, ErrIncompatibleHost) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v\nwant %s", c.name, err, c.want)
+		}
+	}
+	remedies := map[string]string{"driver": "upgrade the driver or restore on another host", "memory": "free GPU memory there, or map it elsewhere"}
+	for _, c := range cases {
+		_, err := CheckHost(gpuManifest(), c.host, c.host.GPUs, nil)
+		var rm report.Remedied
+		if want, ok := remedies[c.name]; ok && (!errors.As(err, &rm) || rm.RemedyText() != want) {
+			t.Errorf("%s: the remedy is not the value %q: %v", c.name, want, rm)
 		}
 	}
 }

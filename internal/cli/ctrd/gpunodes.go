@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cryo-gpu/cryo/internal/report"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +50,7 @@ func recordedGPUs(names []string) ([]specs.LinuxDevice, error) {
 	for _, name := range names {
 		n, err := hostNode("/dev/" + name)
 		if err != nil {
-			return nil, fmt.Errorf("the checkpoint ran with GPU node /dev/%s: %w; remedy: pass --gpus with GPUs of this host (nvidia-smi -L)", name, err)
+			return nil, report.WithRemedy(fmt.Errorf("the checkpoint ran with GPU node /dev/%s: %w", name, err), "pass --gpus with GPUs of this host (nvidia-smi -L)")
 		}
 		nodes = append(nodes, n)
 	}

@@ -99,14 +99,14 @@ func listGPUs(gpus []cuda.GPU) string {
 func hostNode(path string) (specs.LinuxDevice, error) {
 	name := filepath.Base(path)
 	if _, ok := cuda.NodeMinor("/dev/" + name); !ok {
-		return specs.LinuxDevice{}, fmt.Errorf("%s is not a GPU's device node (nvidiaN): %w; remedy: give a GPU index, a UUID or a /dev/nvidiaN path", path, ErrNoGPU)
+		return specs.LinuxDevice{}, report.WithRemedy(fmt.Errorf("%s is not a GPU's device node (nvidiaN): %w", path, ErrNoGPU), "give a GPU index, a UUID or a /dev/nvidiaN path")
 	}
 	n, err := charDevice(path)
 	if errors.Is(err, errNotCharDevice) {
-		return n, fmt.Errorf("%s is not a character device: %w; remedy: give a GPU's device node", path, ErrNoGPU)
+		return n, report.WithRemedy(fmt.Errorf("%s is not a character device: %w", path, ErrNoGPU), "give a GPU's device node")
 	}
 	if err != nil {
-		return n, fmt.Errorf("device node %s: %w: %w; remedy: load the NVIDIA driver and create its nodes (nvidia-modprobe, or nvidia-smi once)", path, err, ErrNoGPU)
+		return n, report.WithRemedy(fmt.Errorf("device node %s: %w: %w", path, err, ErrNoGPU), "load the NVIDIA driver and create its nodes (nvidia-modprobe, or nvidia-smi once)")
 	}
 	n.Path = "/dev/" + name
 	return n, nil

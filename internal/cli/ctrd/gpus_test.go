@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 func i64(v int64) *int64 { return &v }
@@ -108,5 +109,14 @@ func TestResolveNodePath(t *testing.T) {
 	}
 	if len(nodes) != 1 || nodes[0].Path != "/dev/nvidia3" || nodes[0].Major != 1 || nodes[0].Minor != 3 {
 		t.Fatalf("nodes: %+v, want one /dev/nvidia3 of 1:3", nodes)
+	}
+}
+
+// A path that is no GPU's node is refused with its remedy as a value.
+func TestHostNodeRemedy(t *testing.T) {
+	_, err := hostNode(filepath.Join(t.TempDir(), "null"))
+	var rm report.Remedied
+	if !errors.Is(err, ErrNoGPU) || !errors.As(err, &rm) || rm.RemedyText() != "give a GPU index, a UUID or a /dev/nvidiaN path" {
+		t.Fatalf("got %v (remedy %v)", err, rm)
 	}
 }

@@ -327,7 +327,7 @@ func (r *ctrdRestore) taskErr(what, id string, err error, remedy string) error {
 	if m := missingMount(id, ociimage.CRIUDir(r.dir), err); m != nil {
 		return m
 	}
-	return fmt.Errorf("%s %s: %w; remedy: %s", what, id, err, remedy)
+	return report.WithRemedy(fmt.Errorf("%s %s: %w", what, id, err), remedy)
 }
 
 func readJSONFile(p string, v any) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrNoBaseImage: the image a container checkpoint was created from is not
@@ -66,6 +68,7 @@ func podmanExists(ctx context.Context, global []string, object, name string) (bo
 		// but then says why.
 		return false, nil
 	default:
-		return false, fmt.Errorf("podman %s: %w: %s; remedy: check Podman's options (--root, --runroot, --runtime) and its configuration", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return false, report.WithRemedy(fmt.Errorf("podman %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String())),
+			"check Podman's options (--root, --runroot, --runtime) and its configuration")
 	}
 }

@@ -8,6 +8,8 @@ package precheck
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinels of the refusals; test with errors.Is.
@@ -29,7 +31,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s: %s; remedy: %s", e.Err, e.Detail, e.Remedy)
+	return report.Render(e.Cause(), e.Remedy)
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/containerd/console"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // start runs sleep with attr and stdio, and ends it with the test.
@@ -42,6 +43,10 @@ func TestPIDsFree(t *testing.T) {
 	want := fmt.Sprintf("pid %d of the checkpoint is held by %s (pid %d); remedy: stop %s (pid %d)", self, comm(self), self, comm(self), self)
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("message %q lacks %q", err, want)
+	}
+	var rm report.Remedied
+	if !errors.As(err, &rm) || !strings.HasPrefix(rm.RemedyText(), fmt.Sprintf("stop %s (pid %d)", comm(self), self)) || rm.Error() != report.Render(rm.Cause(), rm.RemedyText()) {
+		t.Errorf("the refusal's remedy is not a value: %v", rm)
 	}
 	if err := PIDsFree([]int{1 << 22}); err != nil { // above pid_max's ceiling
 		t.Errorf("free pid refused: %v", err)
