@@ -22,7 +22,8 @@ import (
 // same operation and target is one report (the inner step, the outer
 // outcome), a cause that begins with the step's name does not repeat it,
 // and a cause that carries its own remedy (a Remedied error, or a message
-// still written with "; remedy: ") gives the report's one remedy.
+// that arrived as text with "; remedy: " in it) gives the report's one
+// remedy.
 type StepError struct {
 	Op      string // "checkpoint", "restore", "build", "push", "pull", "unpack"
 	ID      string // container id, "pid N", or an image reference
@@ -89,9 +90,11 @@ func (e *StepError) view() view {
 		r.Remedy = rm.RemedyText()
 	}
 	if cause, remedy, ok := strings.Cut(r.cause, remedySep); ok {
-		// A cause that still writes its remedy into its message (CRIU's
-		// configuration and version checks, among others): until it
-		// carries the remedy as a value, the message is where it is.
+		// A remedy that reached this process as text: another cryo
+		// process's report quoted in an error (the shim's, which
+		// containerd returns to a containerd restore as a gRPC message),
+		// or a partial checkpoint's record of its failure read back from
+		// disk. No value carries it there, so the message is where it is.
 		r.cause, r.Remedy = cause, remedy
 	}
 	r.cause = dropRepeats(r.cause, r.Step, r.Op)

@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -27,8 +28,9 @@ func TestWithRemedy(t *testing.T) {
 	}
 }
 
-// A remedy still written into a cause's message gives the report's remedy
-// as a typed one does: the same message either way.
+// A remedy that arrived as text (another cryo process's report, quoted
+// in an error) gives the report's remedy as a typed one does: the same
+// message either way.
 func TestRemedyInMessage(t *testing.T) {
 	typed := &StepError{Op: "checkpoint", ID: "pid 7", Err: WithRemedy(errors.New("criu 3.15 too old"), "install CRIU 4.0")}
 	written := &StepError{Op: "checkpoint", ID: "pid 7", Err: errors.New("criu 3.15 too old; remedy: install CRIU 4.0")}
@@ -61,5 +63,49 @@ func TestStepErrorSaysOnce(t *testing.T) {
 	}
 	if got, want := (&StepError{Op: "push", ID: "r"}).Error(), "push of r failed: unknown cause"; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// refusal is a cause type that knows its remedy, as precheck.Error does.
+type refusal struct{ what, remedy string }
+
+func (e *refusal) Error() string      { return Render(e.Cause(), e.remedy) }
+func (e *refusal) Cause() string      { return e.what }
+func (e *refusal) RemedyText() string { return e.remedy }
+
+// A cause's remedy arrives as a value, whether attached by WithRemedy or
+// known by the cause's type, through any prefixes: errors.As finds it, and
+// the report prints the cause and that remedy once each, in place of the
+// step's own remedy, with the outcome between them.
+func TestRemedyArrivesAsValue(t *testing.T) {
+	causes := map[string]error{
+		"WithRemedy": WithRemedy(errors.New("pid 4 holds /dev/kvm"), "close it first"),
+		"Remedied":   &refusal{what: "pid 4 holds /dev/kvm", remedy: "close it first"},
+	}
+	for name, cause := range causes {
+		err := fmt.Errorf("prepare: %w", cause)
+		var rm Remedied
+		if !errors.As(err, &rm) || rm.RemedyText() != "close it first" || rm.Cause() != "pid 4 holds /dev/kvm" {
+			t.Errorf("%s: errors.As gives %v", name, rm)
+		}
+		se := &StepError{Op: "checkpoint", ID: "pid 4", Step: "prepare", Err: err, Outcome: "nothing was checkpointed", Remedy: "retry"}
+		want := "checkpoint of pid 4 failed at step prepare: pid 4 holds /dev/kvm; nothing was checkpointed; remedy: close it first"
+		if got := se.Error(); got != want {
+			t.Errorf("%s:\n got: %s\nwant: %s", name, got, want)
+		}
+		if n := strings.Count(se.Error(), remedySep); n != 1 {
+			t.Errorf("%s: %d remedies in %q", name, n, se.Error())
+		}
+	}
+}
+
+// A report nested in another of the same run keeps the cause's remedy as
+// the one remedy, however many layers the cause went through.
+func TestRemedyThroughNestedReports(t *testing.T) {
+	inner := &StepError{Op: "restore", ID: "c1", Step: "verify", Err: fmt.Errorf("verify: %w", WithRemedy(errors.New("driver too old"), "upgrade the driver")), Remedy: "check the directory"}
+	outer := &StepError{Op: "restore", ID: "c1", Err: inner, Outcome: "nothing was restored"}
+	want := "restore of c1 failed at step verify: driver too old; nothing was restored; remedy: upgrade the driver"
+	if got := outer.Error(); got != want {
+		t.Errorf("\n got: %s\nwant: %s", got, want)
 	}
 }
