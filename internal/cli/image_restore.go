@@ -13,6 +13,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
@@ -90,8 +91,9 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 	return cmd
 }
 
-// restoreImage pulls (with --pull), checks the kind against the flags,
-// unpacks into dir (default: a new work directory) and restores by kind.
+// restoreImage fetches REF (pulled first with --pull, checked cheaply
+// before any layer moves), unpacks it verified into dir (default: a new
+// work directory) and restores it by kind.
 func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	ctx := cmd.Context()
 	asJSON, err := jsonOutput(cmd)
@@ -102,55 +104,51 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	open := openStore
-	if fBool(cmd, "pull") {
-		open = createStore // the pull may be the store's first image
-	}
-	st, err := open(ctx, cmd)
+	f, err := imagerestore.Fetch(ctx, fetchOptions(cmd, ref))
 	if err != nil {
-		return err
-	}
-	if fBool(cmd, "pull") {
-		// Checked from the registry's manifest before the pull: a
-		// mistake costs a round trip, not gigabytes.
-		remote, err := ociimage.RemoteImage(ctx, ref, remoteOptions(cmd))
-		if err != nil {
-			return err
-		}
-		if err := checkImageCheaply(ctx, cmd, remote); err != nil {
-			return err
-		}
-		if _, err := st.Pull(ctx, ref, transferOptions(cmd)); err != nil {
-			return err
-		}
-	}
-	im, err := st.LoadImage(ctx, ref)
-	if err != nil {
-		return err
-	}
-	// Again on what was pulled: the tag may have moved meanwhile.
-	if err := checkImageCheaply(ctx, cmd, im); err != nil {
-		return err
+		return stepCause(err)
 	}
 	mounts, err := mountFlags(cmd)
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := workDir(dir)
+	if dir != "" {
+		keptWorkDir(dir) // said first: the restore's last line on stdout is the pid
+	}
+	work, err := f.Unpack(ctx, imagerestore.UnpackOptions{Dir: dir, Base: restoreBase(), Decrypt: dec, Progress: renderer(cmd)})
 	if err != nil {
-		return err
+		return unpackError(err)
 	}
 	defer func() {
 		// The work directory goes; CRIU's log, the evidence of a failed
 		// restore, stays where the message says.
 		if err != nil {
-			_, err = orchestrate.KeepCRIULogs(err, dir, filepath.Join(restoreBase(), "logs"))
+			_, err = orchestrate.KeepCRIULogs(err, work.Dir, filepath.Join(restoreBase(), "logs"))
 		}
-		cleanup()
+		removeWorkDir(work)
 	}()
-	if _, err := st.UnpackWith(ctx, ref, dir, ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd)}); err != nil {
-		return err
+	return restoreKind(ctx, cmd, asJSON, f.Image, work.Dir, mounts)
+}
+
+// fetchOptions are the flags' FetchOptions: the store as the other image
+// commands open it (created only for a pull, which may be its first
+// image), and no pin: the user names what they restore, a pull is judged
+// by the signature policy of the flags (--policy, --signature-key).
+func fetchOptions(cmd *cobra.Command, ref string) imagerestore.FetchOptions {
+	o := imagerestore.FetchOptions{
+		Ref: ref, Pull: imagerestore.PullNever, Transfer: transferOptions(cmd),
+		Check: func(ctx context.Context, im *ociimage.Image) error { return checkImageCheaply(ctx, cmd, im) },
+		Open:  func(ctx context.Context) (*ociimage.Store, error) { return openStore(ctx, cmd) },
 	}
+	if fBool(cmd, "pull") {
+		o.Pull = imagerestore.PullAlways
+		o.Open = func(ctx context.Context) (*ociimage.Store, error) { return createStore(ctx, cmd) }
+	}
+	return o
+}
+
+// restoreKind restores the checkpoint unpacked in dir by its image's kind.
+func restoreKind(ctx context.Context, cmd *cobra.Command, asJSON bool, im *ociimage.Image, dir string, mounts []specs.Mount) error {
 	switch im.Kind() {
 	case ociimage.KindProcess:
 		return restoreDir(cmd, ociimage.CRIUDir(dir))
@@ -159,7 +157,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	case ociimage.KindContainerd:
 		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}
-	return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore", ref, im.Kind()), "unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)")
+	return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore", im.Ref, im.Kind()), "unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)")
 }
 
 // checkImageCheaply runs the checks that need no layer: the flags against

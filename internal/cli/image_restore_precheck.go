@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -75,12 +76,20 @@ func gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.
 	m := annotatedManifest(sum)
 	if _, err := manifest.CheckHost(m, host, host.GPUs, nil); err != nil {
 		msg := fmt.Errorf("%s does not fit this host (by the GPU needs in its annotations, checked before unpacking): %w", ref, err)
-		if !strings.Contains(err.Error(), "remedy:") {
+		if !hasRemedy(err) {
 			msg = report.WithRemedy(msg, "restore on a host with those GPUs and driver, or "+otherGPUsRemedy(kind))
 		}
 		return msg
 	}
 	return nil
+}
+
+// hasRemedy reports whether err brings its own remedy: as a value, or
+// still written into the message (manifest.HostError's driver check), so
+// that a second one is not added.
+func hasRemedy(err error) bool {
+	var rm report.Remedied
+	return errors.As(err, &rm) || strings.Contains(err.Error(), "; remedy: ")
 }
 
 // annotatedManifest is a manifest made of the annotations' claims: one

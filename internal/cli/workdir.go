@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
-	"os"
 
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/report"
@@ -14,29 +14,44 @@ import (
 // SIGINT, SIGTERM and SIGHUP (the signal context cancels the restore, and
 // the cleanup runs as it unwinds), and after SIGKILL by the next restore,
 // which removes the work directories of dead cryo processes: each one's
-// name carries its owner's pid.
+// name carries its owner's pid (imagerestore.NewWorkDir). A --dir is the
+// user's, and kept.
 
 // restoreBase is where work directories go: $CRYO_RESTORE_DIR (tests, hosts
 // whose /var/lib is small), else /var/lib/cryo/restore.
 func restoreBase() string { return cfg.RestoreDir }
 
-// workDir returns dir when given (kept afterwards), else a new owner-only
-// directory under restoreBase, and the function that removes it.
-func workDir(dir string) (string, func(), error) {
-	if dir != "" {
-		// Said first: the restore's last line on stdout is the pid.
-		fmt.Fprintf(messages(), "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
-		return dir, func() {}, nil
-	}
-	d, err := imagerestore.NewWorkDir(restoreBase())
-	if err != nil {
-		return "", nil, report.WithRemedy(fmt.Errorf("work directory: %w", err), "pass --dir")
-	}
-	return d, func() { removeWorkDir(d) }, nil
+// keptWorkDir warns that the --dir will hold the checkpoint's memory.
+func keptWorkDir(dir string) {
+	fmt.Fprintf(messages(), "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
 }
 
-func removeWorkDir(dir string) {
-	if err := os.RemoveAll(dir); err != nil {
-		fmt.Fprintf(messages(), "warning: could not remove the work directory %s, which holds the checkpoint's memory: %v; remedy: remove it by hand\n", dir, err)
+// removeWorkDir removes the restore's work directory, unless it is the
+// --dir, and warns when it cannot.
+func removeWorkDir(work *imagerestore.Prepared) {
+	if err := work.Remove(); err != nil {
+		msg := fmt.Sprintf("warning: could not remove the work directory %s, which holds the checkpoint's memory: %v", work.Dir, err)
+		fmt.Fprintln(messages(), report.Render(msg, "remove it by hand"))
 	}
+}
+
+// stepCause is the cause of a failed step of imagerestore, as the step
+// reported it: the CLI's messages are those of the store, the registry and
+// its own checks.
+func stepCause(err error) error {
+	var f *imagerestore.Failure
+	if errors.As(err, &f) {
+		return f.Err
+	}
+	return err
+}
+
+// unpackError is stepCause, and for a work directory that could not be
+// made, the way around it.
+func unpackError(err error) error {
+	var f *imagerestore.Failure
+	if errors.As(err, &f) && f.Step == imagerestore.StepWorkDir {
+		return report.WithRemedy(fmt.Errorf("work directory: %w", f.Err), "pass --dir")
+	}
+	return stepCause(err)
 }

@@ -10,9 +10,13 @@
 // applies its rootfs diff to the new container's root filesystem.
 //
 // It is the part of a restore that is the same for every front end that
-// starts a container from an image reference: the shim's Create of a
-// container whose spec carries the annotation AnnImage (a Kubernetes pod in
-// cryo's RuntimeClass), and later a pod-level restore (KEP-5823's
-// RestorePod), which calls Prepare once per container. The restore itself
-// (the host check, runc restore, CUDA resume) stays the runtime's.
+// restores from an image reference. Fetch and Fetched.Unpack are the one
+// path from a reference to a verified work directory: `cryo image restore`
+// calls them with its flags (pull or local, decryption keys, its --dir,
+// its checks of the manifest before the unpack), and Prepare calls them
+// behind Authorize for the shim's Create of a container whose spec carries
+// the annotation AnnImage (a Kubernetes pod in cryo's RuntimeClass), and
+// later a pod-level restore (KEP-5823's RestorePod), once per container.
+// The restore itself (the host check, runc restore, CUDA resume) stays
+// the front end's.
 package imagerestore
