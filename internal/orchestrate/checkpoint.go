@@ -8,6 +8,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
@@ -27,7 +28,7 @@ type checkpoint struct {
 	dump         DumpFunc
 	m            *manifest.Manifest
 
-	lock      *Lock        // held for the whole run: no other run touches the target meanwhile
+	lock      *lock.Lock   // held for the whole run: no other run touches the target meanwhile
 	pids      []int        // the target's processes
 	toSuspend []int        // CUDA processes found running, suspended by us
 	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
@@ -181,7 +182,7 @@ func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), err
 	if err == nil {
 		err = l.AddPIDs(pids)
 	}
-	if err != nil && errors.Is(err, ErrBusy) {
+	if err != nil && errors.Is(err, lock.ErrBusy) {
 		release()
 		return ctx, nil, err
 	}

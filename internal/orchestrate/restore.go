@@ -9,6 +9,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/fixup"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
@@ -184,7 +185,7 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *manifest
 	return nil
 }
 
-func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *manifest.Manifest, l *Lock) error {
+func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *manifest.Manifest, l *lock.Lock) error {
 	if all, err := t.PIDs(ctx); err == nil {
 		cuda.AwaitHeld(all, heldSettle)
 	}
