@@ -83,7 +83,7 @@ type Orchestrator struct {
 	// restores them.
 	AllowCUDAIPC bool
 	// FrontEnd is the tool the user came through, for the wording of the
-	// remedies (see WithFrontEnd); empty: the cryo CLI.
+	// remedies (see WithFrontEnd); every front end passes its words.
 	FrontEnd FrontEnd
 
 	// hashFiles, if set, takes the digests after a dump in place of

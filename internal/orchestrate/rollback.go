@@ -25,8 +25,8 @@ func (c *checkpoint) stopping() {
 // runner's rollback left.
 func (c *checkpoint) stepError(_ context.Context, step Step, err error, outcome string) error {
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
-	if errors.Is(err, cuda.ErrTimeout) {
-		e.Remedy = c.o.remedy(RemedyLockTimeout)
+	if w, ok := c.o.remedy(RemedyLockTimeout); ok && errors.Is(err, cuda.ErrTimeout) {
+		e.Remedy = w
 	}
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
