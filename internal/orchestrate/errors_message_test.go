@@ -105,11 +105,3 @@ func TestStepErrorOnce(t *testing.T) {
 		t.Errorf("remedied cause:\n got: %s\nwant: %s", got, want)
 	}
 }
-
-// logCause skips CRIU's harmless rlimit lines.
-func TestLogCauseSkipsRlimit(t *testing.T) {
-	p := criuLog(t, t.TempDir(), "files: Can't open file x")
-	if got := logCause(p); got != "files: Can't open file x" {
-		t.Errorf("first real error line: %q", got)
-	}
-}

@@ -2,8 +2,8 @@ package orchestrate
 
 import (
 	"errors"
-	"strings"
 
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -35,19 +35,12 @@ const (
 // RemedyKeys are the keys a front end words.
 var RemedyKeys = []report.Key{RemedyTerminal, RemedyTCP, RemedyUnixSocket, RemedyFileLock, RemedyLockTimeout}
 
-// refusals map a line of CRIU's log to the remedy of the refusal it shows.
-var refusals = []struct {
-	line string
-	key  report.Key
-}{
-	{"Task attached to shell terminal", RemedyTerminal},
-	{"Found dangling tty", RemedyTerminal},
-	{"is not a session leader", RemedyTerminal},
-	{"Connected TCP socket", RemedyTCP},
-	{"External socket is used", RemedyUnixSocket},
-	{"Can't dump half of stream unix connection", RemedyUnixSocket},
-	{"file locks are hold without", RemedyFileLock},
-	{"Some file locks are hold", RemedyFileLock},
+// refusalRemedies are the remedies of the dump refusals CRIU's log shows.
+var refusalRemedies = map[criu.Refusal]report.Key{
+	criu.RefusedTerminal:   RemedyTerminal,
+	criu.RefusedTCP:        RemedyTCP,
+	criu.RefusedUnixSocket: RemedyUnixSocket,
+	criu.RefusedFileLock:   RemedyFileLock,
 }
 
 // refusalOf reads CRIU's log behind err for a refusal; "" if none.
@@ -56,13 +49,7 @@ func refusalOf(err error) report.Key {
 	if !errors.As(err, &ce) {
 		return ""
 	}
-	log := logLines(ce.LogPath)
-	for _, r := range refusals {
-		if strings.Contains(log, r.line) {
-			return r.key
-		}
-	}
-	return ""
+	return refusalRemedies[criu.RefusalIn(ce.LogPath)]
 }
 
 // remedy words k as the front end does; false if it has no words for k.
