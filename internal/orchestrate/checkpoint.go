@@ -196,7 +196,7 @@ func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 // find lists the target's processes and the CUDA ones among them, and
 // checks that CRIU can dump them.
 func (c *checkpoint) find(ctx context.Context) error {
-	return c.findWith(ctx, checkDumpable)
+	return c.findWith(ctx, preflightDump)
 }
 
 // findWith is find with its own check of the processes found (nil: none).

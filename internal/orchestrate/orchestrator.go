@@ -4,6 +4,9 @@
 // manifest, calls the front end's dump (runc or CRIU), resumes or rolls back,
 // and after a restore resumes CUDA in the restored processes. Checkpoint,
 // pause and restore run as tables of steps on one runner (runner.go).
+// Their prechecks (package precheck) refuse before anything is touched;
+// the dump's preflight (preflight.go) refuses, once the processes are
+// found, a set CRIU could not dump, before CUDA is suspended.
 package orchestrate
 
 import (
