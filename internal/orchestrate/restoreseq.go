@@ -54,7 +54,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			pid = p
 			return nil
 		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
-		// ResumeRestored times itself: front ends also call it alone.
+		// ResumeRestored is a sequence of its own: front ends also call it alone.
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			return o.ResumeRestored(ctx, r.Target(pid), m)
 		}},

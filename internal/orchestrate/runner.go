@@ -45,8 +45,9 @@ type stepKind uint8
 const (
 	// kindTimed: the runner announces, times and records the step.
 	kindTimed stepKind = iota
-	// kindInner: the step announces and times itself, because front ends
-	// also call it alone (ResumeRestored); the runner only sequences it.
+	// kindInner: the step is a sequence of its own, which front ends also
+	// call alone (ResumeRestored): its runner announces, times and records
+	// its steps; this one only sequences it.
 	kindInner
 	// kindSeal: the final write of the manifest, which carries the record
 	// of the others: neither announced, timed, recorded nor interrupted.
