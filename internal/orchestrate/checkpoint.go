@@ -116,7 +116,7 @@ func (c *checkpoint) run(ctx context.Context, steps []step) error {
 // runner is the step runner of this run over steps.
 func (c *checkpoint) runner(steps []step) *runner {
 	return &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
-		record:        func(s Step, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
+		record:        func(s StepName, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
 		interruptible: true,
 		stopping:      c.stopping,
 		failed:        c.stepError,

@@ -9,11 +9,14 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// Step names one step of a checkpoint or restore.
-type Step string
+// StepName names one step of a checkpoint or restore: an entry of a
+// sequence's table, an Event's step, a StepError's Step. It is not
+// manifest.Step, which is one step as a checkpoint's manifest records it
+// (its name, seconds and error).
+type StepName string
 
-// The steps, in the order a checkpoint or restore takes them: Step values,
-// untyped so that they also fill the Step field of a StepError.
+// The steps, in the order a checkpoint or restore takes them: StepName
+// values, untyped so that they also fill the Step field of a StepError.
 const (
 	StepPrepare   = "prepare"   // bare process: check the pid and the image directory
 	StepLock      = "lock"      // take the target's lock: one checkpoint or restore at a time
@@ -52,7 +55,7 @@ var (
 )
 
 // StepError is a failed checkpoint or restore: cryo's one error report
-// (see report.StepError), whose Step is one of the Step names.
+// (see report.StepError), whose Step is one of the StepName values.
 type StepError = report.StepError
 
 // CRIUError is a failed CRIU (or runc) call. Dump and restore callbacks

@@ -26,7 +26,7 @@ func TestFailureMessagesCLI(t *testing.T) {
 		fmt.Errorf("pid 927: lock: %w", fmt.Errorf("cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): %w", cuda.ErrTimeout)))
 	cases := []struct {
 		name  string
-		step  orchestrate.Step
+		step  orchestrate.StepName
 		cause string // a CRIU log line; empty: err
 		err   error
 		want  string // the message, with LOG for the log's path

@@ -55,7 +55,7 @@ func TestFailureMessages(t *testing.T) {
 	cases := []struct {
 		name  string
 		front FrontEnd
-		step  Step
+		step  StepName
 		cause string // a CRIU log line; empty: err
 		err   error
 		want  string // the message, with LOG for the log's path

@@ -50,7 +50,7 @@ type Target struct {
 // lines and logs.
 type Event struct {
 	ID      string
-	Step    Step
+	Step    StepName
 	Done    bool
 	Elapsed time.Duration
 	Err     error
@@ -180,7 +180,7 @@ func (o *Orchestrator) setOptions(pairs []cuda.GPUPair) cuda.SetOptions {
 // that takes neither, logs the duration; it returns the
 // duration with fn's error. (A front end with events reports the steps its
 // own way, and its logger carries the warnings alone.)
-func (o *Orchestrator) step(ctx context.Context, id string, s Step, fn func(context.Context) error) (time.Duration, error) {
+func (o *Orchestrator) step(ctx context.Context, id string, s StepName, fn func(context.Context) error) (time.Duration, error) {
 	o.emit(Event{ID: id, Step: s})
 	t := o.startTask(id, s)
 	start := time.Now()

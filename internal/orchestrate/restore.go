@@ -41,12 +41,12 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 	},
 		// The manifest is there from the verify step on; of this check it
 		// records that step alone, as the restore's first.
-		record: func(s Step, d time.Duration, err error) {
+		record: func(s StepName, d time.Duration, err error) {
 			if s == StepVerify && err == nil && m != nil {
 				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
 			}
 		},
-		failed: func(_ context.Context, s Step, err error, _ string) error {
+		failed: func(_ context.Context, s StepName, err error, _ string) error {
 			return checkRestoreError(id, imageDir, s, err)
 		},
 	}
@@ -82,7 +82,7 @@ func (o *Orchestrator) hostPortsStep(id, dir string, scope GPUScope) step {
 
 // checkRestoreError is the error of CheckRestore's failed step s: nothing
 // was restored.
-func checkRestoreError(id, dir string, s Step, err error) error {
+func checkRestoreError(id, dir string, s StepName, err error) error {
 	switch s {
 	case StepComplete:
 		return &StepError{Op: "restore", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was restored",
@@ -227,12 +227,12 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *manifest
 		{name: StepResume, do: func(ctx context.Context) error { return resume(ctx, l) }},
 	},
 		// Only a manifest that lists CUDA processes times their resume.
-		record: func(s Step, d time.Duration, _ error) {
+		record: func(s StepName, d time.Duration, _ error) {
 			if m.HasCUDA() {
 				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
 			}
 		},
-		failed: func(ctx context.Context, _ Step, err error, _ string) error {
+		failed: func(ctx context.Context, _ StepName, err error, _ string) error {
 			return resumeError(context.WithoutCancel(ctx), t, err)
 		},
 	}

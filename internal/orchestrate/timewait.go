@@ -13,7 +13,7 @@ import (
 // which binds in this namespace after its check.
 func (o *Orchestrator) waitTimeWait(ctx context.Context, id, dir string) {
 	seq := &runner{o: o, op: "restore", id: id, steps: []step{o.portsStep(id, dir)},
-		failed: func(_ context.Context, _ Step, err error, _ string) error { return err }}
+		failed: func(_ context.Context, _ StepName, err error, _ string) error { return err }}
 	_ = seq.run(ctx) // the step does not fail: CRIU says which socket it cannot bind
 }
 
