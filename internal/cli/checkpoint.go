@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cryo-gpu/cryo/internal/cli/words"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -131,7 +132,7 @@ func stillSuspendedNote(cmd *cobra.Command, m *manifest.Manifest) {
 // finishRun completes a checkpoint interrupted after its dump; quiet
 // prints only the directory.
 func finishRun(ctx context.Context, dir string, quiet bool) error {
-	m, err := orchestrate.New(orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger())).FinishCheckpoint(ctx, dir)
+	m, err := orchestrate.New(orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger()), orchestrate.WithFrontEnd(words.Remedies)).FinishCheckpoint(ctx, dir)
 	if errors.Is(err, orchestrate.ErrNothingToFinish) {
 		fmt.Fprintf(messages(), "%v\n", err)
 		return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/cuda"
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/procfs"
 	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/status"
@@ -46,7 +46,7 @@ func cudaState(cmd *cobra.Command, args []string) error {
 	d := newDriver(cmd)
 	// Read without locking: a view must neither wait for a checkpoint nor
 	// make one that starts meanwhile lose its lock.
-	locks, _ := orchestrate.ReadLocks(cmp.Or(cfg.LockDir, config.DefaultLockDir))
+	locks, _ := lock.Read(cmp.Or(cfg.LockDir, config.DefaultLockDir))
 	lines, failed := make([]cudaStateLine, 0, len(pids)), 0
 	for _, pid := range pids {
 		l := stateOf(cmd.Context(), d, pid, locks)
@@ -74,7 +74,7 @@ func cudaState(cmd *cobra.Command, args []string) error {
 // stateOf is one pid's line, asked of the driver only when it can answer
 // at once: its calls hang on a frozen process (until --call-timeout), and
 // fail on one another tracer holds (a cryo call under way on it).
-func stateOf(ctx context.Context, d *cuda.Driver, pid int, locks []orchestrate.LockInfo) cudaStateLine {
+func stateOf(ctx context.Context, d *cuda.Driver, pid int, locks []lock.Info) cudaStateLine {
 	l := cudaStateLine{PID: pid}
 	if lk, ok := lockOf(pid, locks); ok {
 		l.Operation, l.OperationPID = lk.Op, lk.HolderPID
@@ -135,7 +135,7 @@ func printStateLines(lines []cudaStateLine) {
 
 // lockOf is the held lock of pid's cryo run: its pid's own, or its
 // container's when its cgroup names that container.
-func lockOf(pid int, locks []orchestrate.LockInfo) (orchestrate.LockInfo, bool) {
+func lockOf(pid int, locks []lock.Info) (lock.Info, bool) {
 	for _, l := range locks {
 		if l.Held && l.PID() == pid {
 			return l, true
@@ -146,7 +146,7 @@ func lockOf(pid int, locks []orchestrate.LockInfo) (orchestrate.LockInfo, bool) 
 			return l, true
 		}
 	}
-	return orchestrate.LockInfo{}, false
+	return lock.Info{}, false
 }
 
 // inContainer says whether an element of pid's cgroup path names the

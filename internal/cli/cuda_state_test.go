@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/lock"
 )
 
 // A checkpoint in progress is named before anything else and never gets
@@ -35,7 +35,7 @@ func TestStateNote(t *testing.T) {
 // A pid's own lock is found, a container's by the cgroup, a free one not.
 func TestLockOf(t *testing.T) {
 	self := os.Getpid()
-	locks := []orchestrate.LockInfo{{Key: "pid-1", Held: true, Op: "checkpoint"}, {Key: "pid-" + strconv.Itoa(self), Op: "checkpoint"}}
+	locks := []lock.Info{{Key: "pid-1", Held: true, Op: "checkpoint"}, {Key: "pid-" + strconv.Itoa(self), Op: "checkpoint"}}
 	if _, ok := lockOf(self, locks); ok {
 		t.Fatal("a free lock counted")
 	}
@@ -43,7 +43,7 @@ func TestLockOf(t *testing.T) {
 	if l, ok := lockOf(self, locks); !ok || l.Key != "pid-"+strconv.Itoa(self) {
 		t.Fatalf("own lock: %+v %v", l, ok)
 	}
-	if _, ok := lockOf(self, []orchestrate.LockInfo{{Key: "id-nosuchcontainer", Held: true, Target: "container nosuchcontainer"}}); ok {
+	if _, ok := lockOf(self, []lock.Info{{Key: "id-nosuchcontainer", Held: true, Target: "container nosuchcontainer"}}); ok {
 		t.Fatal("a container this process is not in")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cryo-gpu/cryo/internal/cli/words"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
@@ -154,7 +155,7 @@ func printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
 // and logs warnings only: the step lines already say what happened.
 func orchestrator(cmd *cobra.Command, opts ...orchestrate.Option) *orchestrate.Orchestrator {
 	r := renderer(cmd)
-	base := []orchestrate.Option{orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger()), orchestrate.WithProgress(r)}
+	base := []orchestrate.Option{orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger()), orchestrate.WithProgress(r), orchestrate.WithFrontEnd(words.Remedies)}
 	return orchestrate.New(append(base, opts...)...)
 }
 

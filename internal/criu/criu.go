@@ -1,8 +1,10 @@
 // Package criu runs CRIU for cryo: a dump or a detached restore of a
 // process tree over CRIU's RPC, the version and feature gates a kernel
-// asks of CRIU, the CRIU configuration file runc reads from a bundle, and
-// the facts of a dump in progress. It knows nothing of the orchestration's
-// steps: the caller finds the binary and words the errors it reports.
+// asks of CRIU, the CRIU configuration file runc reads from a bundle, the
+// facts of a dump in progress, and the reading of its logs after a failure
+// (the cause line, the refusals an option lifts). It knows nothing of the
+// orchestration's steps: the caller finds the binary and words the errors
+// it reports.
 package criu
 
 import (

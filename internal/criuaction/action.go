@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/cli/words"
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -70,7 +71,8 @@ func RunWatcher() int {
 	return runStep(WatcherName, o, watch)
 }
 
-// newOrchestrator reads cryo's configuration. The generated script names
+// newOrchestrator reads cryo's configuration and words remedies as the
+// cryo CLI does, as it always has. The generated script names
 // cryo-runc's environment file ($CRYO_RUNC_ENV): CRIU passes on runc's
 // environment, which Podman keeps almost empty.
 func newOrchestrator() (*orchestrate.Orchestrator, error) {
@@ -78,7 +80,7 @@ func newOrchestrator() (*orchestrate.Orchestrator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return orchestrate.New(orchestrate.WithConfig(cfg)), nil
+	return orchestrate.New(orchestrate.WithConfig(cfg), orchestrate.WithFrontEnd(words.Remedies)), nil
 }
 
 // runStep runs f within actionTimeout and logs its failure as name's.

@@ -58,7 +58,7 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	if err := checkAlive(po.PID); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
 	}
-	if err := precheckProcess(po); err != nil {
+	if err := precheck.BareCheckpoint(po.PID, po.ShellJob, ProcessTree); err != nil {
 		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
 	if err := prepareDir(po.Dir); err != nil {
@@ -156,7 +156,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	defer release()
 	// A container's checkpoint is no process tree's: say so before its
 	// GPUs are matched to the host's, or its pid 1 to the host's init.
-	if err := precheckContainerTree(ro.Dir); err != nil {
+	if err := precheck.ContainerTree(ro.Dir); err != nil {
 		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
 	// The checkpoint first: a stale or corrupt one must be named as such,
@@ -165,7 +165,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	if err != nil {
 		return nil, err
 	}
-	if err := precheckPIDs(ro.Dir); err != nil {
+	if err := precheck.ImagePIDsFree(ro.Dir); err != nil {
 		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
 	// CRIU gives the processes back their pids: hold them from before they

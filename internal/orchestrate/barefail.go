@@ -24,11 +24,11 @@ const bareRemoved = "nothing of it is left running"
 // killRestoredTree kills what a failed or cut-off CRIU restore of dir had
 // brought back, and reaps what of it is this process's child (CRIU forks
 // the restored root as its caller's child, rst_sibling). The restored
-// processes have the checkpoint's pids, which precheckPIDs saw free before
-// the restore began (at clock tick began): a process that holds one now
-// and started since is CRIU's work, whoever its parent is by now. A CRIU
-// that failed on its own has killed its tree already; then there is
-// nothing to do.
+// processes have the checkpoint's pids, which precheck.ImagePIDsFree saw
+// free before the restore began (at clock tick began): a process that
+// holds one now and started since is CRIU's work, whoever its parent is by
+// now. A CRIU that failed on its own has killed its tree already; then
+// there is nothing to do.
 func killRestoredTree(ctx context.Context, dir string, began uint64) error {
 	pids, err := criuimg.TreePIDs(dir)
 	if err != nil {

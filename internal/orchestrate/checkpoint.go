@@ -8,6 +8,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
@@ -27,7 +28,7 @@ type checkpoint struct {
 	dump         DumpFunc
 	m            *manifest.Manifest
 
-	lock      *Lock        // held for the whole run: no other run touches the target meanwhile
+	lock      *lock.Lock   // held for the whole run: no other run touches the target meanwhile
 	pids      []int        // the target's processes
 	toSuspend []int        // CUDA processes found running, suspended by us
 	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
@@ -115,7 +116,7 @@ func (c *checkpoint) run(ctx context.Context, steps []step) error {
 // runner is the step runner of this run over steps.
 func (c *checkpoint) runner(steps []step) *runner {
 	return &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
-		record:        func(s Step, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
+		record:        func(s StepName, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
 		interruptible: true,
 		stopping:      c.stopping,
 		failed:        c.stepError,
@@ -181,7 +182,7 @@ func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), err
 	if err == nil {
 		err = l.AddPIDs(pids)
 	}
-	if err != nil && errors.Is(err, ErrBusy) {
+	if err != nil && errors.Is(err, lock.ErrBusy) {
 		release()
 		return ctx, nil, err
 	}
@@ -195,7 +196,7 @@ func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 // find lists the target's processes and the CUDA ones among them, and
 // checks that CRIU can dump them.
 func (c *checkpoint) find(ctx context.Context) error {
-	return c.findWith(ctx, checkDumpable)
+	return c.findWith(ctx, preflightDump)
 }
 
 // findWith is find with its own check of the processes found (nil: none).

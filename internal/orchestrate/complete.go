@@ -8,35 +8,36 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
 
-// completeInterrupted finishes, before a restore verifies it, a checkpoint
-// whose run stopped after CRIU's dump had completed (cryo killed while it
-// hashed, a full disk at its last write, cryo-runc killed under Podman):
-// the processes may be gone and the images are whole, so refusing it would
-// lose the workload for good. It reports whether it completed one. Anything
-// else (no manifest, digests already there, a partial dump) is left for
-// verify to judge.
-func (o *Orchestrator) completeInterrupted(ctx context.Context, id, dir string) (bool, error) {
+// interruptedAfterDump says whether, before a restore verifies it, the
+// checkpoint in dir must be completed: its run stopped after CRIU's dump
+// had completed (cryo killed while it hashed, a full disk at its last
+// write, cryo-runc killed under Podman), so the processes may be gone and
+// the images are whole, and refusing it would lose the workload for good.
+// It returns the unfinished manifest, and warns of the completion to come.
+// Anything else (no manifest, digests already there, a partial dump) is
+// left for verify to judge.
+func (o *Orchestrator) interruptedAfterDump(id, dir string) (*manifest.Manifest, bool) {
 	m, err := manifest.Read(dir)
 	if err != nil || !m.Unfinished() {
-		return false, nil
+		return nil, false
 	}
 	if ok, err := manifest.DumpCompleted(dir, m); err != nil || !ok {
-		return false, nil
+		return nil, false
 	}
 	o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", id, "dir", dir)
-	err = o.complete(ctx, id, dir, m)
-	return err == nil, err
+	return m, true
 }
 
 // complete is the step that hashes an interrupted checkpoint's files and
-// writes its finished manifest.
+// writes its finished manifest, for `cryo checkpoint --finish` (a restore
+// takes it as a step of its check, completeStep).
 func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *manifest.Manifest) error {
 	_, err := o.step(ctx, id, StepComplete, func(context.Context) error { return manifest.Complete(dir, m, digest.RecordsFrom(o.Config)) })
 	return err
 }
 
 // FinishCheckpoint completes the checkpoint in dir whose run was
-// interrupted after CRIU's dump (see completeInterrupted), under the
+// interrupted after CRIU's dump (see interruptedAfterDump), under the
 // directory's lock. It fails with manifest.ErrIncomplete when the dump
 // itself did not complete, and says so when there was nothing to finish.
 func (o *Orchestrator) FinishCheckpoint(ctx context.Context, dir string) (*manifest.Manifest, error) {

@@ -5,4 +5,4 @@ package orchestrate
 // failpoint is where a test build may stop a sequence before a step
 // (failpoint_hold.go, built with -tags cryo_failpoints). The shipped
 // binary has none: this no-op is all it holds.
-func failpoint(*Orchestrator, string, Step) {}
+func failpoint(*Orchestrator, string, StepName) {}

@@ -24,7 +24,7 @@ const envHold = "CRYO_TEST_HOLD"
 const holdWait = 2 * time.Minute
 
 // failpoint holds a checkpoint before step s when envHold names s.
-func failpoint(o *Orchestrator, op string, s Step) {
+func failpoint(o *Orchestrator, op string, s StepName) {
 	want, file, ok := strings.Cut(holdSetting(o), ":")
 	if op != "checkpoint" || !ok || want != string(s) {
 		return

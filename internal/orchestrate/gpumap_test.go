@@ -48,7 +48,8 @@ func TestGPUScopeTargets(t *testing.T) {
 	}
 	// NVIDIA_VISIBLE_DEVICES grants GPUs only where the NVIDIA container
 	// toolkit's hook acts on it (its legacy mode, nodes not in the spec).
-	toolkit := &specs.Hooks{Prestart: []specs.Hook{{Path: "/usr/bin/nvidia-container-runtime-hook", Args: []string{"nvidia-container-runtime-hook", "prestart"}}}} //nolint:staticcheck
+	//lint:ignore SA1019 the toolkit's legacy mode installs its hook as a Prestart hook, as this spec does
+	toolkit := &specs.Hooks{Prestart: []specs.Hook{{Path: "/usr/bin/nvidia-container-runtime-hook", Args: []string{"nvidia-container-runtime-hook", "prestart"}}}}
 	env := func(v string) GPUScope {
 		return ScopeFromSpec(&specs.Spec{Hooks: toolkit, Process: &specs.Process{Env: []string{"NVIDIA_VISIBLE_DEVICES=" + v}}})
 	}

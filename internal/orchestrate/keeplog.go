@@ -2,10 +2,10 @@ package orchestrate
 
 import (
 	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/criu"
 )
 
 // KeepCRIULogs saves the evidence of a failed restore from a work directory
@@ -50,7 +50,7 @@ func relocateLogs(err error, dir, keep string) map[string]string {
 			continue
 		}
 		to := filepath.Join(keep, filepath.Base(dir)+"-"+filepath.Base(*p))
-		if copyLog(*p, to) == nil {
+		if criu.CopyLog(*p, to) == nil {
 			copied[*p], *p = to, to
 		}
 	}
@@ -80,24 +80,4 @@ func logPathsOf(err error) []*string {
 func within(path, dir string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return path != "" && err == nil && !strings.HasPrefix(rel, "..")
-}
-
-func copyLog(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
-		return err
-	}
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -4,6 +4,9 @@
 // manifest, calls the front end's dump (runc or CRIU), resumes or rolls back,
 // and after a restore resumes CUDA in the restored processes. Checkpoint,
 // pause and restore run as tables of steps on one runner (runner.go).
+// Their prechecks (package precheck) refuse before anything is touched;
+// the dump's preflight (preflight.go) refuses, once the processes are
+// found, a set CRIU could not dump, before CUDA is suspended.
 package orchestrate
 
 import (
@@ -47,7 +50,7 @@ type Target struct {
 // lines and logs.
 type Event struct {
 	ID      string
-	Step    Step
+	Step    StepName
 	Done    bool
 	Elapsed time.Duration
 	Err     error
@@ -83,7 +86,7 @@ type Orchestrator struct {
 	// restores them.
 	AllowCUDAIPC bool
 	// FrontEnd is the tool the user came through, for the wording of the
-	// remedies (see WithFrontEnd); empty: the cryo CLI.
+	// remedies (see WithFrontEnd); every front end passes its words.
 	FrontEnd FrontEnd
 
 	// hashFiles, if set, takes the digests after a dump in place of
@@ -177,7 +180,7 @@ func (o *Orchestrator) setOptions(pairs []cuda.GPUPair) cuda.SetOptions {
 // that takes neither, logs the duration; it returns the
 // duration with fn's error. (A front end with events reports the steps its
 // own way, and its logger carries the warnings alone.)
-func (o *Orchestrator) step(ctx context.Context, id string, s Step, fn func(context.Context) error) (time.Duration, error) {
+func (o *Orchestrator) step(ctx context.Context, id string, s StepName, fn func(context.Context) error) (time.Duration, error) {
 	o.emit(Event{ID: id, Step: s})
 	t := o.startTask(id, s)
 	start := time.Now()

@@ -28,10 +28,10 @@ import (
 // resume that follows.
 
 // StepFreeze is the front end's freeze of the cgroup (runc pause).
-const StepFreeze Step = "freeze"
+const StepFreeze StepName = "freeze"
 
 // StepRecord writes which processes a pause suspended.
-const StepRecord Step = "record"
+const StepRecord StepName = "record"
 
 // ErrPauseResume: the container was thawed but CUDA could not be resumed.
 var ErrPauseResume = errors.New("CUDA could not be resumed after the pause")
@@ -76,7 +76,7 @@ func (c *checkpoint) recordPause() error {
 // pauseError says which step of a pause failed; the runner's rollback has
 // returned the container to running (cudacr has already rolled back a
 // failed suspend).
-func (c *checkpoint) pauseError(_ context.Context, step Step, err error, outcome string) error {
+func (c *checkpoint) pauseError(_ context.Context, step StepName, err error, outcome string) error {
 	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,
 		Remedy: pauseRemedies[step]}
 	if errors.Is(err, cuda.ErrTimeout) {
@@ -97,7 +97,7 @@ func (c *checkpoint) undoPauseSuspend(ctx context.Context) undone {
 
 const freezeOnlyHint = "annotation cryo.gpu-free-pause=false, or CRYO_GPU_FREE_PAUSE=0"
 
-var pauseRemedies = map[Step]string{
+var pauseRemedies = map[StepName]string{
 	StepFind:      "run `cryo cuda state PID` for the container's processes, then retry",
 	StepInventory: "the container's processes hold GPU memory the driver cannot restore (CUDA IPC between processes, or XLA's default allocator on several GPUs): pause it freeze-only (" + freezeOnlyHint + "), or start them as the error says",
 	StepSuspend:   "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry",

@@ -60,7 +60,7 @@ func TestPauseResume(t *testing.T) {
 // target running with CUDA running and no record, with a StepError.
 func TestPauseRollsBack(t *testing.T) {
 	o := New(fakeDriver(t), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	for _, step := range []Step{StepSuspend, StepFreeze} {
+	for _, step := range []StepName{StepSuspend, StepFreeze} {
 		t.Run(string(step), func(t *testing.T) {
 			app := startFakeApp(t)
 			target := Target{ID: "standby-" + string(step), PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}

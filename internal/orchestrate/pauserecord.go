@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
@@ -47,7 +49,7 @@ func (r *pauseRecord) owns(pid int) (manifest.Process, bool) {
 // pausePath is the record of id: in the lock directory, where every front
 // end meets already, owner-only.
 func (o *Orchestrator) pausePath(id string) string {
-	return filepath.Join(o.lockDir(), "paused-"+fileName("id-"+id)+".json")
+	return filepath.Join(o.lockDir(), "paused-"+lock.FileName("id-"+id)+".json")
 }
 
 func (o *Orchestrator) writePause(r *pauseRecord) error {
@@ -94,4 +96,42 @@ func (o *Orchestrator) ForgetPause(id string) { o.removePause(id) }
 func (o *Orchestrator) HasPause(id string) bool {
 	_, err := os.Lstat(o.pausePath(id))
 	return err == nil
+}
+
+// PauseInfo is one GPU-free pause record of the lock directory: a
+// container paused by cryo-runc or the shim, and the processes that pause
+// suspended, with what they held on the GPUs before.
+type PauseInfo struct {
+	Path      string
+	ID        string
+	Processes []manifest.Process
+}
+
+// ReadPauses lists the pause records of dir, sorted by container id. A
+// record that cannot be parsed is an error naming its file; the others
+// are still returned.
+func ReadPauses(dir string) ([]PauseInfo, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "paused-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []PauseInfo
+	var errs []error
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // resumed meanwhile
+		}
+		var r pauseRecord
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pause record %s: %w", f, err))
+			continue
+		}
+		out = append(out, PauseInfo{Path: f, ID: r.ID, Processes: r.Processes})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, errors.Join(errs...)
 }

@@ -17,7 +17,7 @@ import (
 
 // breakAt arranges for the checkpoint of app into dir to fail at step, and
 // returns the dump to use.
-func breakAt(t *testing.T, o *Orchestrator, step Step, app *fakeApp, dir string) DumpFunc {
+func breakAt(t *testing.T, o *Orchestrator, step StepName, app *fakeApp, dir string) DumpFunc {
 	t.Helper()
 	dump := func(context.Context) error {
 		return os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("x"), 0o600)
@@ -47,7 +47,7 @@ func breakAt(t *testing.T, o *Orchestrator, step Step, app *fakeApp, dir string)
 // (which ends them) and said so.
 func TestCheckpointFailureTable(t *testing.T) {
 	opt := fakeDriver(t)
-	for _, step := range []Step{StepSuspend, StepManifest, StepDump, StepDigests} {
+	for _, step := range []StepName{StepSuspend, StepManifest, StepDump, StepDigests} {
 		for _, leave := range []bool{false, true} {
 			t.Run(string(step)+map[bool]string{false: "", true: "/leave-running"}[leave], func(t *testing.T) {
 				app := startFakeApp(t)

@@ -20,9 +20,11 @@ var undumpable = []struct{ link, what, remedy string }{
 		"CRIU cannot checkpoint io_uring; turn it off in the program (libuv: UV_USE_IO_URING=0; PyTorch's TCPStore: USE_LIBUV=0)"},
 }
 
-// checkDumpable refuses, before anything is suspended, a process set with
-// a file CRIU cannot checkpoint, naming the process and the remedy.
-func checkDumpable(pids []int) error {
+// preflightDump is the dump's readiness check (the preflight; a precheck,
+// package precheck, comes before anything is touched): in the find step,
+// before anything is suspended, it refuses a process set with a file CRIU
+// cannot checkpoint, naming the process and the remedy.
+func preflightDump(pids []int) error {
 	for _, pid := range pids {
 		fds, _ := procfs.FDs(pid)
 		for _, fd := range fds {

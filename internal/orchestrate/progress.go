@@ -20,7 +20,7 @@ import (
 func WithProgress(r *progress.Renderer) Option { return func(o *Orchestrator) { o.Progress = r } }
 
 // stepLabels are the steps that get a progress line, as a user reads them.
-var stepLabels = map[Step]string{
+var stepLabels = map[StepName]string{
 	StepSuspend:  "suspending CUDA",
 	StepDump:     "dumping with CRIU",
 	StepResume:   "resuming CUDA",
@@ -34,14 +34,14 @@ var stepLabels = map[Step]string{
 
 // opaqueSteps report nothing while they run: their lines show the time
 // elapsed (and the bytes they move, when known), not bytes done.
-var opaqueSteps = map[Step]bool{
+var opaqueSteps = map[StepName]bool{
 	StepSuspend: true, StepResume: true, StepRollback: true,
 	StepComplete: true, StepRestore: true, StepPorts: true,
 }
 
 // startTask begins the line of step s of id, or returns nil when s has none
 // or nothing is drawn.
-func (o *Orchestrator) startTask(id string, s Step) *progress.Task {
+func (o *Orchestrator) startTask(id string, s StepName) *progress.Task {
 	label, ok := stepLabels[s]
 	if !ok || o.Progress == nil {
 		return nil

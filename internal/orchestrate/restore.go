@@ -9,6 +9,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/fixup"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 )
@@ -27,29 +28,70 @@ import (
 // scope is which GPUs the restored processes may use: a container's, from
 // its new spec (ScopeFromSpec), or the zero value for all of the host's.
 func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, scope GPUScope) (*manifest.Manifest, error) {
-	if _, err := o.completeInterrupted(ctx, id, imageDir); err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was restored",
-			Remedy: "free space in " + imageDir + " or make it writable, then retry (or run `cryo checkpoint --finish " + imageDir + "`)"}
-	}
 	var m *manifest.Manifest
-	d, err := o.step(ctx, id, StepVerify, func(ctx context.Context) error {
-		var err error
-		m, err = o.verify(ctx, id, imageDir, scope)
-		return err
-	})
-	if err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, imageDir)}
+	seq := &runner{o: o, op: "restore", id: id, steps: []step{
+		o.completeStep(id, imageDir),
+		{name: StepVerify, do: func(ctx context.Context) error {
+			var err error
+			m, err = o.verify(ctx, id, imageDir, scope)
+			return err
+		}},
+		confineStep(imageDir, scope),
+		o.hostPortsStep(id, imageDir, scope),
+	},
+		// The manifest is there from the verify step on; of this check it
+		// records that step alone, as the restore's first.
+		record: func(s StepName, d time.Duration, err error) {
+			if s == StepVerify && err == nil && m != nil {
+				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
+			}
+		},
+		failed: func(_ context.Context, s StepName, err error, _ string) error {
+			return checkRestoreError(id, imageDir, s, err)
+		},
 	}
-	if m != nil {
-		m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(StepVerify), Seconds: d.Seconds()})
-	}
-	if err := o.confineToSpec(ctx, id, imageDir, scope); err != nil {
+	if err := seq.run(ctx); err != nil {
 		return nil, err
 	}
-	if scope.HostNetwork {
-		o.waitTimeWait(ctx, id, imageDir)
-	}
 	return m, nil
+}
+
+// completeStep completes a checkpoint whose run was interrupted after
+// CRIU's dump (interruptedAfterDump), before it is verified; skipped for
+// any other.
+func (o *Orchestrator) completeStep(id, dir string) step {
+	var m *manifest.Manifest
+	return step{name: StepComplete,
+		skip: func() bool {
+			var ok bool
+			m, ok = o.interruptedAfterDump(id, dir)
+			return !ok
+		},
+		do: func(context.Context) error { return manifest.Complete(dir, m, digest.RecordsFrom(o.Config)) }}
+}
+
+// hostPortsStep is the ports step (portsStep) for a restore into the
+// host's network namespace; skipped for any other.
+func (o *Orchestrator) hostPortsStep(id, dir string, scope GPUScope) step {
+	s := o.portsStep(id, dir)
+	if !scope.HostNetwork {
+		s.skip = func() bool { return true }
+	}
+	return s
+}
+
+// checkRestoreError is the error of CheckRestore's failed step s: nothing
+// was restored.
+func checkRestoreError(id, dir string, s StepName, err error) error {
+	switch s {
+	case StepComplete:
+		return &StepError{Op: "restore", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was restored",
+			Remedy: "free space in " + dir + " or make it writable, then retry (or run `cryo checkpoint --finish " + dir + "`)"}
+	case StepConfine:
+		return confineError(id, err)
+	}
+	// The verify step's (the ports step does not fail).
+	return &StepError{Op: "restore", ID: id, Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, dir)}
 }
 
 func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScope) (*manifest.Manifest, error) {
@@ -168,23 +210,36 @@ func gpuMapRemedy(err error) string {
 // checkpoint without CUDA (or without a manifest) needs nothing.
 func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *manifest.Manifest) error {
 	fixup.UpLoopback(o.log(), t.ID, t.InitPID)
+	resume := func(ctx context.Context, l *lock.Lock) error { return o.resumeRestored(ctx, t, m, l) }
 	if !m.HasCUDA() {
-		return o.resumeUnlisted(ctx, t)
+		suspended := o.unlistedSuspended(ctx, t)
+		if len(suspended) == 0 {
+			return nil // no suspended CUDA process: a CPU checkpoint, as the manifest says
+		}
+		resume = func(ctx context.Context, l *lock.Lock) error { return o.resumeUnlisted(ctx, t, l, suspended) }
 	}
 	ctx, l, release, err := o.lockFor(ctx, "restore", t.ID)
 	if err != nil {
 		return o.lockError("restore", t.ID, err)
 	}
 	defer release()
-	d, err := o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumeRestored(ctx, t, m, l) })
-	m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(StepResume), Seconds: d.Seconds()})
-	if err != nil {
-		return resumeError(context.WithoutCancel(ctx), t, err)
+	seq := &runner{o: o, op: "restore", id: t.ID, steps: []step{
+		{name: StepResume, do: func(ctx context.Context) error { return resume(ctx, l) }},
+	},
+		// Only a manifest that lists CUDA processes times their resume.
+		record: func(s StepName, d time.Duration, _ error) {
+			if m.HasCUDA() {
+				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
+			}
+		},
+		failed: func(ctx context.Context, _ StepName, err error, _ string) error {
+			return resumeError(context.WithoutCancel(ctx), t, err)
+		},
 	}
-	return nil
+	return seq.run(ctx)
 }
 
-func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *manifest.Manifest, l *Lock) error {
+func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *manifest.Manifest, l *lock.Lock) error {
 	if all, err := t.PIDs(ctx); err == nil {
 		cuda.AwaitHeld(all, heldSettle)
 	}
@@ -229,11 +284,11 @@ func (o *Orchestrator) resumeRestored(ctx context.Context, t Target, m *manifest
 // they were dumped in (cuda.AwaitHeld).
 const heldSettle = 2 * time.Second
 
-// resumeUnlisted resumes restored processes whose CUDA state is suspended
-// although the manifest lists none (a checkpoint of another tool, or an
-// altered manifest): left so, they would hang at their next CUDA call while
-// the restore reported success. They are resumed on the GPUs they had.
-func (o *Orchestrator) resumeUnlisted(ctx context.Context, t Target) error {
+// unlistedSuspended are the restored processes whose CUDA state is
+// suspended although the manifest lists none (a checkpoint of another
+// tool, or an altered manifest): left so, they would hang at their next
+// CUDA call while the restore reported success. It warns of their resume.
+func (o *Orchestrator) unlistedSuspended(ctx context.Context, t Target) []int {
 	_, procs, _, err := o.findCUDA(ctx, t)
 	if err != nil || len(procs) == 0 {
 		return nil // no CUDA process: a CPU checkpoint, as the manifest says
@@ -244,28 +299,22 @@ func (o *Orchestrator) resumeUnlisted(ctx context.Context, t Target) error {
 			suspended = append(suspended, p.PID)
 		}
 	}
-	if len(suspended) == 0 {
-		return nil
+	if len(suspended) > 0 {
+		o.log().Warn("restored processes hold suspended CUDA state that the checkpoint's manifest does not list: resuming them on the GPUs they had", "id", t.ID, "pids", suspended)
 	}
-	o.log().Warn("restored processes hold suspended CUDA state that the checkpoint's manifest does not list: resuming them on the GPUs they had", "id", t.ID, "pids", suspended)
-	ctx, l, release, err := o.lockFor(ctx, "restore", t.ID)
-	if err != nil {
-		return o.lockError("restore", t.ID, err)
+	return suspended
+}
+
+// resumeUnlisted resumes the unlisted suspended processes on the GPUs they
+// had.
+func (o *Orchestrator) resumeUnlisted(ctx context.Context, t Target, l *lock.Lock, suspended []int) error {
+	if err := l.AddPIDs(suspended); err != nil {
+		return err
 	}
-	defer release()
-	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error {
-		if err := l.AddPIDs(suspended); err != nil {
-			return err
-		}
-		if err := o.prepareNodes(t); err != nil {
-			return err
-		}
-		return o.driver().Resume(ctx, suspended, o.setOptions(nil))
-	})
-	if err != nil {
-		return resumeError(context.WithoutCancel(ctx), t, err)
+	if err := o.prepareNodes(t); err != nil {
+		return err
 	}
-	return nil
+	return o.driver().Resume(ctx, suspended, o.setOptions(nil))
 }
 
 // prepareNodes gives a restored container the GPU device nodes of its

@@ -54,17 +54,17 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			pid = p
 			return nil
 		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
-		// ResumeRestored times itself: front ends also call it alone.
+		// ResumeRestored is a sequence of its own: front ends also call it alone.
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			return o.ResumeRestored(ctx, r.Target(pid), m)
 		}},
 	},
-		record: func(s Step, d time.Duration, _ error) {
+		record: func(s StepName, d time.Duration, _ error) {
 			if m != nil {
 				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
 			}
 		},
-		failed: func(ctx context.Context, s Step, err error, outcome string) error {
+		failed: func(ctx context.Context, s StepName, err error, outcome string) error {
 			if s == StepRestore {
 				return o.failedRestore(ctx, id, err, r)
 			}

@@ -23,10 +23,10 @@ func (c *checkpoint) stopping() {
 
 // stepError turns a failed step into a *StepError, with the outcome the
 // runner's rollback left.
-func (c *checkpoint) stepError(_ context.Context, step Step, err error, outcome string) error {
+func (c *checkpoint) stepError(_ context.Context, step StepName, err error, outcome string) error {
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
-	if errors.Is(err, cuda.ErrTimeout) {
-		e.Remedy = c.o.remedy(RemedyLockTimeout)
+	if w, ok := c.o.remedy(RemedyLockTimeout); ok && errors.Is(err, cuda.ErrTimeout) {
+		e.Remedy = w
 	}
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
@@ -82,7 +82,7 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 }
 
 // checkpointRemedy says what a user can do about a failed step.
-func checkpointRemedy(step Step, err error, dir string) string {
+func checkpointRemedy(step StepName, err error, dir string) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		// Interrupted on purpose (Ctrl-C, SIGTERM): nothing is broken.

@@ -20,7 +20,7 @@ var ErrSequenceState = errors.New("step sequence cannot move that way")
 
 // step is one entry of a sequence's table.
 type step struct {
-	name Step
+	name StepName
 	do   func(context.Context) error
 	// skip, if set, is asked when the step's turn comes: a skipped step
 	// neither runs nor counts as completed.
@@ -43,10 +43,12 @@ type undone struct {
 type stepKind uint8
 
 const (
-	// kindTimed: the runner announces, times and records the step.
+	// kindTimed: the runner announces, times and records the step. The
+	// zero value: a table leaves it out.
 	kindTimed stepKind = iota
-	// kindInner: the step announces and times itself, because front ends
-	// also call it alone (ResumeRestored); the runner only sequences it.
+	// kindInner: the step is a sequence of its own, which front ends also
+	// call alone (ResumeRestored): its runner announces, times and records
+	// its steps; this one only sequences it.
 	kindInner
 	// kindSeal: the final write of the manifest, which carries the record
 	// of the others: neither announced, timed, recorded nor interrupted.
@@ -85,7 +87,7 @@ type runner struct {
 
 	// record, if set, records each step taken with its duration and
 	// error (the manifest's Steps or RestoreSteps).
-	record func(Step, time.Duration, error)
+	record func(StepName, time.Duration, error)
 	// interruptible stops the run between steps once ctx is cancelled:
 	// a step such as CRIU's dump does not watch ctx itself.
 	interruptible bool
@@ -94,7 +96,7 @@ type runner struct {
 	stopping func()
 	// failed turns the failed step, its cause and the rollback's outcome
 	// into the sequence's error.
-	failed func(ctx context.Context, s Step, err error, outcome string) error
+	failed func(ctx context.Context, s StepName, err error, outcome string) error
 	// untouched is the outcome when no undo had anything to say.
 	untouched string
 }
@@ -143,22 +145,27 @@ func (r *runner) take(ctx context.Context, s step) error {
 			return fmt.Errorf("stopped before this step: %w", err)
 		}
 	}
-	if s.kind == kindInner {
+	switch s.kind {
+	case kindInner:
 		return s.do(ctx)
+	case kindTimed:
+		d, err := r.o.step(ctx, r.id, s.name, s.do)
+		r.note(s.name, d, err)
+		return err
 	}
-	d, err := r.o.step(ctx, r.id, s.name, s.do)
-	r.note(s.name, d, err)
-	return err
+	// A table with a kind this switch lacks: a programming error, refused
+	// before the step runs rather than run unannounced.
+	return fmt.Errorf("%s of %s: step %s has no kind %d", r.op, r.id, s.name, s.kind)
 }
 
-func (r *runner) note(s Step, d time.Duration, err error) {
+func (r *runner) note(s StepName, d time.Duration, err error) {
 	if r.record != nil {
 		r.record(s, d, err)
 	}
 }
 
 // fail rolls back and returns the sequence's error for the failed step.
-func (r *runner) fail(ctx context.Context, s Step, err error) error {
+func (r *runner) fail(ctx context.Context, s StepName, err error) error {
 	if merr := r.moveTo(seqFailed); merr != nil {
 		return merr
 	}
@@ -190,7 +197,7 @@ func (r *runner) rollback(ctx context.Context) string {
 
 // failpointName is the name a failpoint knows the step by: the final
 // write of the manifest is "final", apart from the manifest step.
-func (s step) failpointName() Step {
+func (s step) failpointName() StepName {
 	if s.kind == kindSeal {
 		return stepFinal
 	}
@@ -198,4 +205,4 @@ func (s step) failpointName() Step {
 }
 
 // stepFinal names, for failpoints only, the final write of the manifest.
-const stepFinal Step = "final"
+const stepFinal StepName = "final"

@@ -17,7 +17,7 @@ import (
 func TestRunnerRollback(t *testing.T) {
 	var trail []string
 	mk := func(name string, fail bool, u undone) step {
-		return step{name: Step(name),
+		return step{name: StepName(name),
 			do: func(context.Context) error {
 				if fail {
 					return errors.New("broken")
@@ -45,8 +45,8 @@ func TestRunnerRollback(t *testing.T) {
 			trail = nil
 			var recorded []string
 			r := &runner{o: o, op: "test", id: "x", steps: tc.steps, untouched: "untouched",
-				record: func(s Step, _ time.Duration, _ error) { recorded = append(recorded, string(s)) },
-				failed: func(_ context.Context, s Step, err error, outcome string) error {
+				record: func(s StepName, _ time.Duration, _ error) { recorded = append(recorded, string(s)) },
+				failed: func(_ context.Context, s StepName, err error, outcome string) error {
 					return &StepError{Op: "test", ID: "x", Step: string(s), Err: err, Outcome: outcome}
 				}}
 			err := r.run(context.Background())
@@ -74,12 +74,12 @@ func TestRunnerInterrupted(t *testing.T) {
 			{name: "a", do: func(context.Context) error { cancel(); return nil }, undo: func(context.Context) undone { undid = true; return undone{} }},
 			{name: "b", do: func(context.Context) error { t.Fatal("b ran after the cancel"); return nil }},
 		},
-		record: func(s Step, _ time.Duration, err error) {
+		record: func(s StepName, _ time.Duration, err error) {
 			if s == "b" && !errors.Is(err, context.Canceled) {
 				t.Errorf("b recorded with %v, want the cancel", err)
 			}
 		},
-		failed: func(_ context.Context, s Step, err error, _ string) error { return err },
+		failed: func(_ context.Context, s StepName, err error, _ string) error { return err },
 	}
 	err := r.run(ctx)
 	if !undid || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped before this step") {

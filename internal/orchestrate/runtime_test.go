@@ -34,7 +34,7 @@ func quiet() *Orchestrator {
 
 func TestCheckpointWithoutCUDA(t *testing.T) {
 	dir := t.TempDir()
-	var steps []Step
+	var steps []StepName
 	o := New(testConfig, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithEvents(func(e Event) {
 		if e.Done {
 			steps = append(steps, e.Step)
@@ -128,7 +128,7 @@ func TestProcessTreeDeadPID(t *testing.T) {
 	}
 }
 
-func stepNames(s []Step) string {
+func stepNames(s []StepName) string {
 	var b []string
 	for _, x := range s {
 		b = append(b, string(x))

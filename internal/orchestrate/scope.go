@@ -111,7 +111,8 @@ func toolkitHook(s *specs.Spec) bool {
 	if s.Hooks == nil {
 		return false
 	}
-	for _, hooks := range [][]specs.Hook{s.Hooks.Prestart, s.Hooks.CreateRuntime} { //nolint:staticcheck // Prestart is what the toolkit uses
+	//lint:ignore SA1019 the toolkit's legacy mode installs its hook as a Prestart hook, deprecated or not
+	for _, hooks := range [][]specs.Hook{s.Hooks.Prestart, s.Hooks.CreateRuntime} {
 		for _, h := range hooks {
 			if strings.Contains(filepath.Base(h.Path), "nvidia-container") {
 				return true

@@ -12,6 +12,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/leftovers"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -109,7 +110,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 // exits, and the container may be checkpointed meanwhile. A runc that does
 // not report "running" within the restore's deadline is killed; whatever
 // a restore that never ran left is removed.
-func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *orchestrate.Lock) int {
+func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *lock.Lock) int {
 	if err := w.cfg.RestoreTimeoutErr; err != nil {
 		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore, Err: err,
 			Outcome: "nothing was restored", Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"})

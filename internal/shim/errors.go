@@ -11,6 +11,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/imagetrust"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
@@ -26,7 +27,7 @@ var classes = []struct {
 	sentinel error
 	class    error
 }{
-	{orchestrate.ErrBusy, errdefs.ErrUnavailable},
+	{lock.ErrBusy, errdefs.ErrUnavailable},
 	{cuda.ErrTimeout, context.DeadlineExceeded},
 	{cuda.ErrNoProcess, errdefs.ErrNotFound},
 	{orchestrate.ErrNoProcess, errdefs.ErrNotFound},

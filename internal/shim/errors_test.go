@@ -11,9 +11,9 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/imagetrust"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -25,7 +25,7 @@ func TestToGRPCClasses(t *testing.T) {
 		precondition bool
 		want         codes.Code
 	}{
-		{&orchestrate.BusyError{Target: "container c1", Holder: "checkpoint of container c1", PID: 42}, false, codes.Unavailable},
+		{&lock.BusyError{Target: "container c1", Holder: "checkpoint of container c1", PID: 42}, false, codes.Unavailable},
 		{fmt.Errorf("suspend: %w", cuda.ErrTimeout), false, codes.DeadlineExceeded},
 		{fmt.Errorf("find: %w", cuda.ErrNoProcess), false, codes.NotFound},
 		{fmt.Errorf("check: %w", manifest.ErrIncompatibleHost), false, codes.FailedPrecondition},

@@ -14,6 +14,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -119,7 +120,7 @@ func (s *service) busyFor(id, step string) error {
 
 func busyError(id, step, op string) error {
 	return &orchestrate.StepError{Op: step, ID: id, Step: orchestrate.StepLock,
-		Err:    &orchestrate.BusyError{Target: "container " + id, Holder: op + " of container " + id, PID: os.Getpid()},
+		Err:    &lock.BusyError{Target: "container " + id, Holder: op + " of container " + id, PID: os.Getpid()},
 		Remedy: "wait for the running " + op + " of this container to finish, then retry"}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
 
@@ -116,7 +117,7 @@ type Options struct {
 // anything else it could not learn is a warning or a process's Detail.
 func Collect(ctx context.Context, o Options) (*Report, error) {
 	r := &Report{Processes: []Process{}, Locks: []Lock{}, Pauses: []Pause{}}
-	locks, err := orchestrate.ReadLocks(o.LockDir)
+	locks, err := lock.Read(o.LockDir)
 	if err != nil {
 		r.warn("locks in %s: %v", o.LockDir, err)
 	}
@@ -154,7 +155,7 @@ func (r *Report) PIDs() []int {
 	return out
 }
 
-func heldLocks(all []orchestrate.LockInfo) []Lock {
+func heldLocks(all []lock.Info) []Lock {
 	out := []Lock{}
 	for _, l := range all {
 		if !l.Held {

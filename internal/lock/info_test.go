@@ -1,12 +1,10 @@
-package orchestrate
+package lock
 
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/cryo-gpu/cryo/internal/config"
 )
 
 func TestParseLocksLine(t *testing.T) {
@@ -23,19 +21,18 @@ func TestParseLocksLine(t *testing.T) {
 
 // A lock this process holds reads as held with its holder's line; a lock
 // released reads as free; neither read takes the lock.
-func TestReadLocks(t *testing.T) {
+func TestRead(t *testing.T) {
 	dir := t.TempDir()
-	o := New(WithConfig(config.Config{LockDir: dir}))
-	_, l, err := o.LockTarget(context.Background(), "checkpoint", "abc")
+	_, l, err := Target(context.Background(), dir, "checkpoint", "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.AddPIDs([]int{77}); err != nil {
 		t.Fatal(err)
 	}
-	locks, err := ReadLocks(dir)
+	locks, err := Read(dir)
 	if err != nil || len(locks) != 2 {
-		t.Fatalf("ReadLocks: %+v, %v", locks, err)
+		t.Fatalf("Read: %+v, %v", locks, err)
 	}
 	for _, li := range locks {
 		if !li.Held || li.HolderPID != os.Getpid() || li.Op != "checkpoint" || li.Target != "container abc" || li.Container() != "abc" {
@@ -46,29 +43,11 @@ func TestReadLocks(t *testing.T) {
 		t.Fatalf("keys %q %q", locks[0].Key, locks[1].Key)
 	}
 	l.Release()
-	locks, _ = ReadLocks(dir)
+	locks, _ = Read(dir)
 	if len(locks) != 2 || locks[0].Held || locks[1].Held {
 		t.Fatalf("released locks read as %+v", locks)
 	}
-	if none, err := ReadLocks(filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
+	if none, err := Read(filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
 		t.Fatalf("missing dir: %+v, %v", none, err)
-	}
-}
-
-func TestReadPauses(t *testing.T) {
-	dir := t.TempDir()
-	o := New(WithConfig(config.Config{LockDir: dir}))
-	if err := o.writePause(&pauseRecord{ID: "ctr", Processes: nil}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "paused-bad.json"), []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ps, err := ReadPauses(dir)
-	if len(ps) != 1 || ps[0].ID != "ctr" || ps[0].Path != o.pausePath("ctr") {
-		t.Fatalf("pauses %+v", ps)
-	}
-	if err == nil {
-		t.Fatal("a damaged record is no error")
 	}
 }

@@ -1,20 +1,15 @@
-package orchestrate
+package lock
 
 import (
 	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
 // Readers of the lock directory for views such as `cryo ps`. They never
@@ -22,8 +17,8 @@ import (
 // lose its lock, nor wait for one. Whether a lock is held comes from the
 // kernel's table of locks (/proc/locks), matched by device and inode.
 
-// LockInfo is one lock file of the lock directory.
-type LockInfo struct {
+// Info is one lock file of the lock directory.
+type Info struct {
 	Path string
 	// Key is what the file locks: "id-<container>" or "pid-<N>"; "" when
 	// the file name is a hash (a key with odd characters).
@@ -40,7 +35,7 @@ type LockInfo struct {
 }
 
 // PID is the process a "pid-N" key locks, 0 for other keys.
-func (l LockInfo) PID() int {
+func (l Info) PID() int {
 	n, _ := strconv.Atoi(strings.TrimPrefix(l.Key, "pid-"))
 	if !strings.HasPrefix(l.Key, "pid-") {
 		return 0
@@ -49,16 +44,16 @@ func (l LockInfo) PID() int {
 }
 
 // Container is the container id of the target, "" for a bare pid set.
-func (l LockInfo) Container() string {
+func (l Info) Container() string {
 	if id, ok := strings.CutPrefix(l.Target, "container "); ok {
 		return id
 	}
 	return ""
 }
 
-// ReadLocks lists the lock files of dir, held or not. A missing dir has
+// Read lists the lock files of dir, held or not. A missing dir has
 // no locks.
-func ReadLocks(dir string) ([]LockInfo, error) {
+func Read(dir string) ([]Info, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.lock"))
 	if err != nil {
 		return nil, err
@@ -67,7 +62,7 @@ func ReadLocks(dir string) ([]LockInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the kernel's lock table: %w", err)
 	}
-	var out []LockInfo
+	var out []Info
 	for _, f := range files {
 		l, ok := readLockFile(f, held)
 		if ok {
@@ -77,12 +72,12 @@ func ReadLocks(dir string) ([]LockInfo, error) {
 	return out, nil
 }
 
-func readLockFile(path string, held map[inodeKey]int) (LockInfo, bool) {
+func readLockFile(path string, held map[inodeKey]int) (Info, bool) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return LockInfo{}, false
+		return Info{}, false
 	}
-	l := LockInfo{Path: path, Key: strings.TrimSuffix(filepath.Base(path), ".lock")}
+	l := Info{Path: path, Key: strings.TrimSuffix(filepath.Base(path), ".lock")}
 	if !strings.HasPrefix(l.Key, "id-") && !strings.HasPrefix(l.Key, "pid-") {
 		l.Key = "" // hashed
 	}
@@ -145,42 +140,4 @@ func parseLocksLine(line string) (inodeKey, int, bool) {
 		return inodeKey{}, 0, false
 	}
 	return inodeKey{maj, min, ino}, pid, true
-}
-
-// PauseInfo is one GPU-free pause record of the lock directory: a
-// container paused by cryo-runc or the shim, and the processes that pause
-// suspended, with what they held on the GPUs before.
-type PauseInfo struct {
-	Path      string
-	ID        string
-	Processes []manifest.Process
-}
-
-// ReadPauses lists the pause records of dir, sorted by container id. A
-// record that cannot be parsed is an error naming its file; the others
-// are still returned.
-func ReadPauses(dir string) ([]PauseInfo, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "paused-*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var out []PauseInfo
-	var errs []error
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // resumed meanwhile
-		}
-		var r pauseRecord
-		if err == nil {
-			err = json.Unmarshal(b, &r)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pause record %s: %w", f, err))
-			continue
-		}
-		out = append(out, PauseInfo{Path: f, ID: r.ID, Processes: r.Processes})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, errors.Join(errs...)
 }

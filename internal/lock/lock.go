@@ -1,4 +1,15 @@
-package orchestrate
+// Package lock is cryo's per-target lock: one owner per target, so that a
+// second checkpoint, pause or restore of the same container or process
+// fails at once instead of suspending, resuming or thawing under the
+// first. The locks are flock(2) locks on files of one directory, one per
+// key: the container id (or "pid N" for a bare tree) and each pid of the
+// process set, so that the bare CLI on a container's pid and cryo-runc on
+// the container collide. The kernel drops a flock when its holder dies,
+// so a killed cryo leaves no stale lock behind. Each file names its
+// holder (pid, operation, target), for the message of a run that loses
+// and for views such as `cryo ps`, which read the directory without
+// taking a lock (info.go).
+package lock
 
 import (
 	"context"
@@ -14,18 +25,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/cryo-gpu/cryo/internal/config"
 )
-
-// One owner per target: every checkpoint or restore holds a lock on its
-// target for its whole run, so that a second request for the same
-// container or process fails at once instead of suspending, resuming or
-// thawing under the first. The locks are flock(2) locks on files under
-// LockDir, one per key: the container id (or "pid N" for a bare tree) and
-// each pid of the process set, so that the bare CLI on a container's pid
-// and cryo-runc on the container collide. The kernel drops a flock when
-// its holder dies, so a killed cryo leaves no stale lock behind.
 
 // ErrBusy: another checkpoint or restore of the same target is in
 // progress; nothing was touched.
@@ -60,31 +60,32 @@ type Lock struct {
 	files      map[string]*os.File
 }
 
-type lockCtxKey struct{}
+type ctxKey struct{}
 
-// LockTarget locks the target id for op ("checkpoint", "restore") and
+// Target locks the target id for op ("checkpoint", "restore") in dir and
 // returns ctx carrying the lock: the orchestration's entry points under it
-// use that lock instead of taking their own. A front end whose run spans
-// several entry points (a restore: check, runc restore, CUDA resume) takes
-// it first. It fails at once with a *BusyError if another run holds it.
-func (o *Orchestrator) LockTarget(ctx context.Context, op, id string) (context.Context, *Lock, error) {
-	l := &Lock{op: op, target: describeTarget(id), dir: o.lockDir(), files: map[string]*os.File{}}
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
-		return ctx, nil, fmt.Errorf("lock directory %s: %w", l.dir, err)
+// use that lock instead of taking their own (see For). A front end whose
+// run spans several entry points (a restore: check, runc restore, CUDA
+// resume) takes it first. It fails at once with a *BusyError if another
+// run holds it.
+func Target(ctx context.Context, dir, op, id string) (context.Context, *Lock, error) {
+	l, err := open(dir, op, describeTarget(id))
+	if err != nil {
+		return ctx, nil, err
 	}
 	if err := l.add("id-" + id); err != nil {
 		return ctx, nil, err
 	}
-	return context.WithValue(ctx, lockCtxKey{}, l), l, nil
+	return context.WithValue(ctx, ctxKey{}, l), l, nil
 }
 
-// LockPIDs locks only pids, for a run on processes without a container
+// PIDs locks only pids, for a run on processes without a container
 // (`cryo cuda suspend`): it collides with any checkpoint or restore that
 // holds one of them.
-func (o *Orchestrator) LockPIDs(op string, pids []int) (*Lock, error) {
-	l := &Lock{op: op, target: "pid " + strings.Trim(fmt.Sprint(pids), "[]"), dir: o.lockDir(), files: map[string]*os.File{}}
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("lock directory %s: %w", l.dir, err)
+func PIDs(dir, op string, pids []int) (*Lock, error) {
+	l, err := open(dir, op, "pid "+strings.Trim(fmt.Sprint(pids), "[]"))
+	if err != nil {
+		return nil, err
 	}
 	if err := l.AddPIDs(pids); err != nil {
 		l.Release()
@@ -93,19 +94,26 @@ func (o *Orchestrator) LockPIDs(op string, pids []int) (*Lock, error) {
 	return l, nil
 }
 
-// heldLock is the lock ctx carries, or nil.
-func heldLock(ctx context.Context) *Lock {
-	l, _ := ctx.Value(lockCtxKey{}).(*Lock)
+func open(dir, op, target string) (*Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock directory %s: %w", dir, err)
+	}
+	return &Lock{op: op, target: target, dir: dir, files: map[string]*os.File{}}, nil
+}
+
+// FromContext is the lock ctx carries, or nil.
+func FromContext(ctx context.Context) *Lock {
+	l, _ := ctx.Value(ctxKey{}).(*Lock)
 	return l
 }
 
-// lockFor returns the lock ctx carries, or takes one for id; release is a
-// no-op for a lock it did not take.
-func (o *Orchestrator) lockFor(ctx context.Context, op, id string) (context.Context, *Lock, func(), error) {
-	if l := heldLock(ctx); l != nil {
+// For returns the lock ctx carries, or takes one for id in dir; release
+// is a no-op for a lock it did not take.
+func For(ctx context.Context, dir, op, id string) (context.Context, *Lock, func(), error) {
+	if l := FromContext(ctx); l != nil {
 		return ctx, l, func() {}, nil
 	}
-	ctx, l, err := o.LockTarget(ctx, op, id)
+	ctx, l, err := Target(ctx, dir, op, id)
 	if err != nil {
 		return ctx, nil, nil, err
 	}
@@ -140,7 +148,7 @@ func (l *Lock) add(key string) error {
 	if _, ok := l.files[key]; ok {
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(l.dir, fileName(key)), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(filepath.Join(l.dir, FileName(key)), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", key, err)
 	}
@@ -195,15 +203,6 @@ func readHolder(f *os.File) (int, string) {
 	return p, what
 }
 
-// lockDir is where every front end meets: the configured directory
-// ($CRYO_LOCK_DIR), else /run/cryo/locks.
-func (o *Orchestrator) lockDir() string {
-	if o.Config.LockDir != "" {
-		return o.Config.LockDir
-	}
-	return config.DefaultLockDir
-}
-
 // describeTarget is how a message names a target id: bare trees and
 // checkpoint directories say what they are, anything else is a container.
 func describeTarget(id string) string {
@@ -213,9 +212,10 @@ func describeTarget(id string) string {
 	return "container " + id
 }
 
-// fileName is key as a file name: readable when it is plain, hashed when
-// it holds anything else (a path, a slash, an odd container id).
-func fileName(key string) string {
+// FileName is key as a file name: readable when it is plain, hashed when
+// it holds anything else (a path, a slash, an odd container id). Other
+// records of the lock directory (a pause's) are named after it too.
+func FileName(key string) string {
 	ok := len(key) <= 128
 	for _, r := range key {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.", r)) {
@@ -227,16 +227,4 @@ func fileName(key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:16]) + ".lock"
-}
-
-// lockError is a failed lock as a *StepError: a busy target was left
-// exactly as it was.
-func (o *Orchestrator) lockError(op, id string, err error) *StepError {
-	e := &StepError{Op: op, ID: id, Step: StepLock, Err: err, Outcome: "nothing was done, the processes were not touched"}
-	if errors.Is(err, ErrBusy) {
-		e.Remedy = "wait for that run to finish, then retry"
-	} else {
-		e.Remedy = "check that " + o.lockDir() + " (or $" + config.EnvLockDir + ") is a writable directory"
-	}
-	return e
 }

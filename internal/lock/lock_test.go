@@ -1,4 +1,4 @@
-package orchestrate
+package lock
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 )
 
 func TestLockTargetBusy(t *testing.T) {
+	dir := t.TempDir()
 	ctx := context.Background()
-	_, l, err := locks().LockTarget(ctx, "checkpoint", "abc")
+	_, l, err := Target(ctx, dir, "checkpoint", "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = locks().LockTarget(ctx, "restore", "abc")
+	_, _, err = Target(ctx, dir, "restore", "abc")
 	var be *BusyError
 	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) || be.PID != os.Getpid() {
 		t.Fatalf("want a BusyError naming this process, got %v", err)
@@ -28,7 +29,7 @@ func TestLockTargetBusy(t *testing.T) {
 		t.Fatalf("%q lacks %q", err, want)
 	}
 	l.Release()
-	_, l2, err := locks().LockTarget(ctx, "restore", "abc")
+	_, l2, err := Target(ctx, dir, "restore", "abc")
 	if err != nil {
 		t.Fatalf("after Release: %v", err)
 	}
@@ -38,8 +39,9 @@ func TestLockTargetBusy(t *testing.T) {
 // TestLockPIDsCollide: a bare checkpoint of a container's pid and a
 // checkpoint of the container collide on the pid.
 func TestLockPIDsCollide(t *testing.T) {
+	dir := t.TempDir()
 	ctx := context.Background()
-	_, a, err := locks().LockTarget(ctx, "checkpoint", "pid 42")
+	_, a, err := Target(ctx, dir, "checkpoint", "pid 42")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestLockPIDsCollide(t *testing.T) {
 	if err := a.AddPIDs([]int{42}); err != nil {
 		t.Fatalf("a key already held must be taken again: %v", err)
 	}
-	_, b, err := locks().LockTarget(ctx, "checkpoint", "ctr")
+	_, b, err := Target(ctx, dir, "checkpoint", "ctr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,25 +63,27 @@ func TestLockPIDsCollide(t *testing.T) {
 	}
 }
 
-func TestLockForReusesContext(t *testing.T) {
-	ctx, l, err := locks().LockTarget(context.Background(), "restore", "r1")
+func TestForReusesContext(t *testing.T) {
+	dir := t.TempDir()
+	ctx, l, err := Target(context.Background(), dir, "restore", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release()
-	_, got, release, err := locks().lockFor(ctx, "restore", "r1")
+	_, got, release, err := For(ctx, dir, "restore", "r1")
 	if err != nil || got != l {
-		t.Fatalf("lockFor under a held lock: %v", err)
+		t.Fatalf("For under a held lock: %v", err)
 	}
 	release() // a no-op: the caller's lock stays
-	if _, _, err := locks().LockTarget(context.Background(), "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
+	if _, _, err := Target(context.Background(), dir, "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the lock was dropped by a nested release: %v", err)
 	}
 }
 
 // TestLockDiesWithHolder: a killed holder leaves no stale lock.
 func TestLockDiesWithHolder(t *testing.T) {
-	path := filepath.Join(locks().lockDir(), fileName("id-dead"))
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName("id-dead"))
 	os.WriteFile(path, []byte("1 checkpoint of container dead\n"), 0o600)
 	cmd := exec.Command("sh", "-c", `exec 9<>"$0" && flock -x 9 && exec sleep 60`, path)
 	if err := cmd.Start(); err != nil {
@@ -87,7 +91,7 @@ func TestLockDiesWithHolder(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, l, err := locks().LockTarget(context.Background(), "checkpoint", "dead")
+		_, l, err := Target(context.Background(), dir, "checkpoint", "dead")
 		if errors.Is(err, ErrBusy) {
 			break
 		}
@@ -101,7 +105,7 @@ func TestLockDiesWithHolder(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	_, l, err := locks().LockTarget(context.Background(), "checkpoint", "dead")
+	_, l, err := Target(context.Background(), dir, "checkpoint", "dead")
 	if err != nil {
 		t.Fatalf("lock of a killed holder still held: %v", err)
 	}
@@ -134,14 +138,11 @@ func TestReadHolderFirstLine(t *testing.T) {
 }
 
 func TestLockFileName(t *testing.T) {
-	if got := fileName("id-abc_1.2"); got != "id-abc_1.2.lock" {
+	if got := FileName("id-abc_1.2"); got != "id-abc_1.2.lock" {
 		t.Fatal(got)
 	}
-	a, b := fileName("id-checkpoint /tmp/x"), fileName("id-checkpoint /tmp/y")
+	a, b := FileName("id-checkpoint /tmp/x"), FileName("id-checkpoint /tmp/y")
 	if a == b || strings.ContainsAny(a, "/ ") {
 		t.Fatalf("%q %q", a, b)
 	}
 }
-
-// locks takes the tests' locks in their own directory (set by TestMain).
-func locks() *Orchestrator { return New(testConfig) }

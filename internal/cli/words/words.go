@@ -1,0 +1,20 @@
+// Package words is the cryo CLI's wording of the remedies each front end
+// words its own way (orchestrate.RemedyKeys): the CLI's flags, such as
+// --shell-job, are what its user can act on. It is a package of its own so
+// that the CRIU action script (internal/criuaction), which has always
+// given the CLI's words, words them the same without importing the CLI.
+package words
+
+import (
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
+)
+
+// Remedies are the cryo CLI's words, passed with orchestrate.WithFrontEnd.
+var Remedies = report.Wording{
+	orchestrate.RemedyTerminal:    "add --shell-job (and give it at restore too)",
+	orchestrate.RemedyTCP:         "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
+	orchestrate.RemedyUnixSocket:  "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
+	orchestrate.RemedyFileLock:    "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
+	orchestrate.RemedyLockTimeout: "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
+}

@@ -1,0 +1,26 @@
+package words
+
+import (
+	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
+)
+
+// A CLI user reads a remedy in the CLI's terms, for every remedy the core
+// leaves to the front end (the core's message around it: orchestrate's
+// TestFailureMessages). A key the CLI does not word fails here.
+func TestRemedyWords(t *testing.T) {
+	want := map[report.Key]string{
+		orchestrate.RemedyUnixSocket:  "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
+		orchestrate.RemedyTerminal:    "add --shell-job (and give it at restore too)",
+		orchestrate.RemedyTCP:         "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
+		orchestrate.RemedyFileLock:    "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
+		orchestrate.RemedyLockTimeout: "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
+	}
+	for _, k := range orchestrate.RemedyKeys {
+		if Remedies[k] == "" || Remedies[k] != want[k] {
+			t.Errorf("%s:\n got: %s\nwant: %s", k, Remedies[k], want[k])
+		}
+	}
+}

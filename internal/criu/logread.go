@@ -1,0 +1,146 @@
+package criu
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Reading CRIU's logs after a failure: the line that says why, the
+// refusals a caller can lift by asking CRIU for an option, and a copy
+// that outlives the directory the log was written in. What to tell the
+// user, and which logs to keep, is the caller's to decide.
+
+// ReadLog is CRIU's log at path (its first 16 MiB), or "".
+func ReadLog(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 16<<20))
+	return string(b)
+}
+
+// LogCause returns the first "Error" line of a CRIU log that says why: the
+// lines after it are the unwinding, "… FAILED." is a summary, and CRIU
+// always fails to raise RLIMIT_NOFILE where the hard limit is fixed. ""
+// when there is no log or no such line.
+func LogCause(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "Error (") || harmless(line) {
+			continue
+		}
+		if i := strings.Index(line, "): "); i > 0 {
+			line = line[i+3:] // drop the timestamp and source location
+		}
+		return strings.TrimSpace(line)
+	}
+	return ""
+}
+
+// harmlessErrors are CRIU "Error" lines that do not say why a run failed:
+// CRIU cannot raise its own RLIMIT_NOFILE where the hard limit is fixed
+// (it logs that on every run, as "Can't setup RLIMIT_NOFILE for self" or a
+// prlimit failure), and "… FAILED." is the summary of what went before.
+var harmlessErrors = []string{"RLIMIT_NOFILE", "rlimit", "prlimit"}
+
+func harmless(line string) bool {
+	if strings.HasSuffix(line, "FAILED.") {
+		return true
+	}
+	for _, h := range harmlessErrors {
+		if strings.Contains(line, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// KnownCause explains a cause line (LogCause) that does not say what to
+// do, as text to append to it: " (…)", or "".
+func KnownCause(line string) string {
+	// Linux 6.16 restricted SO_PASSCRED/SO_PASSSEC to unix and netlink
+	// sockets; CRIU before 4.2 asks for them on every socket.
+	if strings.Contains(line, "Can't get 1:16 opt") || strings.Contains(line, "Can't get 1:34 opt") {
+		return " (CRIU older than 4.2 cannot checkpoint TCP or UDP sockets on Linux 6.16 and later: " +
+			"use CRIU 4.2 or later, or let the application use unix sockets)"
+	}
+	return ""
+}
+
+// Refusal is a dump CRIU refused for something it handles only when asked
+// to (or that the user can remove): a caller picks its remedy by it.
+type Refusal string
+
+const (
+	RefusedTerminal   Refusal = "terminal"        // the tree is attached to a terminal
+	RefusedTCP        Refusal = "tcp-established" // an established TCP connection
+	RefusedUnixSocket Refusal = "ext-unix-sk"     // a unix socket to a process outside the tree
+	RefusedFileLock   Refusal = "file-locks"      // a held file lock
+)
+
+// refusals map a line of CRIU's log to the refusal it shows.
+var refusals = []struct {
+	line string
+	r    Refusal
+}{
+	{"Task attached to shell terminal", RefusedTerminal},
+	{"Found dangling tty", RefusedTerminal},
+	{"is not a session leader", RefusedTerminal},
+	{"Connected TCP socket", RefusedTCP},
+	{"External socket is used", RefusedUnixSocket},
+	{"Can't dump half of stream unix connection", RefusedUnixSocket},
+	{"file locks are hold without", RefusedFileLock},
+	{"Some file locks are hold", RefusedFileLock},
+}
+
+// RefusalIn reads CRIU's log at path for a refusal; "" if none.
+func RefusalIn(path string) Refusal {
+	log := ReadLog(path)
+	for _, r := range refusals {
+		if strings.Contains(log, r.line) {
+			return r.r
+		}
+	}
+	return ""
+}
+
+// CopyLog copies the log at from to to (owner-only), making to's
+// directory: the evidence of a failure kept from a work directory about
+// to be removed.
+func CopyLog(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
