@@ -176,7 +176,7 @@ func TestPodmanCreateImage(t *testing.T) {
 	if _, err := st.Pull(ctx, ref, ociimage.TransferOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sum, err = st.InspectLocal(ctx, ref)
+	sum, err = st.InspectLocalWith(ctx, ref, ociimage.InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,12 +67,6 @@ func Authorize(req Request, id string, o Options) (Source, error) {
 	return src, nil
 }
 
-// repository is host[:port]/name of the pinned reference.
-func (s Source) repository() string {
-	r, _ := registry.ParseReference(s.Ref)
-	return r.Registry + "/" + r.Repository
-}
-
 // pinnedRef parses ref and requires a digest: a tag is whatever the
 // registry (or the node's store) says it is at the time of the pull.
 func pinnedRef(ref string) (registry.Reference, error) {

@@ -117,7 +117,7 @@ func buildTiny(t *testing.T) (*Store, *Summary) {
 
 func TestInspectLocalDetails(t *testing.T) {
 	st, built := buildTiny(t)
-	sum, err := st.InspectLocal(context.Background(), "example/tiny:1")
+	sum, err := st.InspectLocalWith(context.Background(), "example/tiny:1", InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

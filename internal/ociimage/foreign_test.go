@@ -80,14 +80,14 @@ func TestInspectPodmanImage(t *testing.T) {
 	podmanImage(t, st, "example/podman:gpu", &manifest.Manifest{Version: 3, Created: time.Now(), Needs: []manifest.GPUNeed{need}})
 	podmanImage(t, st, "example/podman:plain", nil)
 
-	sum, err := st.InspectLocal(ctx, "example/podman:gpu")
+	sum, err := st.InspectLocalWith(ctx, "example/podman:gpu", InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum.Kind != KindPodman || len(sum.GPUs) != 1 || sum.GPUs[0].Name != need.Name || sum.GPUsUnknown != "" || sum.Name != "app" {
 		t.Fatalf("local Podman image with cryo's manifest: %+v", sum)
 	}
-	sum, err = st.InspectLocal(ctx, "example/podman:plain")
+	sum, err = st.InspectLocalWith(ctx, "example/podman:plain", InspectOptions{})
 	if err != nil || sum.GPUsUnknown != GPUsNoManifest || sum.Created.IsZero() {
 		t.Fatalf("local Podman image without cryo's manifest: %+v %v", sum, err)
 	}

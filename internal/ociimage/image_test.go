@@ -118,7 +118,7 @@ func TestBuildUnpackRoundTrip(t *testing.T) {
 			t.Fatalf("%s differs after the round trip (%v)", f, err)
 		}
 	}
-	sum, err := st.InspectLocal(context.Background(), "example/ckpt:1")
+	sum, err := st.InspectLocalWith(context.Background(), "example/ckpt:1", InspectOptions{})
 	if err != nil || sum.Sizes.Total != 3<<20+9+manifestBytes(t, dir) || sum.Kind != KindProcess {
 		t.Fatalf("inspect: %+v %v", sum, err)
 	}

@@ -94,16 +94,11 @@ func requireReadableManifest(path string, src *Source) error {
 	return nil
 }
 
-// InspectLocal summarizes an image of the store from its manifest, and its
-// CRIU images from the layers that hold them (the rootfs diff and the pages
-// layers are not read); for an image that cryo did not build (`podman
+// InspectLocalWith summarizes an image of the store from its manifest, and
+// its CRIU images from the layers that hold them (the rootfs diff and the
+// pages layers are not read); for an image that cryo did not build (`podman
 // container checkpoint --create-image`), cryo's manifest inside its layer is
-// read up to that file only.
-func (st *Store) InspectLocal(ctx context.Context, ref string) (*Summary, error) {
-	return st.InspectLocalWith(ctx, ref, InspectOptions{})
-}
-
-// InspectLocalWith is InspectLocal with options: the keys that decrypt an
+// read up to that file only. The options give the keys that decrypt an
 // encrypted image, and whether its command lines are read.
 func (st *Store) InspectLocalWith(ctx context.Context, ref string, o InspectOptions) (*Summary, error) {
 	im, err := st.LoadImage(ctx, ref)

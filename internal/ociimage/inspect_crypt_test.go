@@ -24,7 +24,7 @@ func TestInspectLocalEncrypted(t *testing.T) {
 	if _, _, err := Build(ctx, st, src, BuildOptions{Ref: "example/tiny:enc", SplitAt: 16 << 10, Encrypt: &EncryptOptions{PublicKeys: [][]byte{pub}}}); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := st.InspectLocal(ctx, "example/tiny:enc")
+	sum, err := st.InspectLocalWith(ctx, "example/tiny:enc", InspectOptions{})
 	if err != nil || sum.Details != nil || !strings.Contains(sum.DetailsNote, "--decryption-key") {
 		t.Fatalf("without a key: %v, details %v, note %q", err, sum.Details != nil, sum.DetailsNote)
 	}
