@@ -94,12 +94,16 @@ func TestGPUFrameworks(t *testing.T) {
 
 // fwBare: in place, then a checkpoint and restore, of one bare process.
 // JAX on a host with several GPUs sees them all: with XLA's default
-// allocator it is refused (driver 580 could not restore it), and is then
-// run with the platform allocator, which is restored.
+// allocator and with the platform allocator it is refused (driver 580
+// does not restore it reliably), and is then run on one GPU, which is
+// restored.
 func fwBare(t *testing.T, py *hostPython, fw framework) {
 	if fw.name == "jax" && len(gpuUUIDsOrNone(t)) >= 2 {
-		fwRefused(t, py, fw)
-		fw.env = append(append([]string{}, fw.env...), "XLA_PYTHON_CLIENT_ALLOCATOR=platform")
+		fwRefused(t, py, fw, "XLA's default allocator")
+		platform := fw
+		platform.env = append(append([]string{}, fw.env...), "XLA_PYTHON_CLIENT_ALLOCATOR=platform")
+		fwRefused(t, py, platform, "allocator platform")
+		fw.env = append(append([]string{}, fw.env...), "CUDA_VISIBLE_DEVICES=0")
 	}
 	logPath := filepath.Join(t.TempDir(), fw.name+".log")
 	setEnv(t, fw.env)
@@ -137,26 +141,27 @@ func fwBare(t *testing.T, py *hostPython, fw framework) {
 	t.Logf("%s: %d threads; in place, checkpoint and restore: results unchanged", fw.name, threads)
 }
 
-// fwRefused: a JAX process on several GPUs with XLA's default allocator
-// is refused by `cryo cuda suspend` and `cryo checkpoint`, before anything
-// is suspended, and goes on computing correctly.
-func fwRefused(t *testing.T, py *hostPython, fw framework) {
+// fwRefused: a JAX process on several GPUs, with the allocator its
+// environment picks (named in the refusal as alloc), is refused by `cryo
+// cuda suspend` and `cryo checkpoint`, before anything is suspended, and
+// goes on computing correctly.
+func fwRefused(t *testing.T, py *hostPython, fw framework, alloc string) {
 	logPath := filepath.Join(t.TempDir(), fw.name+"-refused.log")
 	setEnv(t, fw.env)
 	cmd := startDetached(t, logPath, py.exe, fwScript(t), fw.name, "100", fw.mib)
 	pid, spid := cmd.Process.Pid, strconv.Itoa(cmd.Process.Pid)
 	defer killPid(pid)
 	get := func() string { return readFile(logPath) }
-	n := waitFwTicks(t, fw.name+" (default allocator): first ticks", get, 1)
+	n := waitFwTicks(t, fw.name+" ("+alloc+"): first ticks", get, 1)
 	cryo := cryoBin(t, "cryo")
 	for _, args := range [][]string{{"cuda", "suspend", spid}, {"checkpoint", "--pid", spid, "--dir", filepath.Join(t.TempDir(), "img")}} {
 		out, err := runErr(time.Minute, nil, cryo, args...)
-		if err == nil || !strings.Contains(out, "XLA's default allocator on several GPUs") || !strings.Contains(out, "XLA_PYTHON_CLIENT_ALLOCATOR=platform") {
-			t.Fatalf("cryo %s of JAX on several GPUs with the default allocator: err %v, output:\n%s", strings.Join(args, " "), err, out)
+		if err == nil || !strings.Contains(out, "JAX (XLA) on several GPUs") || !strings.Contains(out, "2 GPUs, "+alloc) || !strings.Contains(out, "CUDA_VISIBLE_DEVICES=N") {
+			t.Fatalf("cryo %s of JAX on several GPUs (%s): err %v, output:\n%s", strings.Join(args, " "), alloc, err, out)
 		}
 		t.Logf("cryo %s refused: %s", args[0], strings.TrimSpace(tail(out, 1)))
 	}
-	waitFwTicks(t, fw.name+" (default allocator): ticks after the refusals", get, n+2)
+	waitFwTicks(t, fw.name+" ("+alloc+"): ticks after the refusals", get, n+2)
 }
 
 // fwContainer: the framework in a container given GPU 0, through one front

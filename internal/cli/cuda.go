@@ -92,8 +92,9 @@ running, one at a time. Non-CUDA processes are skipped with a message.
 --lock-timeout bounds the wait for in-flight work. Processes the driver
 could not resume are refused before anything is suspended: NCCL ranks whose
 transports share GPU memory (docs/multi-gpu.md), and JAX processes on several
-GPUs with XLA's default allocator (docs/gpu-workloads.md). --allow-cuda-ipc
-overrides that for a job that avoids both by means cryo cannot see.`,
+GPUs (docs/gpu-workloads.md). --allow-cuda-ipc overrides that, for a job
+that avoids the first by means cryo cannot see, or a driver that restores
+them.`,
 		Example: "  cryo cuda suspend 4242\n  cryo cuda suspend --lock-timeout 1m $(pgrep -f train.py)",
 		Args:    minArgs(1),
 		RunE:    cudaSuspend,

@@ -115,7 +115,7 @@ func addGPUMapFlag(fs *pflag.FlagSet) {
 // memory cryo judges the driver cannot restore (see
 // orchestrate.Orchestrator.AllowCUDAIPC).
 func addAllowIPC(fs *pflag.FlagSet) {
-	fs.Bool("allow-cuda-ipc", cfg.AllowCUDAIPC, "suspend processes cryo refuses because driver 580 could not restore them: NCCL ranks without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment, and JAX processes on several GPUs without XLA_PYTHON_CLIENT_ALLOCATOR=platform (for jobs that set these from inside, or a driver that restores them; driver 580 loses the others) ($"+config.EnvAllowCUDAIPC+")")
+	fs.Bool("allow-cuda-ipc", cfg.AllowCUDAIPC, "suspend processes cryo refuses because driver 580 could not restore them: NCCL ranks without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment, and JAX processes on several GPUs (for jobs that set these from inside, or a driver that restores them; driver 580 loses the others) ($"+config.EnvAllowCUDAIPC+")")
 }
 
 func addLockTimeout(fs *pflag.FlagSet) {

@@ -11,17 +11,20 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// ErrXLAMultiGPU: a JAX (XLA) process on several GPUs whose memory comes
-// from XLA's default allocator, which driver 580 cannot restore.
+// ErrXLAMultiGPU: a JAX (XLA) process that computes on several GPUs,
+// which driver 580 does not restore reliably, whatever XLA's allocator.
 //
 // Measured on 2x H100 (driver 580.159.04, JAX 0.11.2 with the CUDA 13
-// plugin): such a process is checkpointed, then cuCheckpointProcessRestore
-// fails with CUDA_ERROR_INVALID_VALUE, with or without a GPU map and with
-// every thread held as CRIU's CUDA plugin holds them; a second try fails
-// with CUDA_ERROR_OPERATING_SYSTEM, and the process stays checkpointed for
-// good. With XLA_PYTHON_CLIENT_ALLOCATOR=platform (plain device
-// allocations), or with one GPU visible, the same process is restored.
-var ErrXLAMultiGPU = errors.New("XLA's default allocator on several GPUs")
+// plugin, 2026-11-26): with XLA's default allocator (BFC) every restore
+// fails; cuCheckpointProcessRestore answers CUDA_ERROR_INVALID_VALUE, with
+// or without a GPU map and with every thread held as CRIU's CUDA plugin
+// holds them. With XLA_PYTHON_CLIENT_ALLOCATOR=platform, 4 restores of 17
+// failed the same way, each from a checkpoint that looked like the others
+// (the same GPUs, the same memory). A failed restore is final: a second
+// driver call answers CUDA_ERROR_OPERATING_SYSTEM, and restoring the same
+// checkpoint again fails again, so the checkpoint itself is lost. With one
+// GPU visible, the same process is restored every time.
+var ErrXLAMultiGPU = errors.New("JAX (XLA) on several GPUs")
 
 // XLAProcess marks a process that runs XLA's CUDA backend (JAX).
 type XLAProcess struct {
@@ -48,23 +51,32 @@ func xlaOf(pid int, env map[string]string) (*XLAProcess, error) {
 	return nil, nil
 }
 
-// restorable: only XLA's platform allocator was seen restored on
-// several GPUs; the others (the default BFC, cuda_async) are refused.
+// restorable: an XLA process is restored reliably on one GPU only. The
+// allocator does not save it (ErrXLAMultiGPU); it is kept in the manifest
+// and in the refusal because it says how often the restore would fail.
 func (x *XLAProcess) restorable(gpus int) bool {
-	return x == nil || gpus < 2 || x.Allocator == "platform"
+	return x == nil || gpus < 2
 }
 
 // CheckXLA refuses, before anything is suspended, an XLA process that uses
-// several GPUs with an allocator the driver cannot restore: the suspend
-// would succeed and the process would never run again.
+// several GPUs: the suspend would succeed, and the restore could fail for
+// good, losing the process and its checkpoint.
 func CheckXLA(procs []ProcessGPUs) error {
 	var risky []string
 	for _, p := range procs {
 		if n := p.usedGPUs(); !p.XLA.restorable(n) {
-			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", p.PID, n))
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs%s)", p.PID, n, p.XLA.allocatorNote()))
 		}
 	}
 	return xlaRefusal(risky)
+}
+
+// allocatorNote names the allocator in a refusal.
+func (x *XLAProcess) allocatorNote() string {
+	if x.Allocator == "" {
+		return ", XLA's default allocator"
+	}
+	return ", allocator " + x.Allocator
 }
 
 // CheckXLAOf is CheckXLA for processes not yet described (cryo cuda
@@ -85,7 +97,7 @@ func CheckXLAOf(pids []int) error {
 			return err
 		}
 		if n := visibleCap(env, len(held)); !x.restorable(n) {
-			risky = append(risky, fmt.Sprintf("%d (%d GPUs)", pid, n))
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs%s)", pid, n, x.allocatorNote()))
 		}
 	}
 	return xlaRefusal(risky)
@@ -133,7 +145,7 @@ func xlaRefusal(risky []string) error {
 	if len(risky) == 0 {
 		return nil
 	}
-	return report.WithRemedy(fmt.Errorf("%w: pid %s: a JAX (XLA) process on several GPUs whose memory comes from XLA's default allocator, which driver 580 cannot restore (the process would stay suspended for good); nothing was suspended",
+	return report.WithRemedy(fmt.Errorf("%w: pid %s: a JAX (XLA) process that computes on several GPUs, which driver 580 does not restore reliably (with XLA's default allocator never, with XLA_PYTHON_CLIENT_ALLOCATOR=platform about one restore in four; a failed restore leaves the process suspended for good and its checkpoint unusable); nothing was suspended",
 		ErrXLAMultiGPU, strings.Join(risky, ", ")),
-		"start it with XLA_PYTHON_CLIENT_ALLOCATOR=platform, or give each process one GPU (CUDA_VISIBLE_DEVICES)")
+		"give each process one GPU (CUDA_VISIBLE_DEVICES=N, one process per GPU); --allow-cuda-ipc suspends it anyway, at that risk")
 }

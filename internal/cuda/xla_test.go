@@ -20,7 +20,8 @@ func TestCheckXLA(t *testing.T) {
 		{"default allocator, two GPUs", ProcessGPUs{PID: 41, GPUs: twoGPUs, XLA: &XLAProcess{}}, true},
 		{"bfc, two GPUs", ProcessGPUs{PID: 42, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "bfc"}}, true},
 		{"cuda_async, two GPUs (unverified)", ProcessGPUs{PID: 43, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "cuda_async"}}, true},
-		{"platform allocator, two GPUs", ProcessGPUs{PID: 44, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "platform"}}, false},
+		// The platform allocator fails about one restore in four on driver 580.
+		{"platform allocator, two GPUs", ProcessGPUs{PID: 44, GPUs: twoGPUs, XLA: &XLAProcess{Allocator: "platform"}}, true},
 		{"default allocator, one GPU", ProcessGPUs{PID: 45, GPUs: twoGPUs[:1], XLA: &XLAProcess{}}, false},
 		{"not XLA, two GPUs", ProcessGPUs{PID: 46, GPUs: twoGPUs}, false},
 		// The driver opens every GPU's node whatever CUDA_VISIBLE_DEVICES
@@ -40,12 +41,12 @@ func TestCheckXLA(t *testing.T) {
 		if !errors.Is(err, ErrXLAMultiGPU) {
 			t.Fatalf("%s: got %v, want ErrXLAMultiGPU", c.name, err)
 		}
-		for _, want := range []string{"pid 4", "(2 GPUs)", "nothing was suspended", "XLA_PYTHON_CLIENT_ALLOCATOR=platform", "CUDA_VISIBLE_DEVICES"} {
+		for _, want := range []string{"pid 4", "(2 GPUs, ", "nothing was suspended", "XLA_PYTHON_CLIENT_ALLOCATOR=platform", "checkpoint unusable"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %q lacks %q", c.name, err, want)
 			}
 		}
-		mustRemedy(t, err, "start it with XLA_PYTHON_CLIENT_ALLOCATOR=platform, or give each process one GPU (CUDA_VISIBLE_DEVICES)")
+		mustRemedy(t, err, "give each process one GPU (CUDA_VISIBLE_DEVICES=N, one process per GPU); --allow-cuda-ipc suspends it anyway, at that risk")
 	}
 }
 
@@ -96,11 +97,12 @@ func TestCheckXLAOf(t *testing.T) {
 	}
 	two := start("XLA_PYTHON_CLIENT_ALLOCATOR=", "0", "1")
 	err = CheckXLAOf([]int{two})
-	if !errors.Is(err, ErrXLAMultiGPU) || !strings.Contains(err.Error(), "(2 GPUs)") {
+	if !errors.Is(err, ErrXLAMultiGPU) || !strings.Contains(err.Error(), "(2 GPUs, XLA's default allocator)") {
 		t.Fatalf("JAX on two GPUs with the default allocator: got %v", err)
 	}
-	if err := CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=platform", "0", "1")}); err != nil {
-		t.Fatalf("JAX on two GPUs with the platform allocator refused: %v", err)
+	err = CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=platform", "0", "1")})
+	if !errors.Is(err, ErrXLAMultiGPU) || !strings.Contains(err.Error(), "(2 GPUs, allocator platform)") {
+		t.Fatalf("JAX on two GPUs with the platform allocator: got %v", err)
 	}
 	if err := CheckXLAOf([]int{start("XLA_PYTHON_CLIENT_ALLOCATOR=", "1")}); err != nil {
 		t.Fatalf("JAX on one GPU refused: %v", err)

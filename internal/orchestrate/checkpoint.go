@@ -262,7 +262,7 @@ func (c *checkpoint) classify(procs []cuda.Process) error {
 // and which GPUs each process sees and holds memory on: that is what a
 // restore must give back. It refuses, before anything is suspended, what
 // the driver would lose: NCCL ranks that share GPU memory, and JAX
-// processes with XLA's default allocator on several GPUs.
+// processes on several GPUs.
 func (c *checkpoint) inventory(ctx context.Context) error {
 	inv, err := c.o.driver().Inventory(ctx)
 	if err != nil {

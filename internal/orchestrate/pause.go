@@ -99,7 +99,7 @@ const freezeOnlyHint = "annotation cryo.gpu-free-pause=false, or CRYO_GPU_FREE_P
 
 var pauseRemedies = map[StepName]string{
 	StepFind:      "run `cryo cuda state PID` for the container's processes, then retry",
-	StepInventory: "the container's processes hold GPU memory the driver cannot restore (CUDA IPC between processes, or XLA's default allocator on several GPUs): pause it freeze-only (" + freezeOnlyHint + "), or start them as the error says",
+	StepInventory: "the container's processes hold GPU memory the driver cannot restore (CUDA IPC between processes, or JAX on several GPUs): pause it freeze-only (" + freezeOnlyHint + "), or start them as the error says",
 	StepSuspend:   "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry",
 	StepRecord:    "check that the lock directory (CRYO_LOCK_DIR) is writable, then retry",
 	StepFreeze:    "check the container's cgroup (is another tool freezing it?) and retry",
