@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // The GPU-free pause: a paused container gives its GPU memory back.
@@ -168,10 +167,11 @@ func (o *Orchestrator) resumeError(ctx context.Context, id string, pids []int, e
 	return e
 }
 
-// anyAlive reports whether one of pids still exists.
+// anyAlive reports whether one of pids still runs: a zombie is a process
+// that died, whose GPU state nobody will resume.
 func (o *Orchestrator) anyAlive(pids []int) bool {
 	for _, p := range pids {
-		if pidAlive(p) {
+		if procfs.Alive(p) {
 			return true
 		}
 	}
@@ -180,8 +180,6 @@ func (o *Orchestrator) anyAlive(pids []int) bool {
 
 // findForPause is find without the dump's checks: a pause copies nothing.
 func (c *checkpoint) findForPause(ctx context.Context) error { return c.findWith(ctx, nil) }
-
-func pidAlive(pid int) bool { return pid > 0 && unix.Kill(pid, 0) == nil }
 
 // AnnGPUFreePause is the container annotation that turns the GPU-free
 // pause off for one container: "false" (or "0") pauses it freeze-only.

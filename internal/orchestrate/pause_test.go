@@ -6,8 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/procfs"
 )
 
 // TestPauseResume: a pause suspends CUDA (the fake frees the device
@@ -103,5 +107,28 @@ func TestGPUFreePauseOptOut(t *testing.T) {
 	o.Config.FreezeOnlyPause = true
 	if o.GPUFreePause(nil) || !o.GPUFreePause(map[string]string{AnnGPUFreePause: "true"}) {
 		t.Fatal("CRYO_GPU_FREE_PAUSE=0: freeze-only unless the annotation says true")
+	}
+}
+
+// A pause record whose processes are zombies is stale: they died, and
+// nobody will resume their GPU state.
+func TestAnyAliveZombie(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(5 * time.Second); procfs.State(pid) != "Z"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never became a zombie (state %q)", pid, procfs.State(pid))
+		}
+	}
+	o := &Orchestrator{}
+	if o.anyAlive([]int{pid}) {
+		t.Fatalf("zombie %d counted as alive", pid)
+	}
+	if !o.anyAlive([]int{pid, os.Getpid()}) {
+		t.Fatal("this test's own process not counted as alive")
 	}
 }
