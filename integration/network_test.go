@@ -510,3 +510,63 @@ func TestPodmanNetworkTCP(t *testing.T) {
 		t.Fatalf("UDP after the restore: %d, want 6", n)
 	}
 }
+
+// TestPodmanRestoreLostCgroupHierarchy: on cgroup v1, runc binds into a
+// container every cgroup v1 hierarchy the host has mounted when it starts,
+// and at restore maps only those mounted then. A hierarchy mounted on the
+// host for the container's start and checkpoint, and unmounted before its
+// restore, fails the restore with CRIU's "mnt: No mapping for N:(null)
+// mountpoint" (TestPodmanNetworkServer once failed so on a shared host);
+// cryo-runc's report names the hierarchy and how to mount it again, and
+// once it is mounted again the same checkpoint restores. The hierarchy is
+// mounted on the host for this test's two seconds only: a container any
+// runtime starts meanwhile gets it too.
+func TestPodmanRestoreLostCgroupHierarchy(t *testing.T) {
+	requireRoot(t)
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		t.Skip("cgroup v2: runc binds no cgroup v1 hierarchy into a container")
+	}
+	const name = "cryotest"
+	// The host's mount point: runc names the container's bind by its base
+	// name. Unmounted after the container is removed (cleanups run last
+	// first), so that the hierarchy goes with it.
+	hier := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(hier, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountHier := func() { run(t, time.Minute, nil, "mount", "-t", "cgroup", "-o", "none,name="+name, "cgroup", hier) }
+	t.Cleanup(func() { runErr(time.Minute, nil, "umount", hier) })
+	p := newPodman(t)
+	mountHier()
+	const port = 7073
+	p.podman(t, "run", "-d", "--name", "net", "--network", "none", podmanImage, "/bin/netserver", strconv.Itoa(port))
+	pid := func() int {
+		n, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "-f", "{{.State.Pid}}", "net")))
+		return n
+	}
+	waitFor(t, 10*time.Second, "the server", func() bool {
+		out, _ := p.podmanErr("logs", "net")
+		return strings.Contains(out, "listening")
+	})
+	if a, b := pingIn(t, pid(), port); a != 1 || b != 2 {
+		t.Fatalf("before the checkpoint: %d %d", a, b)
+	}
+	export := filepath.Join(p.dir, "net.tar.zst")
+	p.podman(t, "container", "checkpoint", "--export", export, "net")
+	p.podman(t, "rm", "-f", "net")
+	run(t, time.Minute, nil, "umount", hier)
+
+	out, err := p.podmanErr("container", "restore", "--import", export)
+	if err == nil {
+		t.Fatalf("restore without the hierarchy the container started with succeeded:\n%s", out)
+	}
+	wantIn(t, out, "No mapping for", "/sys/fs/cgroup/"+name, "cgroup v1 hierarchy name="+name, "no longer has",
+		"mount -t cgroup -o none,name="+name+" cgroup /sys/fs/cgroup/"+name)
+
+	mountHier()
+	p.podmanErr("rm", "-f", "net") // whatever the failed import left
+	p.podman(t, "container", "restore", "--import", export)
+	if a, b := pingIn(t, pid(), port); a != 3 || b != 4 {
+		t.Fatalf("after the import the server answered %d and %d, want 3 and 4", a, b)
+	}
+}

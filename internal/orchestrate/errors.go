@@ -64,11 +64,14 @@ type CRIUError struct {
 	Op      string // "dump", "restore"
 	LogPath string
 	Err     error
+	// Images is the checkpoint's CRIU images, of a restore: where the
+	// message finds the mount that CRIU names only by its ID.
+	Images string
 }
 
 func (e *CRIUError) Error() string {
 	if line := criu.LogCause(e.LogPath); line != "" {
-		return fmt.Sprintf("criu %s failed: %s%s", e.Op, line, criu.KnownCause(line))
+		return fmt.Sprintf("criu %s failed: %s%s%s", e.Op, line, criu.KnownCause(line), unmappedMount(line, e.Images))
 	}
 	return fmt.Sprintf("criu %s failed: %s", e.Op, strings.Join(strings.Fields(e.Err.Error()), " "))
 }

@@ -84,7 +84,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 				return 0, err
 			}
 			if code != 0 {
-				return 0, &orchestrate.CRIUError{Op: "restore (runc restore)", LogPath: filepath.Join(workDir(o), "restore.log"), Err: &exitError{code}}
+				return 0, &orchestrate.CRIUError{Op: "restore (runc restore)", LogPath: filepath.Join(workDir(o), "restore.log"), Err: &exitError{code}, Images: o.imagePath}
 			}
 			return w.cli.initPID(ctx, o.id), nil
 		},
