@@ -1,8 +1,12 @@
 package criu
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
+	"time"
 
 	"github.com/cryo-gpu/cryo/internal/report"
 	"golang.org/x/sys/unix"
@@ -13,14 +17,47 @@ var ErrTooOld = errors.New("CRIU too old for this kernel")
 
 // Info is the CRIU cryo uses and the kernel it runs on.
 type Info struct {
-	Path    string
-	Version int // go-criu's form: 40201 for 4.2.1
+	Path string
+	// Version is go-criu's form, for the version gates: 40201 for 4.2.1,
+	// and 40300 for a build of 4.2.1 from git (go-criu counts a git build
+	// as the next minor release, as runc does).
+	Version int
+	// Release is the version `criu --version` says, for people and the
+	// manifest: "4.2.1" for that git build too. Empty when it could not be
+	// read.
+	Release string
 	Kernel  string
 }
 
-// VersionString turns 40201 into "4.2.1".
+// VersionString is the release CRIU reports itself as, else Version
+// written out (40201 as "4.2.1").
 func (i Info) VersionString() string {
+	if i.Release != "" {
+		return i.Release
+	}
 	return fmt.Sprintf("%d.%d.%d", i.Version/10000, i.Version/100%100, i.Version%100)
+}
+
+// release reads `criu --version` ("Version: 4.2.1"): the number go-criu
+// gives a git build is one minor release ahead of it, which would name a
+// CRIU that does not exist.
+func release(path string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return parseRelease(string(out))
+}
+
+func parseRelease(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Version:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // Probe asks the CRIU at path for its version over its RPC (go-criu),
@@ -35,6 +72,7 @@ func Probe(path string) (Info, error) {
 	if info.Version, err = c.GetCriuVersion(); err != nil {
 		return info, fmt.Errorf("ask %s for its version: %w", info.Path, err)
 	}
+	info.Release = release(path)
 	return info, nil
 }
 

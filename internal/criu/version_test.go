@@ -33,3 +33,22 @@ func TestCRIUKernelRule(t *testing.T) {
 		t.Errorf("version string %s", s)
 	}
 }
+
+func TestParseRelease(t *testing.T) {
+	for out, want := range map[string]string{
+		"Version: 4.2.1\nGitID: 7658cc6\n": "4.2.1",
+		"Version: 4.1\n":                   "4.1",
+		"no version here\n":                "",
+	} {
+		if got := parseRelease(out); got != want {
+			t.Errorf("parseRelease(%q) = %q, want %q", out, got, want)
+		}
+	}
+	i := Info{Version: 40300, Release: "4.2.1"}
+	if got := i.VersionString(); got != "4.2.1" {
+		t.Errorf("VersionString with a release: %q", got)
+	}
+	if got := (Info{Version: 40201}).VersionString(); got != "4.2.1" {
+		t.Errorf("VersionString without a release: %q", got)
+	}
+}
