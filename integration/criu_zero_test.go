@@ -151,7 +151,11 @@ func TestCRIUZeroPages(t *testing.T) {
 	if size > p.nonzero+16<<20 || size >= zeroMiB<<20/4 {
 		t.Errorf("pages images hold %d bytes: want about the %d non-zero bytes", size, p.nonzero)
 	}
-	if lines != 2 || skipped < 2*(zeroMiB<<20/4096)*99/100 {
+	// After a window of 1024 pages with no zero page (the random words),
+	// CRIU leaves the next windows of that mapping unscanned, so a few MiB
+	// of zeros right after random data are dumped: most, not all, are left
+	// out.
+	if lines != 2 || skipped < 2*(zeroMiB<<20/4096)*95/100 {
 		t.Errorf("dump log: %d zero pages not dumped in %d lines, want about %d in 2", skipped, lines, 2*(zeroMiB<<20/4096))
 	}
 
