@@ -56,6 +56,9 @@ The checks:
   criu hold              whether the CRIU dumps a container whose CUDA
                          processes cryo holds stopped (patch 0003); without
                          it, checkpoints of GPU containers are refused
+  criu zero              whether the CRIU leaves all-zero pages out of the
+                         dump (patch 0004); without it, zeroed GPU memory
+                         (an unused KV cache) is written in full
   runc criu              the criu runc would run: runc looks it up on PATH by
                          name, and cryo-runc and the shim put $CRYO_CRIU's
                          directory first there; another CRIU warns

@@ -25,6 +25,7 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 			{Name: "criu check", Status: Skip, Detail: "no CRIU to run"},
 			{Name: "criu fill", Status: Skip, Detail: "no CRIU"},
 			{Name: "criu hold", Status: Skip, Detail: "no CRIU"},
+			{Name: "criu zero", Status: Skip, Detail: "no CRIU"},
 			{Name: "runc criu", Status: Skip, Detail: "no CRIU"},
 		}
 	}
@@ -35,7 +36,7 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 	if err := info.Check(); err != nil {
 		res[0] = Check{"criu", Fail, err.Error(), criuFix}
 	}
-	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), criuHold(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
+	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), criuHold(info.Path), criuZero(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
 }
 
 // runcCRIU: containers are dumped and restored by runc, which runs the
@@ -220,5 +221,21 @@ func criuHold(path string) Check {
 		return Check{Name: "criu hold", Status: OK, Detail: "cryo's CRIU: it dumps containers whose CUDA processes cryo holds stopped (contrib/criu, patch 0003)"}
 	}
 	return Check{"criu hold", Warn, "this CRIU would hang on a container whose CUDA processes cryo holds stopped: checkpoints of GPU containers are refused (bare `cryo checkpoint --pid` works)",
+		"install cryo's CRIU (`make deps`, contrib/install-deps.sh, or the bundle's sbin/criu), or set CRYO_CRIU to it"}
+}
+
+// criuZero: the driver's checkpoint copies GPU memory into the process's
+// private memory, where an inference server's unused KV cache is zeros;
+// cryo's CRIU leaves those pages out of the dump (patch 0004), another
+// writes them all. The patch's check feature names itself in the binary.
+func criuZero(path string) Check {
+	b, err := criuBinary(path)
+	if err != nil {
+		return Check{Name: "criu zero", Status: Skip, Detail: "cannot read " + path + ": " + err.Error()}
+	}
+	if bytes.Contains(b, []byte("cryo_zero_pages")) {
+		return Check{Name: "criu zero", Status: OK, Detail: "cryo's CRIU: all-zero pages of private memory are left out of the dump (contrib/criu, patch 0004)"}
+	}
+	return Check{"criu zero", Warn, "this CRIU dumps all-zero pages: a checkpoint of mostly empty GPU memory (an unused KV cache) is as large, and as slow to write, as the memory",
 		"install cryo's CRIU (`make deps`, contrib/install-deps.sh, or the bundle's sbin/criu), or set CRYO_CRIU to it"}
 }
