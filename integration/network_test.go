@@ -445,24 +445,35 @@ func TestBareRefusesIOUring(t *testing.T) {
 func TestPodmanNetworkServer(t *testing.T) {
 	p := newPodman(t)
 	const port = 7072
+	export := exportNetServer(t, p, port)
+	p.podman(t, "container", "restore", "--import", export)
+	pingNetServer(t, p, port, 3, 4, "after the import")
+}
+
+// exportNetServer runs the server "net" with `--network none` on port,
+// checks its first two answers, exports a checkpoint of it and removes it;
+// it returns the export.
+func exportNetServer(t *testing.T, p *podmanEnv, port int) string {
+	t.Helper()
 	p.podman(t, "run", "-d", "--name", "net", "--network", "none", podmanImage, "/bin/netserver", strconv.Itoa(port))
-	pid := func() int {
-		n, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "-f", "{{.State.Pid}}", "net")))
-		return n
-	}
 	waitFor(t, 10*time.Second, "the server", func() bool {
 		out, _ := p.podmanErr("logs", "net")
 		return strings.Contains(out, "listening")
 	})
-	if a, b := pingIn(t, pid(), port); a != 1 || b != 2 {
-		t.Fatalf("before the checkpoint: %d %d", a, b)
-	}
+	pingNetServer(t, p, port, 1, 2, "before the checkpoint")
 	export := filepath.Join(p.dir, "net.tar.zst")
 	p.podman(t, "container", "checkpoint", "--export", export, "net")
 	p.podman(t, "rm", "-f", "net")
-	p.podman(t, "container", "restore", "--import", export)
-	if a, b := pingIn(t, pid(), port); a != 3 || b != 4 {
-		t.Fatalf("after the import the server answered %d and %d, want 3 and 4", a, b)
+	return export
+}
+
+// pingNetServer pings the server "net" twice in its network namespace and
+// wants the answers a and b.
+func pingNetServer(t *testing.T, p *podmanEnv, port, a, b int, when string) {
+	t.Helper()
+	pid, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "-f", "{{.State.Pid}}", "net")))
+	if x, y := pingIn(t, pid, port); x != a || y != b {
+		t.Fatalf("%s the server answered %d and %d, want %d and %d", when, x, y, a, b)
 	}
 }
 
@@ -539,21 +550,7 @@ func TestPodmanRestoreLostCgroupHierarchy(t *testing.T) {
 	p := newPodman(t)
 	mountHier()
 	const port = 7073
-	p.podman(t, "run", "-d", "--name", "net", "--network", "none", podmanImage, "/bin/netserver", strconv.Itoa(port))
-	pid := func() int {
-		n, _ := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "-f", "{{.State.Pid}}", "net")))
-		return n
-	}
-	waitFor(t, 10*time.Second, "the server", func() bool {
-		out, _ := p.podmanErr("logs", "net")
-		return strings.Contains(out, "listening")
-	})
-	if a, b := pingIn(t, pid(), port); a != 1 || b != 2 {
-		t.Fatalf("before the checkpoint: %d %d", a, b)
-	}
-	export := filepath.Join(p.dir, "net.tar.zst")
-	p.podman(t, "container", "checkpoint", "--export", export, "net")
-	p.podman(t, "rm", "-f", "net")
+	export := exportNetServer(t, p, port)
 	run(t, time.Minute, nil, "umount", hier)
 
 	out, err := p.podmanErr("container", "restore", "--import", export)
@@ -566,7 +563,5 @@ func TestPodmanRestoreLostCgroupHierarchy(t *testing.T) {
 	mountHier()
 	p.podmanErr("rm", "-f", "net") // whatever the failed import left
 	p.podman(t, "container", "restore", "--import", export)
-	if a, b := pingIn(t, pid(), port); a != 3 || b != 4 {
-		t.Fatalf("after the import the server answered %d and %d, want 3 and 4", a, b)
-	}
+	pingNetServer(t, p, port, 3, 4, "after the import")
 }

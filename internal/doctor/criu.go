@@ -213,15 +213,9 @@ func lastLine(s string) string {
 // without patch 0003 (contrib/criu), so cryo refuses those checkpoints
 // with it. The patch's check feature names itself in the binary.
 func criuHold(path string) Check {
-	b, err := criuBinary(path)
-	if err != nil {
-		return Check{Name: "criu hold", Status: Skip, Detail: "cannot read " + path + ": " + err.Error()}
-	}
-	if bytes.Contains(b, []byte("cryo_seize_stopped")) {
-		return Check{Name: "criu hold", Status: OK, Detail: "cryo's CRIU: it dumps containers whose CUDA processes cryo holds stopped (contrib/criu, patch 0003)"}
-	}
-	return Check{"criu hold", Warn, "this CRIU would hang on a container whose CUDA processes cryo holds stopped: checkpoints of GPU containers are refused (bare `cryo checkpoint --pid` works)",
-		"install cryo's CRIU (`make deps`, contrib/install-deps.sh, or the bundle's sbin/criu), or set CRYO_CRIU to it"}
+	return patchCheck("criu hold", path, "cryo_seize_stopped",
+		"cryo's CRIU: it dumps containers whose CUDA processes cryo holds stopped (contrib/criu, patch 0003)",
+		"this CRIU would hang on a container whose CUDA processes cryo holds stopped: checkpoints of GPU containers are refused (bare `cryo checkpoint --pid` works)")
 }
 
 // criuZero: the driver's checkpoint copies GPU memory into the process's
@@ -229,13 +223,22 @@ func criuHold(path string) Check {
 // cryo's CRIU leaves those pages out of the dump (patch 0004), another
 // writes them all. The patch's check feature names itself in the binary.
 func criuZero(path string) Check {
+	return patchCheck("criu zero", path, "cryo_zero_pages",
+		"cryo's CRIU: all-zero pages of private memory are left out of the dump (contrib/criu, patch 0004)",
+		"this CRIU dumps all-zero pages: a checkpoint of mostly empty GPU memory (an unused KV cache) is as large, and as slow to write, as the memory")
+}
+
+// patchCheck is the check named name of one of cryo's CRIU patches, known
+// by its check feature's name (marker) in the binary at path: ok when
+// there, else the warning warn, with the one remedy of installing cryo's
+// CRIU.
+func patchCheck(name, path, marker, ok, warn string) Check {
 	b, err := criuBinary(path)
 	if err != nil {
-		return Check{Name: "criu zero", Status: Skip, Detail: "cannot read " + path + ": " + err.Error()}
+		return Check{Name: name, Status: Skip, Detail: "cannot read " + path + ": " + err.Error()}
 	}
-	if bytes.Contains(b, []byte("cryo_zero_pages")) {
-		return Check{Name: "criu zero", Status: OK, Detail: "cryo's CRIU: all-zero pages of private memory are left out of the dump (contrib/criu, patch 0004)"}
+	if bytes.Contains(b, []byte(marker)) {
+		return Check{Name: name, Status: OK, Detail: ok}
 	}
-	return Check{"criu zero", Warn, "this CRIU dumps all-zero pages: a checkpoint of mostly empty GPU memory (an unused KV cache) is as large, and as slow to write, as the memory",
-		"install cryo's CRIU (`make deps`, contrib/install-deps.sh, or the bundle's sbin/criu), or set CRYO_CRIU to it"}
+	return Check{name, Warn, warn, "install cryo's CRIU (`make deps`, contrib/install-deps.sh, or the bundle's sbin/criu), or set CRYO_CRIU to it"}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cryo-gpu/cryo/internal/testsupport"
+
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
 	"google.golang.org/protobuf/proto"
 
@@ -20,19 +22,7 @@ func unmappedImages(t *testing.T, point, opts string, fstype mnt.Fstype) string 
 	t.Helper()
 	src := filepath.Join("..", "criuimg", "testdata", "tiny")
 	dir := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testsupport.CopyFiles(t, src, dir)
 	criutest.EditImage(t, dir, "mountpoints-9.img", &mnt.MntEntry{}, func(m proto.Message) {
 		e := m.(*mnt.MntEntry)
 		if e.GetMntId() == 65 {
