@@ -5,6 +5,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // A Podman user reads a remedy in Podman's terms, for every remedy the
@@ -18,9 +19,5 @@ func TestRemedyWords(t *testing.T) {
 		orchestrate.RemedyFileLock:    "checkpoint with `podman container checkpoint --file-locks`",
 		orchestrate.RemedyLockTimeout: "retry the checkpoint (podman container checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the host",
 	}
-	for _, k := range orchestrate.RemedyKeys {
-		if remedies[k] == "" || remedies[k] != want[k] {
-			t.Errorf("%s:\n got: %s\nwant: %s", k, remedies[k], want[k])
-		}
-	}
+	testsupport.CheckWording(t, orchestrate.RemedyKeys, remedies, want)
 }

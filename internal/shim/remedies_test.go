@@ -5,6 +5,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // A ctr user reads a remedy in ctr's terms, for every remedy the core
@@ -18,9 +19,5 @@ func TestRemedyWords(t *testing.T) {
 		orchestrate.RemedyFileLock:    "add the line file-locks to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
 		orchestrate.RemedyLockTimeout: "retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node",
 	}
-	for _, k := range orchestrate.RemedyKeys {
-		if remedies[k] == "" || remedies[k] != want[k] {
-			t.Errorf("%s:\n got: %s\nwant: %s", k, remedies[k], want[k])
-		}
-	}
+	testsupport.CheckWording(t, orchestrate.RemedyKeys, remedies, want)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // A CLI user reads a remedy in the CLI's terms, for every remedy the core
@@ -18,9 +19,5 @@ func TestRemedyWords(t *testing.T) {
 		orchestrate.RemedyFileLock:    "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
 		orchestrate.RemedyLockTimeout: "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
 	}
-	for _, k := range orchestrate.RemedyKeys {
-		if Remedies[k] == "" || Remedies[k] != want[k] {
-			t.Errorf("%s:\n got: %s\nwant: %s", k, Remedies[k], want[k])
-		}
-	}
+	testsupport.CheckWording(t, orchestrate.RemedyKeys, Remedies, want)
 }
