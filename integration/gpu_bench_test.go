@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"regexp"
 	"io"
 	"io/fs"
 	"os"
@@ -54,6 +55,9 @@ func TestBenchGPU(t *testing.T) {
 	}
 	if os.Getenv("CRYO_BENCH_SERVE") != "0" {
 		b.serve(envInt("CRYO_SERVE_GIB", 3))
+	}
+	if os.Getenv("CRYO_BENCH_LLM") != "0" {
+		b.llm()
 	}
 }
 
@@ -164,7 +168,6 @@ func criuFor(t *testing.T, mode string) string {
 // cryo-runc and through the raw sequence.
 func (b *bench) cudamem(mib int) {
 	t := b.t
-	cryo := cryoBin(t, "cryo")
 	base := gpuMemoryUsedMiB(t)
 	for _, mode := range benchOrder() {
 		dir := t.TempDir()
@@ -175,31 +178,10 @@ func (b *bench) cudamem(mib int) {
 		c.start("run", "-d", "--bundle", c.bundle, c.id)
 		c.ticksAfter(1, "first ticks")
 		img := filepath.Join(dir, "img")
-		flushDirty(t)
-		free := watchGPUFree(t, base)
-		if mode == "cryo" {
-			b.row("cudamem", mib, "cryo checkpoint", c.checkpoint(img).Seconds())
-			b.row("cudamem", mib, "cryo GPU free", free().Seconds())
-			b.steps("cudamem", mib, img)
-		} else {
-			d1 := timed(t, nil, cryo, "cuda", "suspend", strconv.Itoa(c.pid()))
-			b.row("cudamem", mib, "raw GPU free", free().Seconds())
-			d2 := c.checkpoint(img)
-			b.row("cudamem", mib, "raw driver suspend", d1.Seconds())
-			b.row("cudamem", mib, "raw runc checkpoint", d2.Seconds())
-			b.row("cudamem", mib, "raw checkpoint", (d1 + d2).Seconds())
-		}
+		b.checkpoint("cudamem", mib, mode, c, img, base)
 		b.sizes("cudamem", mib, img, mode == "cryo" && os.Getenv("CRYO_BENCH_ZSTD") != "0")
 		n := lastTick(t, c.log.String())
-		start := time.Now()
-		if mode == "cryo" {
-			b.row("cudamem", mib, "cryo restore command", c.restore(img).Seconds())
-		} else {
-			d1 := c.restore(img)
-			d2 := timed(t, nil, cryo, "cuda", "resume", strconv.Itoa(c.pid()))
-			b.row("cudamem", mib, "raw runc restore", d1.Seconds())
-			b.row("cudamem", mib, "raw driver resume", d2.Seconds())
-		}
+		start := b.restore("cudamem", mib, mode, c, img)
 		waitTickFast(t, c, n)
 		b.row("cudamem", mib, mode+" restore to first output", time.Since(start).Seconds())
 		c.remove()
@@ -253,7 +235,6 @@ func (b *bench) multi(n, mib int) {
 func (b *bench) serve(gib int) {
 	t := b.t
 	py := torchPython(t)
-	cryo := cryoBin(t, "cryo")
 	weights := serveWeights(t, py, gib)
 	script := filepath.Join(workloadsDir(t), "torchserve/serve.py")
 	mib := gib * 1024
@@ -264,28 +245,9 @@ func (b *bench) serve(gib int) {
 		b.row("serve", mib, "cold start to first answer", s.cold.Seconds())
 		t.Logf("%s", readyRe.FindString(s.c.log.String()))
 		img := filepath.Join(t.TempDir(), "img")
-		flushDirty(t)
-		free := watchGPUFree(t, base)
-		if mode == "cryo" {
-			b.row("serve", mib, "cryo checkpoint", s.c.checkpoint(img).Seconds())
-			b.row("serve", mib, "cryo GPU free", free().Seconds())
-			b.steps("serve", mib, img)
-		} else {
-			d1 := timed(t, nil, cryo, "cuda", "suspend", strconv.Itoa(s.c.pid()))
-			b.row("serve", mib, "raw GPU free", free().Seconds())
-			d2 := s.c.checkpoint(img)
-			b.row("serve", mib, "raw driver suspend", d1.Seconds())
-			b.row("serve", mib, "raw runc checkpoint", d2.Seconds())
-			b.row("serve", mib, "raw checkpoint", (d1 + d2).Seconds())
-		}
+		b.checkpoint("serve", mib, mode, s.c, img, base)
 		b.sizes("serve", mib, img, false)
-		start := time.Now()
-		if mode == "cryo" {
-			b.row("serve", mib, "cryo restore command", s.c.restore(img).Seconds())
-		} else {
-			b.row("serve", mib, "raw runc restore", s.c.restore(img).Seconds())
-			b.row("serve", mib, "raw driver resume", timed(t, nil, cryo, "cuda", "resume", strconv.Itoa(s.c.pid())).Seconds())
-		}
+		start := b.restore("serve", mib, mode, s.c, img)
 		first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
 		b.row("serve", mib, mode+" restore to first output", time.Since(start).Seconds())
 		if first != s.answers[0] {
@@ -315,6 +277,114 @@ func (b *bench) serve(gib int) {
 	b.row("serve", mib, "cryo restore to first output, page cache dropped", coldRestore(t, s.c, s, img).Seconds())
 	b.row("serve", mib, "raw restore to first output, page cache dropped, after cryo's", coldRestore(t, &raw, s, img).Seconds())
 	_ = os.RemoveAll(img)
+}
+
+// llm: the transformers server (contrib/workloads/llmserve) with the memory
+// profile of a production inference server: $CRYO_LLM_WEIGHTS_GIB (8) of
+// random bf16 weights loaded from safetensors, and a KV-cache pool
+// allocated zeroed, $CRYO_LLM_CACHE_GIB (32) or what fills the GPU to
+// $CRYO_LLM_GPU_UTIL (such as 0.9), 64 MiB of it written. For cryo and for
+// the raw sequence in turn: the cold start with the page cache dropped,
+// the checkpoint, the image, the restore to the first generated tokens
+// with the page cache warm, then again from the same image with it
+// dropped; after each restore the answers and the server's own check of
+// its weights and pool must be as before.
+func (b *bench) llm() {
+	t := b.t
+	py := torchPython(t)
+	model := llmModel(t, py, envInt("CRYO_LLM_WEIGHTS_GIB", 8))
+	script := filepath.Join(workloadsDir(t), "llmserve/llmserve.py")
+	args := llmCacheArgs(t)
+	base := gpuMemoryUsedMiB(t)
+	mib := 0
+	for _, mode := range benchOrder() {
+		dropCaches(t)
+		r := runcFor(t, mode)
+		s := startServeWith(t, runcFlavor(filepath.Base(r)), "cryo-bench-llm-"+mode, py, script, model, args, r)
+		s.c.criu = criuFor(t, mode)
+		if mib == 0 {
+			mib = gpuMemoryUsedMiB(t) - base
+		}
+		b.row("llm", mib, "cold start to first answer, page cache dropped", s.cold.Seconds())
+		b.coldStartSteps("llm", mib, s.c.log.String())
+		img := filepath.Join(t.TempDir(), "img")
+		b.checkpoint("llm", mib, mode, s.c, img, base)
+		b.row("llm", mib, mode+" image bytes", float64(dirBytes(t, img)))
+		start := b.restore("llm", mib, mode, s.c, img)
+		first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
+		b.row("llm", mib, mode+" restore to first output", time.Since(start).Seconds())
+		if first != s.answers[0] {
+			t.Fatalf("llm (%s): after the restore %q, before %q", mode, first, s.answers[0])
+		}
+		s.check(t)
+		s.c.remove()
+		b.row("llm", mib, mode+" restore to first output, page cache dropped", coldRestore(t, s.c, s, img).Seconds())
+		_ = os.RemoveAll(img)
+		waitFor(t, time.Minute, "the GPU memory to return to its baseline", func() bool { return gpuMemoryUsedMiB(t) <= base+8 })
+	}
+}
+
+// llmCacheArgs are llmserve's pool arguments from $CRYO_LLM_GPU_UTIL or
+// $CRYO_LLM_CACHE_GIB.
+func llmCacheArgs(t *testing.T) []string {
+	if u := os.Getenv("CRYO_LLM_GPU_UTIL"); u != "" {
+		if f, err := strconv.ParseFloat(u, 64); err != nil || f <= 0 || f >= 1 {
+			t.Fatalf("CRYO_LLM_GPU_UTIL=%q: want a fraction such as 0.9", u)
+		}
+		return []string{"--gpu-util", u}
+	}
+	return []string{"--cache-gib", strconv.Itoa(envInt("CRYO_LLM_CACHE_GIB", 32))}
+}
+
+var coldStepRe = regexp.MustCompile(`\b(import|load|warmup|cache|capture)_s=([0-9.]+)`)
+
+// coldStartSteps records the parts of a server's cold start from its ready line.
+func (b *bench) coldStartSteps(workload string, mib int, log string) {
+	line := readyRe.FindString(log)
+	b.t.Logf("%s", line)
+	for _, m := range coldStepRe.FindAllStringSubmatch(line, -1) {
+		if v, err := strconv.ParseFloat(m[2], 64); err == nil {
+			b.row(workload, mib, "cold start step: "+m[1], v)
+		}
+	}
+}
+
+// checkpoint checkpoints c into img through cryo-runc ("cryo") or the raw
+// sequence (the driver's suspend through `cryo cuda suspend`, then plain
+// runc with stock CRIU), and records the time, the GPU-free time (GPU
+// memory back at base MiB) and, for cryo, its steps.
+func (b *bench) checkpoint(workload string, mib int, mode string, c *runcContainer, img string, base int) {
+	t := b.t
+	flushDirty(t)
+	free := watchGPUFree(t, base)
+	if mode == "cryo" {
+		b.row(workload, mib, "cryo checkpoint", c.checkpoint(img).Seconds())
+		b.row(workload, mib, "cryo GPU free", free().Seconds())
+		b.steps(workload, mib, img)
+		return
+	}
+	d1 := timed(t, nil, cryoBin(t, "cryo"), "cuda", "suspend", strconv.Itoa(c.pid()))
+	b.row(workload, mib, "raw GPU free", free().Seconds())
+	d2 := c.checkpoint(img)
+	b.row(workload, mib, "raw driver suspend", d1.Seconds())
+	b.row(workload, mib, "raw runc checkpoint", d2.Seconds())
+	b.row(workload, mib, "raw checkpoint", (d1 + d2).Seconds())
+}
+
+// restore restores img into c through cryo-runc or the raw sequence (plain
+// runc, then the driver's resume), records each command's time, and
+// returns when it started: the caller times the way to the first output.
+func (b *bench) restore(workload string, mib int, mode string, c *runcContainer, img string) time.Time {
+	start := time.Now()
+	if mode == "cryo" {
+		b.row(workload, mib, "cryo restore command", c.restore(img).Seconds())
+		return start
+	}
+	d1 := c.restore(img)
+	d2 := timed(b.t, nil, cryoBin(b.t, "cryo"), "cuda", "resume", strconv.Itoa(c.pid()))
+	b.row(workload, mib, "raw runc restore", d1.Seconds())
+	b.row(workload, mib, "raw driver resume", d2.Seconds())
+	return start
 }
 
 // coldRestore drops the page cache, restores img with c (cryo-runc, or plain

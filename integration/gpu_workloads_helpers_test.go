@@ -384,6 +384,21 @@ func serveWeights(t *testing.T, py *hostPython, gib int) string {
 	return path
 }
 
+// llmModel builds llmserve's random model of gib GiB once, cached under
+// $CRYO_WEIGHTS_DIR (default /tmp/cryo-weights), and returns its folder.
+func llmModel(t *testing.T, py *hostPython, gib int) string {
+	t.Helper()
+	dir := os.Getenv("CRYO_WEIGHTS_DIR")
+	if dir == "" {
+		dir = "/tmp/cryo-weights"
+	}
+	path := filepath.Join(dir, fmt.Sprintf("llm-%dgib", gib))
+	script := filepath.Join(workloadsDir(t), "llmserve/llmserve.py")
+	out := run(t, 10*time.Minute, nil, py.exe, script, "--gen", path, "--weights-gib", strconv.Itoa(gib))
+	t.Logf("%s", strings.TrimSpace(out))
+	return path
+}
+
 // fdCount is the number of open file descriptors of pid.
 func fdCount(pid int) int {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))

@@ -102,7 +102,7 @@ func TestGPUWorkloadServe(t *testing.T) {
 	script := filepath.Join(workloadsDir(t), "torchserve/serve.py")
 	for _, f := range gpuFlavors() {
 		t.Run(f.name, func(t *testing.T) {
-			s := startServeWith(t, f, "cryo-gpu-serve", py, script, weights)
+			s := startServeWith(t, f, "cryo-gpu-serve", py, script, weights, nil)
 			serveAcrossRestore(t, f.name, s)
 		})
 	}
@@ -154,17 +154,19 @@ var readyRe = regexp.MustCompile(`(?m)^ready cold_start_s=.*$`)
 // startServe starts the server in a container of runc (cryo-runc or plain
 // runc), and waits for its first answers.
 func startServe(t *testing.T, runc, id string, py *hostPython, script, weights string) *served {
-	return startServeWith(t, runcFlavor(filepath.Base(runc)), id, py, script, weights, runc)
+	return startServeWith(t, runcFlavor(filepath.Base(runc)), id, py, script, weights, nil, runc)
 }
 
-// startServeWith starts the server through the front end f and waits for
-// its first answers; runc (default cryo-runc) runs the bundle's container.
-func startServeWith(t *testing.T, f gpuFlavor, id string, py *hostPython, script, weights string, runc ...string) *served {
+// startServeWith starts the server through the front end f, with extra
+// arguments after its own, and waits for its first answers; runc (default
+// cryo-runc) runs the bundle's container. weights (a file or a folder) is
+// bound read-only under /weights.
+func startServeWith(t *testing.T, f gpuFlavor, id string, py *hostPython, script, weights string, extra []string, runc ...string) *served {
 	t.Helper()
 	s := &served{addr: serveAddr(t)}
 	mounts := []specs.Mount{roBind(filepath.Dir(weights), "/weights")}
-	args := []string{py.exe, "/app/serve.py", "--weights", "/weights/" + filepath.Base(weights), "--listen", s.addr}
-	if os.Getenv("CRYO_SERVE_COMPILE") == "1" {
+	args := append([]string{py.exe, "/app/serve.py", "--weights", "/weights/" + filepath.Base(weights), "--listen", s.addr}, extra...)
+	if os.Getenv("CRYO_SERVE_COMPILE") == "1" && filepath.Base(script) == "serve.py" {
 		args = append(args, "--compile") // a production-like cold start: torch.compile with autotuning
 	}
 	r := cryoBin(t, "cryo-runc")

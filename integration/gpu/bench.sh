@@ -40,7 +40,7 @@ mkdir -p "$OUT"
 say "benchmarks"
 export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
 : >"$CRYO_BENCH_OUT"
-(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-9m}") 2>&1 | tee "$OUT/bench.log"
+(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench.log"
 rc=${PIPESTATUS[0]}
 # TestBenchShim: cryo-runc against the containerd shim's content-store and
 # image-path routes, same workload (CRYO_BENCH_SHIM_MIB, default 1024);

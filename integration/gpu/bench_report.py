@@ -61,6 +61,37 @@ def shim_section(rows):
     return out
 
 
+def llm_section(rows, order):
+    """The transformers server at full size: every figure of cryo and of the
+    raw sequence side by side, then the cold start against both restores."""
+    out = []
+    for key in [k for k in order if k[0] == "llm"]:
+        g = rows[key].get
+        out += [f"\nThe transformers inference server (llmserve), {key[1] / 1024:.1f} GiB of GPU memory: cryo and the raw sequence (the driver, plain runc, stock CRIU) side by side; the cold start and the restores with the page cache dropped read the weights or the image from disk:\n",
+                "| figure | cryo | raw | cryo/raw |", "|---|---|---|---|"]
+        for name, a, b, fmt in (
+                ("checkpoint", "cryo checkpoint", "raw checkpoint", s),
+                ("GPU free after the checkpoint began", "cryo GPU free", "raw GPU free", s),
+                ("driver suspend", "cryo checkpoint step: suspend", "raw driver suspend", s),
+                ("dump", "cryo checkpoint step: dump", "raw runc checkpoint", s),
+                ("image", "cryo image bytes", "raw image bytes", gb),
+                ("restore to first answer, page cache warm", "cryo restore to first output", "raw restore to first output", s),
+                ("restore to first answer, page cache dropped", "cryo restore to first output, page cache dropped", "raw restore to first output, page cache dropped", s),
+                ("cold start to first answer, page cache dropped", "cold start to first answer, page cache dropped", None, s)):
+            va = g(a)
+            vb = g(b) if b else None
+            out.append(f"| {name} | {fmt(va)} | {fmt(vb) if b else '—'} | {ratio(va, vb)} |")
+        cold = g("cold start to first answer, page cache dropped")
+        for mode in ("cryo", "raw"):
+            r = g(mode + " restore to first output, page cache dropped")
+            if cold and r:
+                out.append(f"\n{mode}: cold start / restore from a cold page cache = {cold / r:.2f}×")
+        steps = [(k[len("cold start step: "):], v) for k, v in rows[key].items() if k.startswith("cold start step: ")]
+        if steps:
+            out.append("\nCold start (the server's own clock, last start): " + ", ".join(f"{n} {v:.2f} s" for n, v in steps))
+    return out
+
+
 def table(rows, order, marker, intro, columns, row):
     """One optional table: the workloads that have the figure marker, one
     row each from row(key, getter), after the workload and its size."""
@@ -142,6 +173,8 @@ def main():
                  "The inference server with the page cache dropped before its cold start and before the restore:",
                  ["workload", "GPU memory", "cold start to first answer", "cryo restore to first output", "cold/restore", "raw restore to first output", "cryo/raw"],
                  cold_row)
+
+    out += llm_section(rows, order)
 
     def pause_row(key, g):
         return [s(g("cryo pause")), s(g("cryo pause GPU free")), s(g("cryo resume to first output")),
