@@ -25,15 +25,20 @@ type runcContainer struct {
 	id     string
 	log    *testsupport.Buffer
 	criu   string // runc --criu: the benchmarks' raw baseline runs stock CRIU
+	runLog string // runc --log: the benchmarks read cryo-runc's restore steps there
 }
 
 // globals are runc's global flags for this container: its state root and,
-// where set, the CRIU binary.
+// where set, the CRIU binary and the log file.
 func (c *runcContainer) globals() []string {
-	if c.criu == "" {
-		return []string{"--root", c.root}
+	g := []string{"--root", c.root}
+	if c.criu != "" {
+		g = append(g, "--criu", c.criu)
 	}
-	return []string{"--root", c.root, "--criu", c.criu}
+	if c.runLog != "" {
+		g = append(g, "--log", c.runLog)
+	}
+	return g
 }
 
 func newGPUContainer(t *testing.T, runc, id string) *runcContainer {

@@ -4,15 +4,20 @@
 # (integration/gpu_bench_test.go): checkpoint and restore through cryo-runc
 # and through the raw sequence (`cryo cuda suspend` + plain runc; plain runc
 # restore + `cryo cuda resume`) side by side, at each size of
-# CRYO_BENCH_MIB (default "4096 16384"), several CUDA processes, and the
-# PyTorch inference server against its cold start. Then bench_report.py
+# CRYO_BENCH_MIB (default "4096 16384"), several CUDA processes, the
+# PyTorch inference server against its cold start, and the transformers
+# server at full size (llmserve: 8 GiB of weights, a zeroed 32 GiB KV cache). Then bench_report.py
 # writes $OUT/benchmarks-table.md and the plots $OUT/benchmarks.png and
 # $OUT/benchmarks-restore.png.
 #
 # A 16 GiB workload makes a ~17 GB image: each image is deleted before the
 # next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
-# CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0, CRYO_BENCH_THP=1
-# (the CUDA workload again with transparent huge pages "always"). TestBenchCRIU
+# CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0, CRYO_BENCH_LLM=0,
+# CRYO_LLM_WEIGHTS_GIB (8), CRYO_LLM_CACHE_GIB (32) or CRYO_LLM_GPU_UTIL
+# (0.9: the cache fills the GPU to 90 %), CRYO_BENCH_ORDER ("cryo raw"; "cryo"
+# alone skips the baseline), CRYO_BENCH_THP=1 (the CUDA workload again with
+# transparent huge pages "always"; CRYO_BENCH_THP_MIB sizes it, "none" skips
+# it; CRYO_BENCH_THP_LLM=1 adds the transformers server). TestBenchCRIU
 # (integration/bench_criu_test.go) then restores one image with stock and
 # patched CRIU side by side ($OUT/bench-criu.tsv).
 set -uo pipefail
@@ -69,7 +74,8 @@ if [ "${CRYO_BENCH_THP:-0}" = 1 ] && [ -w "$thp" ]; then
 	say "transparent huge pages: always (was $was)"
 	echo always >"$thp"
 	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-thp.tsv CRYO_BENCH_MIB=${CRYO_BENCH_THP_MIB:-4096} CRYO_BENCH_PROCS=1 CRYO_BENCH_SERVE=0 \
-		"$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout 5m) 2>&1 | tee "$OUT/bench-thp.log"
+		CRYO_BENCH_LLM=${CRYO_BENCH_THP_LLM:-0} CRYO_BENCH_WARMUP=0 \
+		"$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench-thp.log"
 	echo "$was" >"$thp"
 fi
 

@@ -86,6 +86,11 @@ def llm_section(rows, order):
             r = g(mode + " restore to first output, page cache dropped")
             if cold and r:
                 out.append(f"\n{mode}: cold start / restore from a cold page cache = {cold / r:.2f}×")
+        for suffix, label in (("", "page cache warm"), (", page cache dropped", "page cache dropped")):
+            rs = [(k[len("cryo restore step: "):-len(suffix) or None], v) for k, v in rows[key].items()
+                  if k.startswith("cryo restore step: ") and k.endswith(suffix) and (suffix or "page cache" not in k)]
+            if rs:
+                out.append(f"\ncryo's restore steps ({label}): " + ", ".join(f"{n} {v:.2f} s" for n, v in rs))
         steps = [(k[len("cold start step: "):], v) for k, v in rows[key].items() if k.startswith("cold start step: ")]
         if steps:
             out.append("\nCold start (the server's own clock, last start): " + ", ".join(f"{n} {v:.2f} s" for n, v in steps))

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -141,6 +142,16 @@ type Step struct {
 
 // Duration returns the step's duration.
 func (s Step) Duration() time.Duration { return time.Duration(s.Seconds * float64(time.Second)) }
+
+// StepsText is steps on one line, "verify 0.012s, restore 3.201s, ...",
+// for a log: where a slow checkpoint or restore spent its time.
+func StepsText(steps []Step) string {
+	parts := make([]string, len(steps))
+	for i, s := range steps {
+		parts[i] = fmt.Sprintf("%s %.3fs", s.Name, s.Seconds)
+	}
+	return strings.Join(parts, ", ")
+}
 
 // New returns a manifest for container id, stamped with now, this host,
 // its kernel and this cryo. The caller, which runs CRIU, adds its version.

@@ -152,3 +152,13 @@ func TestManifestVersions(t *testing.T) {
 		t.Fatalf("older manifest: %+v, %v", got, err)
 	}
 }
+
+func TestStepsText(t *testing.T) {
+	got := StepsText([]Step{{Name: "verify", Seconds: 0.0124}, {Name: "restore", Seconds: 3.2}})
+	if want := "verify 0.012s, restore 3.200s"; got != want {
+		t.Fatalf("StepsText = %q, want %q", got, want)
+	}
+	if got := StepsText(nil); got != "" {
+		t.Fatalf("StepsText(nil) = %q, want empty", got)
+	}
+}

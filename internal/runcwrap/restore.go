@@ -101,6 +101,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 		w.log.error("%v", err)
 		return exitCode(err) // runc's own status when runc failed
 	}
+	w.log.info("restore of container %s: %s", o.id, manifest.StepsText(m.RestoreSteps))
 	return 0
 }
 
@@ -131,6 +132,8 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.M
 		if ran, late = w.waitRunning(ctx, o.id, exited); ran {
 			if err := w.resume(ctx, o, m, scope); err != nil {
 				w.log.error("%v", err)
+			} else {
+				w.log.info("restore of container %s: %s", o.id, manifest.StepsText(m.RestoreSteps))
 			}
 		} else if late {
 			_ = cmd.Process.Kill()
