@@ -27,8 +27,9 @@ const (
 // zeroProc is testdata/zeropages.c running: a parent and a child.
 type zeroProc struct {
 	*bareProc
-	child   int
-	nonzero int64 // bytes of non-zero memory of both regions in both processes
+	child    int
+	nonzero  int64  // bytes of non-zero memory of both regions in both processes
+	zeroAddr string // where the zero region starts, as in /proc/PID/smaps
 }
 
 func startZeroPages(t *testing.T) *zeroProc {
@@ -47,6 +48,9 @@ func startZeroPages(t *testing.T) *zeroProc {
 		p.nonzero = kib << 10
 		if m := regexp.MustCompile(`child (\d+)`).FindSubmatch(b); m != nil {
 			p.child, _ = strconv.Atoi(string(m[1]))
+		}
+		if m := regexp.MustCompile(`zero_addr ([0-9a-f]+)`).FindSubmatch(b); m != nil {
+			p.zeroAddr = string(m[1])
 		}
 		return p.child > 0
 	})
@@ -163,6 +167,7 @@ func TestCRIUZeroPages(t *testing.T) {
 		t.Fatalf("restored pid %d, want %d", pid, p.pid)
 	}
 	p.verify(t, "cryo restore")
+	p.wantHugeAdvice(t, "cryo restore")
 	p.end(t)
 
 	// The image needs nothing new to restore: stock CRIU restores it too.
@@ -170,6 +175,7 @@ func TestCRIUZeroPages(t *testing.T) {
 		t.Fatalf("restored by stock CRIU: pid %d, want %d", pid, p.pid)
 	}
 	p.verify(t, "a restore by stock CRIU")
+	p.wantHugeAdvice(t, "a restore by stock CRIU")
 	p.end(t)
 
 	reg := startRegistry(t)
@@ -211,4 +217,40 @@ func TestCRIUZeroPagesOff(t *testing.T) {
 		t.Fatalf("restored pid %d, want %d", pid, p.pid)
 	}
 	p.verify(t, "cryo restore")
+}
+
+// wantHugeAdvice checks that the parent's zero region, fully present when
+// it was dumped and with zero pages left out, came back with MADV_HUGEPAGE
+// (smaps VmFlags "hg"): its left-out pages then read as the huge zero page.
+func (p *zeroProc) wantHugeAdvice(t *testing.T, after string) {
+	t.Helper()
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		return // no THP in this kernel: nothing to advise
+	}
+	smaps, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := strconv.ParseUint(p.zeroAddr, 16, 64)
+	if err != nil {
+		t.Fatalf("zero region address %q: %v", p.zeroAddr, err)
+	}
+	var in bool
+	for _, line := range strings.Split(string(smaps), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasSuffix(f[0], ":") {
+			if lo, hi, ok := strings.Cut(f[0], "-"); ok {
+				l, _ := strconv.ParseUint(lo, 16, 64)
+				h, _ := strconv.ParseUint(hi, 16, 64)
+				in = l <= at && at < h
+			}
+			continue
+		}
+		if in && strings.HasPrefix(line, "VmFlags:") {
+			if !strings.Contains(line+" ", " hg ") {
+				t.Errorf("after %s, the zero region at %s has %q: want MADV_HUGEPAGE (hg)", after, p.zeroAddr, line)
+			}
+			return
+		}
+	}
+	t.Errorf("after %s, no region of pid %d holds the zero region's %s", after, p.pid, p.zeroAddr)
 }

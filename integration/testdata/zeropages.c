@@ -186,7 +186,8 @@ int main(int argc, char **argv)
 		f = fopen("out.tmp", "w");
 		if (!f)
 			return 2;
-		fprintf(f, "pid %d\nchild %d\nnonzero_kib %zu\n", getpid(), child, nonzero * 4 + 2 * written_len / 1024);
+		fprintf(f, "pid %d\nchild %d\nnonzero_kib %zu\nzero_addr %lx\n", getpid(), child,
+			nonzero * 4 + 2 * written_len / 1024, (unsigned long)zero);
 		fclose(f);
 		rename("out.tmp", argv[3]);
 	}
