@@ -101,11 +101,16 @@ func (e *env) checkCgroups() Check {
 }
 
 // checkTHP reports the transparent huge page mode. The driver's suspend
-// writes the GPU memory into fresh host memory, and CRIU's restore fills
-// fresh memory again: with 4 KiB pages both are bound by page faults. On an
-// H200 host, "always" made a 4 GiB suspend and restore about a third faster
-// (docs/benchmarks.md). It is a host-wide setting that other work may
-// depend on, so any mode is ok and cryo only points the faster one out.
+// writes the GPU memory into fresh host memory that it maps itself, while
+// every thread of the process is held: with 4 KiB pages it is bound by page
+// faults, and no per-process control on Linux 6.18 gives that mapping huge
+// pages (MADV_HUGEPAGE needs the mapping, which exists only inside the
+// driver's call; prctl can only take THP away). cryo's CRIU already restores
+// checkpointed memory in huge pages in "madvise" mode, so "always" speeds
+// up the checkpoint only: 1.34x for the driver's suspend of a 42 GiB
+// inference server on an H100 (docs/benchmarks.md). It is a host-wide
+// setting with costs for other work (more memory for sparse mappings,
+// compaction stalls), so any mode is ok and cryo only points out the gain.
 func (e *env) checkTHP() Check {
 	data, err := os.ReadFile(filepath.Join(e.host.Sys, "kernel/mm/transparent_hugepage/enabled"))
 	if err != nil {
@@ -119,7 +124,7 @@ func (e *env) checkTHP() Check {
 	if mode == "always" {
 		return Check{Name: "huge pages", Status: OK, Detail: "transparent huge pages: always"}
 	}
-	return Check{Name: "huge pages", Status: OK, Detail: "transparent huge pages: " + mode + ` ("always" makes GPU checkpoints and restores faster)`}
+	return Check{Name: "huge pages", Status: OK, Detail: "transparent huge pages: " + mode + ` ("always" makes the driver's suspend about 1.3x faster, at a cost to other work's memory; see docs/benchmarks.md)`}
 }
 
 // checkCopyTimeout reports a $CRYO_COPY_TIMEOUT that the front ends ignore.
