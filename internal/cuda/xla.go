@@ -11,8 +11,9 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// ErrXLAMultiGPU: a JAX (XLA) process that computes on several GPUs,
-// which driver 580 does not restore reliably, whatever XLA's allocator.
+// ErrXLAMultiGPU: a JAX (XLA) process that can open several GPUs, which
+// driver 580 does not restore reliably, whatever XLA's allocator and
+// whatever CUDA_VISIBLE_DEVICES says.
 //
 // Measured on 2x H100 (driver 580.159.04, JAX 0.11.2 with the CUDA 13
 // plugin, 2026-11-26): with XLA's default allocator (BFC) every restore
@@ -20,10 +21,14 @@ import (
 // or without a GPU map and with every thread held as CRIU's CUDA plugin
 // holds them. With XLA_PYTHON_CLIENT_ALLOCATOR=platform, 4 restores of 17
 // failed the same way, each from a checkpoint that looked like the others
-// (the same GPUs, the same memory). A failed restore is final: a second
-// driver call answers CUDA_ERROR_OPERATING_SYSTEM, and restoring the same
-// checkpoint again fails again, so the checkpoint itself is lost. With one
-// GPU visible, the same process is restored every time.
+// (the same GPUs, the same memory). With CUDA_VISIBLE_DEVICES=0 on that
+// host, 7 of 7 restores failed the same way, CRIU's zero-page patch on or
+// off: the driver opens every GPU's device file whatever
+// CUDA_VISIBLE_DEVICES says. A failed restore is final: a second driver
+// call answers CUDA_ERROR_OPERATING_SYSTEM, and restoring the same
+// checkpoint again fails again, so the checkpoint itself is lost. In a
+// container given one GPU (one device file), the same process is restored
+// every time.
 var ErrXLAMultiGPU = errors.New("JAX (XLA) on several GPUs")
 
 // XLAProcess marks a process that runs XLA's CUDA backend (JAX).
@@ -51,24 +56,34 @@ func xlaOf(pid int, env map[string]string) (*XLAProcess, error) {
 	return nil, nil
 }
 
-// restorable: an XLA process is restored reliably on one GPU only. The
-// allocator does not save it (ErrXLAMultiGPU); it is kept in the manifest
-// and in the refusal because it says how often the restore would fail.
+// restorable: an XLA process is restored reliably where it can open one
+// GPU only. Neither the allocator nor CUDA_VISIBLE_DEVICES saves it
+// (ErrXLAMultiGPU); both are named in the refusal because they say how the
+// restore would fail.
 func (x *XLAProcess) restorable(gpus int) bool {
 	return x == nil || gpus < 2
 }
 
-// CheckXLA refuses, before anything is suspended, an XLA process that uses
-// several GPUs: the suspend would succeed, and the restore could fail for
-// good, losing the process and its checkpoint.
+// CheckXLA refuses, before anything is suspended, an XLA process that can
+// open several GPUs (their device files, or its CUDA_VISIBLE_DEVICES where
+// no device file was seen): the suspend would succeed, and the restore
+// could fail for good, losing the process and its checkpoint.
 func CheckXLA(procs []ProcessGPUs) error {
 	var risky []string
 	for _, p := range procs {
-		if n := p.usedGPUs(); !p.XLA.restorable(n) {
-			risky = append(risky, fmt.Sprintf("%d (%d GPUs%s)", p.PID, n, p.XLA.allocatorNote()))
+		if n := len(p.GPUs); !p.XLA.restorable(n) {
+			risky = append(risky, fmt.Sprintf("%d (%d GPUs%s%s)", p.PID, n, p.XLA.allocatorNote(), visibleNote(p.VisibleDevices)))
 		}
 	}
 	return xlaRefusal(risky)
+}
+
+// visibleNote names a CUDA_VISIBLE_DEVICES in a refusal.
+func visibleNote(v VisibleDevices) string {
+	if !v.Set {
+		return ""
+	}
+	return ", " + v.String()
 }
 
 // allocatorNote names the allocator in a refusal.
@@ -79,8 +94,9 @@ func (x *XLAProcess) allocatorNote() string {
 	return ", allocator " + x.Allocator
 }
 
-// CheckXLAOf is CheckXLA for processes not yet described (cryo cuda
-// suspend): the GPUs are those whose device files the process holds.
+// CheckXLAOf is CheckXLA for `cryo cuda suspend`, in place, of processes
+// not yet described: the GPUs are those whose device files the process
+// holds, capped by its CUDA_VISIBLE_DEVICES.
 func CheckXLAOf(pids []int) error {
 	var risky []string
 	for _, pid := range unique(pids) {
@@ -96,6 +112,9 @@ func CheckXLAOf(pids []int) error {
 		if err != nil {
 			return err
 		}
+		// In place (no CRIU in between) a process that CUDA_VISIBLE_DEVICES
+		// keeps on one GPU is suspended and resumed every time, though the
+		// driver opened every GPU's node: only the GPUs it computes on count.
 		if n := visibleCap(env, len(held)); !x.restorable(n) {
 			risky = append(risky, fmt.Sprintf("%d (%d GPUs%s)", pid, n, x.allocatorNote()))
 		}
@@ -103,25 +122,13 @@ func CheckXLAOf(pids []int) error {
 	return xlaRefusal(risky)
 }
 
-// usedGPUs is how many GPUs p computes on: those it holds memory on where
-// NVML said (XLA preallocates on every GPU it uses), else those it can
-// see. The device files alone overcount: the driver opens every GPU's
-// node at start-up, CUDA_VISIBLE_DEVICES=0 or not (measured on 580).
-func (p ProcessGPUs) usedGPUs() int {
-	n := 0
-	for _, g := range p.GPUs {
-		if g.Memory > 0 {
-			n++
-		}
+func xlaRefusal(risky []string) error {
+	if len(risky) == 0 {
+		return nil
 	}
-	if n > 0 {
-		return n
-	}
-	env := map[string]string{}
-	if p.VisibleDevices.Set {
-		env["CUDA_VISIBLE_DEVICES"] = p.VisibleDevices.Value
-	}
-	return visibleCap(env, len(p.GPUs))
+	return report.WithRemedy(fmt.Errorf("%w: pid %s: a JAX (XLA) process that can open several GPUs, which driver 580 does not restore reliably (computing on several: with XLA's default allocator never, with XLA_PYTHON_CLIENT_ALLOCATOR=platform about one restore in four; on one chosen by CUDA_VISIBLE_DEVICES: never, for the driver opens every GPU it can; a failed restore leaves the process suspended for good and its checkpoint unusable); nothing was suspended",
+		ErrXLAMultiGPU, strings.Join(risky, ", ")),
+		"run each JAX process in a container given only its GPU (one GPU device per container; CUDA_VISIBLE_DEVICES alone is not enough); --allow-cuda-ipc suspends it anyway, at that risk")
 }
 
 // visibleCap caps n, the GPUs whose device files a process holds, by
@@ -139,13 +146,4 @@ func visibleCap(env map[string]string, n int) int {
 		}
 	}
 	return min(n, listed)
-}
-
-func xlaRefusal(risky []string) error {
-	if len(risky) == 0 {
-		return nil
-	}
-	return report.WithRemedy(fmt.Errorf("%w: pid %s: a JAX (XLA) process that computes on several GPUs, which driver 580 does not restore reliably (with XLA's default allocator never, with XLA_PYTHON_CLIENT_ALLOCATOR=platform about one restore in four; a failed restore leaves the process suspended for good and its checkpoint unusable); nothing was suspended",
-		ErrXLAMultiGPU, strings.Join(risky, ", ")),
-		"give each process one GPU (CUDA_VISIBLE_DEVICES=N, one process per GPU); --allow-cuda-ipc suspends it anyway, at that risk")
 }

@@ -25,10 +25,11 @@ func TestCheckXLA(t *testing.T) {
 		{"default allocator, one GPU", ProcessGPUs{PID: 45, GPUs: twoGPUs[:1], XLA: &XLAProcess{}}, false},
 		{"not XLA, two GPUs", ProcessGPUs{PID: 46, GPUs: twoGPUs}, false},
 		// The driver opens every GPU's node whatever CUDA_VISIBLE_DEVICES
-		// says: what counts is the memory held, else the variable.
-		{"default allocator, both nodes, memory on one", ProcessGPUs{PID: 47, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b"}}, XLA: &XLAProcess{}}, false},
+		// says, and a checkpoint of such a process never restored (7 of 7
+		// on 2x H100): every GPU it can open counts.
+		{"default allocator, both nodes, memory on one", ProcessGPUs{PID: 47, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b"}}, XLA: &XLAProcess{}}, true},
 		{"default allocator, memory on both", ProcessGPUs{PID: 48, GPUs: []ProcessGPU{{UUID: "GPU-a", Memory: 1 << 30}, {UUID: "GPU-b", Memory: 1 << 30}}, XLA: &XLAProcess{}}, true},
-		{"default allocator, both nodes, CUDA_VISIBLE_DEVICES=0", ProcessGPUs{PID: 49, GPUs: twoGPUs, VisibleDevices: VisibleDevices{Set: true, Value: "0"}, XLA: &XLAProcess{}}, false},
+		{"default allocator, both nodes, CUDA_VISIBLE_DEVICES=0", ProcessGPUs{PID: 49, GPUs: twoGPUs, VisibleDevices: VisibleDevices{Set: true, Value: "0"}, XLA: &XLAProcess{}}, true},
 	}
 	for _, c := range cases {
 		err := CheckXLA([]ProcessGPUs{c.p})
@@ -46,7 +47,11 @@ func TestCheckXLA(t *testing.T) {
 				t.Errorf("%s: %q lacks %q", c.name, err, want)
 			}
 		}
-		mustRemedy(t, err, "give each process one GPU (CUDA_VISIBLE_DEVICES=N, one process per GPU); --allow-cuda-ipc suspends it anyway, at that risk")
+		mustRemedy(t, err, "run each JAX process in a container given only its GPU (one GPU device per container; CUDA_VISIBLE_DEVICES alone is not enough); --allow-cuda-ipc suspends it anyway, at that risk")
+	}
+	err := CheckXLA([]ProcessGPUs{{PID: 49, GPUs: twoGPUs, VisibleDevices: VisibleDevices{Set: true, Value: "0"}, XLA: &XLAProcess{}}})
+	if want := "(2 GPUs, XLA's default allocator, CUDA_VISIBLE_DEVICES=0)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("JAX with CUDA_VISIBLE_DEVICES=0 holding both nodes: %v, want %q in it", err, want)
 	}
 }
 
