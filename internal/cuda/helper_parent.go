@@ -65,7 +65,7 @@ func (d *Driver) helperCommand(in []byte, stdout, stderr interface{ Write([]byte
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = append(append([]string(nil), env...), config.EnvHelper+"=1")
+	cmd.Env = append(hostView(env), config.EnvHelper+"=1")
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
@@ -174,3 +174,20 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return string(t.b) }
+
+// hostView is env without CUDA_VISIBLE_DEVICES:
+// the helper's libcuda and NVML must see every GPU of the host, whatever
+// the shell that ran cryo narrowed its own programs to. With
+// CUDA_VISIBLE_DEVICES=0 inherited, the inventory lacked the host's other
+// GPU, so a process that held both GPUs' device files was recorded with
+// one, and the driver then failed its restore (measured on 2x H100).
+func hostView(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrUnsupportedGPU: the process uses a GPU setup the driver's checkpoint
@@ -99,3 +100,32 @@ func nsPID(pid int) int { return procfs.NSPID(pid) }
 // NSPID is nsPID for callers outside the package (the restore matches its
 // processes to the manifest's by it).
 func NSPID(pid int) int { return nsPID(pid) }
+
+// CheckVisible refuses, before anything is suspended, a process that no
+// restore could give back: one that holds the device files of more GPUs
+// than its CUDA_VISIBLE_DEVICES selects. Frameworks that load NVML
+// (PyTorch, JAX) open every GPU's node whatever the variable says, so the
+// checkpoint records them all, while a restore counts the GPUs the
+// variable selects and refuses the difference (ErrNoMatchingGPU): the
+// checkpoint would be taken, and the process lost with it.
+func CheckVisible(procs []ProcessGPUs, inv Inventory) error {
+	var bad []string
+	for _, p := range procs {
+		if !p.VisibleDevices.Set || p.Evidence != EvidenceFiles {
+			continue
+		}
+		sees, err := p.VisibleDevices.Select(inv.Accessible("/proc/" + strconv.Itoa(p.PID) + "/root"))
+		if err != nil {
+			return err
+		}
+		if len(sees) != len(p.GPUs) {
+			bad = append(bad, fmt.Sprintf("pid %d holds the device files of %d GPUs, and its %s selects %d", p.PID, len(p.GPUs), p.VisibleDevices, len(sees)))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return report.WithRemedy(fmt.Errorf("%w: %s: the driver restores a process only onto as many GPUs as it had, and the restore would give it as many as the variable selects, so the checkpoint could never be restored; nothing was suspended",
+		ErrNoMatchingGPU, strings.Join(bad, "; ")),
+		"run the process in a container given only the GPUs it uses (one device file each), or without CUDA_VISIBLE_DEVICES")
+}

@@ -261,8 +261,9 @@ func (c *checkpoint) classify(procs []cuda.Process) error {
 // inventory records the GPUs while the processes still hold their memory,
 // and which GPUs each process sees and holds memory on: that is what a
 // restore must give back. It refuses, before anything is suspended, what
-// the driver would lose: NCCL ranks that share GPU memory, and JAX
-// processes on several GPUs.
+// the driver would lose: NCCL ranks that share GPU memory, JAX processes
+// on several GPUs, and a process whose CUDA_VISIBLE_DEVICES selects fewer
+// GPUs than it holds (no restore would match it).
 func (c *checkpoint) inventory(ctx context.Context) error {
 	inv, err := c.o.driver().Inventory(ctx)
 	if err != nil {
@@ -278,6 +279,10 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 		if err := errors.Join(cuda.CheckIPC(views), cuda.CheckXLA(views)); err != nil {
 			return err
 		}
+	}
+	// What no restore could give back is refused whatever the flags say.
+	if err := cuda.CheckVisible(views, inv); err != nil {
+		return err
 	}
 	c.m.Inventory = inv
 	for i, v := range views {
