@@ -103,11 +103,11 @@ func NSPID(pid int) int { return nsPID(pid) }
 
 // CheckVisible refuses, before anything is suspended, a process that no
 // restore could give back: one that holds the device files of more GPUs
-// than its CUDA_VISIBLE_DEVICES selects. Frameworks that load NVML
-// (PyTorch, JAX) open every GPU's node whatever the variable says, so the
-// checkpoint records them all, while a restore counts the GPUs the
-// variable selects and refuses the difference (ErrNoMatchingGPU): the
-// checkpoint would be taken, and the process lost with it.
+// than its CUDA_VISIBLE_DEVICES selects. PyTorch and JAX started with
+// CUDA_VISIBLE_DEVICES=0 on 2x H100 held both GPUs' device files (driver
+// 580), so the checkpoint recorded both, while a restore counts the GPUs
+// the variable selects and refused the difference (ErrNoMatchingGPU): the
+// checkpoint was taken, and the process lost with it.
 func CheckVisible(procs []ProcessGPUs, inv Inventory) error {
 	var bad []string
 	for _, p := range procs {
