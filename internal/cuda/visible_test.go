@@ -21,6 +21,9 @@ func TestCheckVisible(t *testing.T) {
 		t.Fatalf("both nodes held, CUDA_VISIBLE_DEVICES=0: got %v", err)
 	}
 	mustRemedy(t, err, "run the process in a container given only the GPUs it uses (one device file each), or without CUDA_VISIBLE_DEVICES")
+	if err := CheckVisible([]ProcessGPUs{{PID: gone, GPUs: two, VisibleDevices: zero, Evidence: EvidenceFiles}}, Inventory{}); err != nil {
+		t.Errorf("without an inventory: refused: %v", err)
+	}
 	for _, p := range []ProcessGPUs{
 		{PID: gone, GPUs: two[:1], VisibleDevices: zero, Evidence: EvidenceFiles},
 		{PID: gone, GPUs: two, Evidence: EvidenceFiles},

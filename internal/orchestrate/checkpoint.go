@@ -280,10 +280,6 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 			return err
 		}
 	}
-	// What no restore could give back is refused whatever the flags say.
-	if err := cuda.CheckVisible(views, inv); err != nil {
-		return err
-	}
 	c.m.Inventory = inv
 	for i, v := range views {
 		if rec, ok := c.paused.owns(c.m.Processes[i].PID); ok && c.m.Processes[i].State == cuda.StateCheckpointed.String() {
@@ -300,7 +296,22 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 		}
 	}
 	c.m.Needs = manifest.NeedsFromProcesses(c.m.Processes)
-	return nil
+	// What no restore could give back is refused whatever the flags say:
+	// checked on what the manifest records, which for a process a GPU-free
+	// pause suspended is what it held before that suspend.
+	return cuda.CheckVisible(recordedGPUs(c.m.Processes), inv)
+}
+
+// recordedGPUs is the GPU view of each process as the manifest records it.
+func recordedGPUs(procs []manifest.Process) []cuda.ProcessGPUs {
+	out := make([]cuda.ProcessGPUs, len(procs))
+	for i, p := range procs {
+		out[i] = cuda.ProcessGPUs{PID: p.PID, GPUs: p.GPUs, Evidence: p.Evidence}
+		if p.VisibleDevices != nil {
+			out[i].VisibleDevices = *p.VisibleDevices
+		}
+	}
+	return out
 }
 
 // describe learns each CUDA process's GPUs, in manifest order.
