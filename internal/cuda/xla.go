@@ -65,17 +65,36 @@ func (x *XLAProcess) restorable(gpus int) bool {
 }
 
 // CheckXLA refuses, before anything is suspended, an XLA process that can
-// open several GPUs (their device files, or its CUDA_VISIBLE_DEVICES where
-// no device file was seen): the suspend would succeed, and the restore
-// could fail for good, losing the process and its checkpoint.
-func CheckXLA(procs []ProcessGPUs) error {
+// open several GPUs: the suspend would succeed, and the restore could fail
+// for good, losing the process and its checkpoint. It counts the GPUs
+// whose device files the process holds, or the GPUs its environment
+// selects where it holds none (p.GPUs), and also every GPU whose node it
+// can open (inv): JAX started with CUDA_VISIBLE_DEVICES=0 on 2x H100
+// held both nodes, and after one in-place suspend and resume only GPU
+// 0's, yet the driver failed every restore of its checkpoint (3 of 3,
+// CUDA_ERROR_INVALID_VALUE, driver 580). Without an inventory only p.GPUs
+// counts.
+func CheckXLA(procs []ProcessGPUs, inv Inventory) error {
 	var risky []string
 	for _, p := range procs {
-		if n := len(p.GPUs); !p.XLA.restorable(n) {
+		if p.XLA == nil {
+			continue
+		}
+		if n := max(len(p.GPUs), inv.openable(p.PID)); !p.XLA.restorable(n) {
 			risky = append(risky, fmt.Sprintf("%d (%d GPUs%s%s)", p.PID, n, p.XLA.allocatorNote(), visibleNote(p.VisibleDevices)))
 		}
 	}
 	return xlaRefusal(risky)
+}
+
+// openable counts the inventory's GPUs whose device nodes pid can open
+// (under its root: a container given one GPU has one); 0 without an
+// inventory.
+func (inv Inventory) openable(pid int) int {
+	if len(inv.GPUs) == 0 {
+		return 0
+	}
+	return len(inv.Accessible("/proc/" + strconv.Itoa(pid) + "/root"))
 }
 
 // visibleNote names a CUDA_VISIBLE_DEVICES in a refusal.

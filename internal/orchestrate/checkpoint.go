@@ -276,7 +276,7 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 		return err
 	}
 	if !c.o.AllowCUDAIPC {
-		if err := errors.Join(cuda.CheckIPC(views), cuda.CheckXLA(views)); err != nil {
+		if err := errors.Join(cuda.CheckIPC(views), cuda.CheckXLA(views, inv)); err != nil {
 			return err
 		}
 	}
