@@ -370,10 +370,7 @@ func serveAddr(t *testing.T) string {
 // $CRYO_WEIGHTS_DIR (default /tmp/cryo-weights), and returns the file.
 func serveWeights(t *testing.T, py *hostPython, gib int) string {
 	t.Helper()
-	dir := os.Getenv("CRYO_WEIGHTS_DIR")
-	if dir == "" {
-		dir = "/tmp/cryo-weights"
-	}
+	dir := weightsDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -384,15 +381,20 @@ func serveWeights(t *testing.T, py *hostPython, gib int) string {
 	return path
 }
 
+// weightsDir is where the servers' random weights are cached across runs:
+// $CRYO_WEIGHTS_DIR, default /tmp/cryo-weights.
+func weightsDir() string {
+	if dir := os.Getenv("CRYO_WEIGHTS_DIR"); dir != "" {
+		return dir
+	}
+	return "/tmp/cryo-weights"
+}
+
 // llmModel builds llmserve's random model of gib GiB once, cached under
 // $CRYO_WEIGHTS_DIR (default /tmp/cryo-weights), and returns its folder.
 func llmModel(t *testing.T, py *hostPython, gib int) string {
 	t.Helper()
-	dir := os.Getenv("CRYO_WEIGHTS_DIR")
-	if dir == "" {
-		dir = "/tmp/cryo-weights"
-	}
-	path := filepath.Join(dir, fmt.Sprintf("llm-%dgib", gib))
+	path := filepath.Join(weightsDir(), fmt.Sprintf("llm-%dgib", gib))
 	script := filepath.Join(workloadsDir(t), "llmserve/llmserve.py")
 	out := run(t, 10*time.Minute, nil, py.exe, script, "--gen", path, "--weights-gib", strconv.Itoa(gib))
 	t.Logf("%s", strings.TrimSpace(out))

@@ -59,7 +59,7 @@ func (inv Inventory) Describe(pid int) (ProcessGPUs, error) {
 		p.Evidence = EvidenceFiles
 	} else {
 		p.Evidence = EvidenceEnv
-		if gpus, err = p.VisibleDevices.Select(inv.Accessible("/proc/" + strconv.Itoa(pid) + "/root")); err != nil {
+		if gpus, err = p.VisibleDevices.Select(inv.AccessibleTo(pid)); err != nil {
 			return p, err
 		}
 	}
@@ -95,6 +95,12 @@ func (inv Inventory) Accessible(root string) []GPU {
 	}
 	gpus, _ := inv.byMinor(minors)
 	return gpus
+}
+
+// AccessibleTo is Accessible for the root of process pid: the GPUs whose
+// nodes it can open (its container's /dev, or the host's).
+func (inv Inventory) AccessibleTo(pid int) []GPU {
+	return inv.Accessible("/proc/" + strconv.Itoa(pid) + "/root")
 }
 
 // ByMinors returns the inventory's GPUs for the given minors, in inventory

@@ -117,7 +117,7 @@ func CheckVisible(procs []ProcessGPUs, inv Inventory) error {
 		if !p.VisibleDevices.Set || p.Evidence != EvidenceFiles {
 			continue
 		}
-		sees, err := p.VisibleDevices.Select(inv.Accessible("/proc/" + strconv.Itoa(p.PID) + "/root"))
+		sees, err := p.VisibleDevices.Select(inv.AccessibleTo(p.PID))
 		if err != nil {
 			return err
 		}

@@ -94,7 +94,7 @@ func (inv Inventory) openable(pid int) int {
 	if len(inv.GPUs) == 0 {
 		return 0
 	}
-	return len(inv.Accessible("/proc/" + strconv.Itoa(pid) + "/root"))
+	return len(inv.AccessibleTo(pid))
 }
 
 // visibleNote names a CUDA_VISIBLE_DEVICES in a refusal.
