@@ -43,7 +43,8 @@ type k8sCheckpoint struct {
 // kubeletRun is what TestKubelet's parts share.
 type kubeletRun struct {
 	reg    *privateRegistry
-	tenant podOpts // team-a's pods: restricted, with the pull secret
+	pub    *imgRegistry // public: a tenant's own images
+	tenant podOpts      // team-a's pods: restricted, with the pull secret
 	ck     k8sCheckpoint
 }
 
@@ -52,7 +53,7 @@ func TestKubelet(t *testing.T) {
 	c := startK8sCluster(t)
 	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
 	pub := startRegistry(t)
-	r := &kubeletRun{reg: startPrivateRegistry(t)}
+	r := &kubeletRun{reg: startPrivateRegistry(t), pub: pub}
 	c.app = pub.addr + "/cryo/app:v1"
 	c.node.publishApp(c.app)
 	level, uid := tenantProfile(t)
@@ -71,6 +72,7 @@ func TestKubelet(t *testing.T) {
 		{"Restore", testKubeletRestore},
 		{"OtherNamespace", testKubeletOtherNamespace},
 		{"PrivilegedIntoRestricted", testKubeletPrivilegedIntoRestricted},
+		{"SharedConfig", testKubeletSharedConfig},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			start := time.Now()
@@ -110,9 +112,15 @@ func capBounded(bit uint) bool {
 // tag.
 func (c *k8sCluster) checkpointPod(reg *privateRegistry, ns, name string, o podOpts, tag string) k8sCheckpoint {
 	c.t.Helper()
+	return c.checkpointPodAt(reg, ns, name, o, tag, 3)
+}
+
+// checkpointPodAt is checkpointPod once the app has printed ticks ticks.
+func (c *k8sCluster) checkpointPodAt(reg *privateRegistry, ns, name string, o podOpts, tag string, ticks int) k8sCheckpoint {
+	c.t.Helper()
 	c.runPod(appPod(ns, name, c.app, o))
 	c.waitPod(ns, name, "Running")
-	c.waitTicks(ns, name, 3)
+	c.waitTicks(ns, name, ticks)
 	api := "/checkpoint/" + ns + "/" + name + "/app"
 	if code, body := c.kubeletPost("", api); code != http.StatusUnauthorized {
 		c.t.Fatalf("kubelet %s without a client certificate: %d %s, want 401", api, code, body)

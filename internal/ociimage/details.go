@@ -47,6 +47,12 @@ func addDetails(sum *Summary, dir string, o criuimg.Options) {
 // written in plaintext but those small files, removed on return.
 func (st *Store) addImageDetails(sum *Summary, im *Image, o InspectOptions) {
 	dec := o.Decrypt
+	if IsRunnable(im.Manifest.Annotations) {
+		if err := VerifyParts(im.Config, im.Manifest, true); err != nil {
+			sum.DetailsNote = report.Render(fmt.Sprintf("its checkpoint parts were not read: %v", err), RemedyParts)
+			return
+		}
+	}
 	tmp, err := os.MkdirTemp("", "cryo-inspect-")
 	if err != nil {
 		sum.DetailsNote = "no room to read the CRIU images: " + err.Error()

@@ -74,6 +74,7 @@ func (st *Store) buildRunnable(ctx context.Context, src *Source, sum *Summary, o
 	// annotation for a checkpoint archive of its own: this one is not.
 	delete(ann, AnnCRIUContainerName)
 	delete(ann, AnnCRIURootfsImage)
+	cfg = bindParts(cfg, layers, ann) // see runnable_bind.go
 	desc, err := st.commitManifest(ctx, o.Ref, cfg, layers, ann)
 	return desc, append([]ocispec.Descriptor{rootfs}, parts...), err
 }

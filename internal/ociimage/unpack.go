@@ -161,6 +161,8 @@ func remedyFor(err error) string {
 		return ""
 	case errors.Is(err, archive.ErrUnsafeEntry):
 		return "do not restore this image"
+	case errors.Is(err, ErrPartsMismatch), errors.Is(err, ErrPartsUnbound):
+		return RemedyParts
 	case errors.Is(err, ErrNoSpace):
 		return "free space where the image is unpacked ($CRYO_RESTORE_DIR, default /var/lib/cryo/restore), then retry; the image itself is kept"
 	default:

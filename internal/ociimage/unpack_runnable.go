@@ -23,6 +23,9 @@ import (
 // OCI layer tar, which every restore path applies), and the base image's
 // layers left alone: the restore's container already has them.
 func (st *Store) unpackRunnable(ctx context.Context, im *Image, dir string, o UnpackOptions, budget *archive.Budget, t *progress.Task) error {
+	if err := VerifyParts(im.Config, im.Manifest, true); err != nil {
+		return err
+	}
 	fs := 0 // the index of the file-system layer, in the config's diff_ids
 	for _, l := range im.Manifest.Layers {
 		var err error
@@ -81,12 +84,18 @@ func (st *Store) writeRootfsDiff(l ocispec.Descriptor, diffID digest.Digest, dir
 // UnpackParts extracts the checkpoint parts of runnable image man from a
 // content provider (containerd's content store, for the shim) into dir,
 // each blob checked against its digest and uncompressed digest, then the
-// CRIU files against cryo's manifest. The base and changes' layers are not
+// CRIU files against cryo's manifest. Before anything is read, the
+// manifest must be the one its config names (runnable_bind.go): containerd
+// picks a manifest by config, and an image built before the label is
+// refused. The base and changes' layers are not
 // read: containerd has unpacked them into the container's root file
 // system. On failure dir holds partial files; the caller removes it.
 func UnpackParts(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manifest, dir string, recs filedigest.Records) error {
 	if !IsRunnable(man.Annotations) {
 		return fmt.Errorf("the image is not a runnable checkpoint image (no %s=%s): %w", AnnLayout, LayoutRunnable, ErrNotCheckpointImage)
+	}
+	if err := verifyPartsIn(ctx, p, man); err != nil {
+		return err
 	}
 	budget := recordedBudget(man.Annotations)
 	for _, l := range man.Layers {
@@ -127,6 +136,9 @@ func unpackPart(ctx context.Context, p ctrdcontent.Provider, l ocispec.Descripto
 // (staged in a private temporary file, since a tar entry needs its size
 // first). The application's layers are not part of a checkpoint export.
 func (st *Store) walkRunnable(ctx context.Context, im *Image, dec *DecryptOptions, e *exporter) error {
+	if err := VerifyParts(im.Config, im.Manifest, true); err != nil {
+		return err
+	}
 	fs := 0
 	for _, l := range im.Manifest.Layers {
 		var err error

@@ -9,13 +9,10 @@ import (
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/content/proxy"
-	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/log"
-	"github.com/containerd/platforms"
 	godigest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc/metadata"
@@ -44,9 +41,16 @@ const AnnRestore = imagerestore.Prefix + "restore"
 // manifest and containerd's content store.
 type runnableImage struct {
 	name string
-	desc ocispec.Descriptor // the manifest's
+	desc ocispec.Descriptor // the image record's target (a manifest or an index)
 	man  ocispec.Manifest
 	cs   content.Store
+	// Where the pod named the image (runnable_bind.go): the container
+	// record, the digest the name pins, and the config of the record's
+	// image (or the image ID the container names), which the named
+	// manifest must have.
+	rec          containerRecord
+	pinned       godigest.Digest
+	recordConfig godigest.Digest
 }
 
 // runnableCheckpoint reads the container's image from containerd and
@@ -63,7 +67,8 @@ func (s *service) runnableCheckpoint(ctx context.Context, r *taskv3.CreateTaskRe
 	if v := annotation(spec.Annotations, AnnRestore, spec.Annotations[imagerestore.AnnCRIContainerName]); v == "false" {
 		return runnableImage{}, false
 	}
-	ri, err := s.containerImage(ctx, r.ID)
+	ri, err := s.containerImage(ctx, r.ID, spec.Annotations)
+	ri.rec.userns = spec.Linux != nil && len(spec.Linux.UIDMappings) > 0
 	if err != nil {
 		log.G(ctx).WithError(err).WithField("id", r.ID).Warn("cryo: could not read the container's image from containerd; starting it from its image")
 		return runnableImage{}, false
@@ -71,9 +76,11 @@ func (s *service) runnableCheckpoint(ctx context.Context, r *taskv3.CreateTaskRe
 	return ri, ri.name != "" && ociimage.IsRunnable(ri.man.Annotations)
 }
 
-// containerImage reads container id's image and manifest from containerd.
-// A container without an image record gives the zero value.
-func (s *service) containerImage(ctx context.Context, id string) (runnableImage, error) {
+// containerImage reads container id's image and manifest from containerd:
+// the image the pod named, under CRI (ann holds CRI's annotations), else
+// the container record's. A container without an image record gives the
+// zero value.
+func (s *service) containerImage(ctx context.Context, id string, ann map[string]string) (runnableImage, error) {
 	conn, err := s.daemon.connection(ctx)
 	if err != nil {
 		return runnableImage{}, err
@@ -90,14 +97,15 @@ func (s *service) containerImage(ctx context.Context, id string) (runnableImage,
 	if c.Container.Image == "" {
 		return runnableImage{}, nil
 	}
-	im, err := imagesapi.NewImagesClient(conn).Get(ctx, &imagesapi.GetImageRequest{Name: c.Container.Image})
-	if err != nil {
-		return runnableImage{}, fmt.Errorf("read image %s: %w", c.Container.Image, err)
+	ri := runnableImage{name: c.Container.Image, cs: proxy.NewContentStore(contentapi.NewContentClient(conn)),
+		rec: containerRecord{image: c.Container.Image, snapshotter: c.Container.Snapshotter, snapshotKey: c.Container.SnapshotKey}}
+	if named := ann[AnnCRIImageName]; named != "" {
+		err = namedImage(ctx, conn, &ri, named)
+	} else {
+		ri.desc, ri.man, err = readImage(ctx, conn, &ri, ri.name)
 	}
-	ri := runnableImage{name: c.Container.Image, cs: proxy.NewContentStore(contentapi.NewContentClient(conn))}
-	ri.desc = ocispec.Descriptor{MediaType: im.Image.Target.MediaType, Digest: godigest.Digest(im.Image.Target.Digest), Size: im.Image.Target.Size}
-	if ri.man, err = images.Manifest(ctx, ri.cs, ri.desc, platforms.Default()); err != nil {
-		return runnableImage{}, fmt.Errorf("read the manifest of %s: %w", ri.name, err)
+	if err != nil {
+		return runnableImage{}, err
 	}
 	return ri, nil
 }
@@ -151,6 +159,9 @@ func (s *service) createFromRunnable(ctx context.Context, r *taskv3.CreateTaskRe
 // and runs the checks of every restore; on failure nothing is left.
 func (s *service) checkRunnable(ctx context.Context, r *taskv3.CreateTaskRequest, ri runnableImage, who string) (pendingRestore, error) {
 	began := time.Now()
+	if err := s.checkBinding(ctx, ri, who); err != nil {
+		return pendingRestore{}, err
+	}
 	work, err := s.unpackRunnable(ctx, ri, who)
 	if err != nil {
 		return pendingRestore{}, err
@@ -175,8 +186,11 @@ func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who stri
 	if err != nil {
 		work.Remove()
 		remedy := "pull the image again (remove it from the node first), or rebuild it with `cryo image build --runnable`"
-		if errors.Is(err, ociimage.ErrNoSpace) {
+		switch {
+		case errors.Is(err, ociimage.ErrNoSpace):
 			remedy = "free space in " + s.cfg.RestoreDir
+		case errors.Is(err, ociimage.ErrPartsMismatch), errors.Is(err, ociimage.ErrPartsUnbound):
+			remedy = ociimage.RemedyParts
 		}
 		return nil, &report.StepError{Op: "restore", ID: who, Step: "read the checkpoint of " + ri.name, Err: err,
 			Outcome: "nothing was restored", Remedy: remedy}
