@@ -61,6 +61,7 @@ deps:
 # processes before and after, and fails the run on any that stayed.
 test: deps build failpoints fake
 	$(GO) vet ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s ./internal/confine
 	@bash contrib/leftovers.sh before $(BIN)/procs.before
 	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
 		bash contrib/leftovers.sh after $(BIN)/procs.before || rc=1; exit $$rc

@@ -50,7 +50,7 @@ func Check(dir string, spec *specs.Spec) error {
 	if err != nil {
 		return err
 	}
-	checks := []func(*image, *specs.Spec) error{checkCreds, checkSeccomp, checkNamespaces, checkCgroups, checkMounts, checkDevices}
+	checks := []func(*image, *specs.Spec) error{checkCreds, checkSeccomp, checkNamespaces, checkCgroups, checkMounts, checkDevices, checkLimits}
 	for _, c := range checks {
 		if err := c(im, spec); err != nil {
 			return err

@@ -15,14 +15,22 @@ import (
 const unifiedRoot = "/sys/fs/cgroup"
 
 // JoinSpecCgroup moves the restored processes pids of container id into
-// the cgroup want that their new spec names (its cgroupsPath). runc 1.1
-// on cgroup v2 leaves them where the checkpoint recorded them (CRIU
-// restores each task into its recorded cgroup), which for a
-// container restored under another name is the original's cgroup: the new
-// spec's device rules (the GPUs the restored container was given) and its
-// limits would not apply, and the driver could not open a new GPU. Only a
-// plain cgroupfs path on a pure cgroup v2 host is handled; anything else is
-// left as runc left it.
+// the cgroup want that their new spec names (its cgroupsPath), where they
+// are elsewhere. In CRIU's default mode runc 1.1 on cgroup v2 left them
+// where the checkpoint recorded them (CRIU restores each task into its
+// recorded cgroup), which for a container restored under another name is
+// the original's cgroup: the new spec's device rules (the GPUs the restored
+// container was given) and its limits would not apply, and the driver
+// could not open a new GPU.
+//
+// It is a safety net now, not the placement: cryo restores a container
+// without a cgroup namespace with manage-cgroups=ignore (criu.ConfineCgroups),
+// which leaves the tasks in the cgroup runc made, and the pre-restore check
+// refuses any image whose paths CRIU's default mode (kept for a cgroup
+// namespace) would not rewrite into it; so it finds nothing to move unless
+// the container named a CRIU configuration of its own. It acts on a plain
+// cgroupfs path on a pure cgroup v2 host only: on a v1 hybrid (v2 at
+// /sys/fs/cgroup/unified) it does nothing, and the placement is the mode's.
 func JoinSpecCgroup(log *slog.Logger, id, want string, pids []int) {
 	if want == "" || !strings.HasPrefix(want, "/") {
 		return

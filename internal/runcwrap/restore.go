@@ -48,10 +48,28 @@ func (w *wrapper) restore(ctx context.Context) int {
 		return 1
 	}
 	w.restoreTCP(o)
+	undo := w.confineCgroups(o)
 	if o.detach {
+		defer undo()
 		return w.restoreDetached(ctx, o, m, scope)
 	}
-	return w.restoreForeground(ctx, o, m, scope, l)
+	return w.restoreForeground(ctx, o, m, scope, l, undo)
+}
+
+// confineCgroups keeps the restored tasks in the cgroups runc makes for
+// the new container (criu.ConfineCgroups), for this restore only: the
+// returned function takes the line out of the bundle's CRIU configuration
+// again, so that later checkpoints of the container run as before.
+func (w *wrapper) confineCgroups(o crOpts) func() {
+	undo, _, err := criu.ConfineCgroups(o.bundle)
+	if err != nil {
+		w.log.warn("restore of container %s: %v; CRIU moves the restored tasks into the checkpoint's cgroup paths, rewritten into the container's cgroup (the check refused any other)", o.id, err)
+	}
+	return func() {
+		if err := undo(); err != nil {
+			w.log.warn("restore of container %s: %s stays in the bundle's CRIU configuration: %v", o.id, criu.ManageCgroupsIgnore, err)
+		}
+	}
 }
 
 // restoreTCP adds --tcp-established to runc's command line when the
@@ -111,7 +129,8 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 // exits, and the container may be checkpointed meanwhile. A runc that does
 // not report "running" within the restore's deadline is killed; whatever
 // a restore that never ran left is removed.
-func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *lock.Lock) int {
+func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *lock.Lock, undo func()) int {
+	defer undo() // on an early return; it acts once
 	if err := w.cfg.RestoreTimeoutErr; err != nil {
 		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore, Err: err,
 			Outcome: "nothing was restored", Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"})
@@ -129,7 +148,9 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.M
 	go func() {
 		defer close(resumed)
 		defer l.Release()
-		if ran, late = w.waitRunning(ctx, o.id, exited); ran {
+		ran, late = w.waitRunning(ctx, o.id, exited)
+		undo() // CRIU has read its configuration: the container may be checkpointed from now on
+		if ran {
 			if err := w.resume(ctx, o, m, scope); err != nil {
 				w.log.error("%v", err)
 			} else {

@@ -115,6 +115,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	if pending.tcp {
 		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}
+	defer confineCgroups(ctx, r.ID, pending.bundle)()
 	ctx, done, err := s.begin(ctx, r.ID, "restore")
 	if err != nil {
 		return nil, toGRPC(err, false)
@@ -183,6 +184,25 @@ func restoreTCP(ctx context.Context, r *taskv3.CreateTaskRequest) (bool, error) 
 func endRestoreTCP(ctx context.Context, id, bundle string) {
 	if err := criu.RemoveConfig(bundle, criu.TCPEstablished); err != nil {
 		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: tcp-established stays in the CRIU configuration: later checkpoints keep established TCP connections unasked")
+	}
+}
+
+// confineCgroups keeps the restored tasks in the cgroups runc makes for
+// the new container (criu.ConfineCgroups), for this restore only: the
+// returned function takes the line out again. A container with a CRIU
+// configuration of its own restores in CRIU's default mode, which the
+// pre-restore check covers.
+func confineCgroups(ctx context.Context, id, bundle string) func() {
+	undo, lines, err := criu.ConfineCgroups(bundle)
+	if err != nil {
+		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: CRIU moves the restored tasks into the cgroup paths of the checkpoint, rewritten into the container's cgroup (the pre-restore check refused any other)")
+	} else if len(lines) > 0 {
+		log.G(ctx).WithFields(log.Fields{"id": id, "criu": lines}).Info("cryo: restoring with the tasks kept in the container's cgroups")
+	}
+	return func() {
+		if err := undo(); err != nil {
+			log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: " + criu.ManageCgroupsIgnore + " stays in the CRIU configuration")
+		}
 	}
 }
 
