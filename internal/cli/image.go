@@ -363,7 +363,7 @@ holds the export layout: DIR/checkpoint is the CRIU image directory.`,
 						return err
 					}
 				}
-				_, err := st.UnpackWith(ctx, args[0], args[1], ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd)})
+				_, err := st.UnpackWith(ctx, args[0], args[1], ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd), Limits: ociimage.LimitsFrom(cfg)})
 				return err
 			})
 		},

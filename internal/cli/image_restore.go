@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,7 +96,8 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 // before any layer moves), unpacks it verified into dir (default: a new
 // work directory) and restores it by kind.
 func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
-	ctx := cmd.Context()
+	ctx, cancel := withRestoreDeadline(cmd)
+	defer cancel()
 	asJSON, err := jsonOutput(cmd)
 	if err != nil {
 		return err
@@ -106,7 +108,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	}
 	f, err := imagerestore.Fetch(ctx, fetchOptions(cmd, ref))
 	if err != nil {
-		return stepCause(err)
+		return cutOff(ctx, ref, "fetch", err)
 	}
 	mounts, err := mountFlags(cmd)
 	if err != nil {
@@ -115,7 +117,10 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	if dir != "" {
 		keptWorkDir(dir) // said first: the restore's last line on stdout is the pid
 	}
-	work, err := f.Unpack(ctx, imagerestore.UnpackOptions{Dir: dir, Base: restoreBase(), Decrypt: dec, Progress: renderer(cmd)})
+	work, err := f.Unpack(ctx, imagerestore.UnpackOptions{Dir: dir, Base: restoreBase(), Decrypt: dec, Progress: renderer(cmd), Limits: ociimage.LimitsFrom(cfg)})
+	if orchestrate.PastDeadline(ctx, err) || errors.Is(err, ociimage.ErrUnpackLimit) {
+		return cutOff(ctx, ref, "unpack", err)
+	}
 	if err != nil {
 		return unpackError(err)
 	}
@@ -216,6 +221,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		Inventory: cuda.New(runtimeDriverOptions()).Inventory,
 		Mounts:    mounts,
 		NetHost:   fBool(cmd, "net-host"),
+		Limits:    ociimage.LimitsFrom(cfg),
 	})
 	if err != nil {
 		return err

@@ -49,9 +49,14 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
   CRYO_COPY_TIMEOUT    deadline of a driver call that copies GPU memory (default
                        10m), for every front end (--copy-timeout)
   CRYO_RESTORE_TIMEOUT deadline of CRIU's restore (default 10m), for every front
-                       end: CRIU and what it restored are killed then, and the
-                       container's runc state, mounts and cgroups removed; a
-                       value that is not a positive duration refuses restores
+                       end, and of a whole restore from an image (pull, unpack,
+                       CRIU, CUDA resume; 100s for a pod's container): CRIU and
+                       what it restored are killed then, and the container's
+                       runc state, mounts and cgroups removed; a value that is
+                       not a positive duration refuses restores
+  CRYO_UNPACK_MAX_ENTRIES, _DEPTH, _NAME, _PATH
+                       bounds on each tar a restore unpacks (default 100000
+                       entries, depth 32, names 255 bytes, paths 4096)
   CRYO_RESTORE_DIR     where image restores unpack (default /var/lib/cryo/restore);
                        the work directory is removed after the restore
   CRYO_DIGEST_WATCH    0: hash the image after the dump instead of while CRIU

@@ -46,8 +46,9 @@ const (
 	EnvContainerdAddress   = "CONTAINERD_ADDRESS"   // containerd's socket; default /run/containerd/containerd.sock
 	EnvContainerdNamespace = "CONTAINERD_NAMESPACE" // containerd's namespace; default "default"
 
-	// EnvRestoreTimeout bounds CRIU's part of a restore (Go duration);
-	// default DefaultRestoreTime.
+	// EnvRestoreTimeout bounds a whole restore: fetch, unpack, CRIU and
+	// the CUDA resume (Go duration); default DefaultRestoreTime, and
+	// DefaultKubernetesRestoreTime for a pod's container.
 	EnvRestoreTimeout = "CRYO_RESTORE_TIMEOUT"
 )
 
@@ -101,11 +102,16 @@ type Config struct {
 	// ContainerdAddress and ContainerdNamespace are ctr's variables, ""
 	// when unset (the CLI's flags then default to containerd's own).
 	ContainerdAddress, ContainerdNamespace string
-	// RestoreTimeout bounds CRIU's part of every restore. RestoreTimeoutErr
+	// RestoreTimeout bounds every restore (see RestoreLimit). RestoreTimeoutErr
 	// is set when the variable is not a positive duration: every restore
 	// is then refused, naming it, rather than run with a bound nobody chose.
 	RestoreTimeout    time.Duration
 	RestoreTimeoutErr error
+	// RestoreTimeoutSet: CRYO_RESTORE_TIMEOUT was given (RestoreLimit).
+	RestoreTimeoutSet bool
+	// Unpack bounds the tars of a checkpoint image unpacked for a restore
+	// (CRYO_UNPACK_MAX_*).
+	Unpack UnpackLimits
 	// AuthFiles are the registry auth files to search, in order.
 	AuthFiles []string
 	// EnvFile is the environment file merged beneath the environment ("" if
@@ -171,6 +177,10 @@ func parse(environ []string) Config {
 		c.CopyTimeoutErr = fmt.Errorf("%s=%q: %w (a Go duration such as 90s or 5m)", EnvCopyTimeout, env[EnvCopyTimeout], ErrBadDuration)
 	}
 	c.RestoreTimeout, c.RestoreTimeoutErr = restoreTimeout(env[EnvRestoreTimeout])
+	c.RestoreTimeoutSet = env[EnvRestoreTimeout] != ""
+	var unpack []error
+	c.Unpack, unpack = unpackLimits(env)
+	c.Problems = append(c.Problems, unpack...)
 	return c
 }
 

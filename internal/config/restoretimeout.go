@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// DefaultRestoreTime bounds CRIU's part of a restore when
-// CRYO_RESTORE_TIMEOUT is unset. CRIU reads the processes' memory back at
+// DefaultRestoreTime bounds a restore when CRYO_RESTORE_TIMEOUT is unset
+// (a pod's container has DefaultKubernetesRestoreTime). CRIU reads the processes' memory back at
 // disk speed: a 16 GiB restore takes 4 to 12 s on the GPU hosts, so an
 // 80 GiB image (the largest GPUs' memory, plus host memory) needs about a
 // minute on a fast disk and several on a slow or network one. Ten minutes

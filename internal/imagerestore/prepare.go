@@ -11,6 +11,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -28,6 +29,8 @@ type Options struct {
 	// namespaces whose policy rule allows them.
 	AuthFiles []string
 	Attempts  int // whole-pull attempts; 0: the store's default
+	// Limits bound the tars of the image (CRYO_UNPACK_MAX_*).
+	Limits archive.Limits
 }
 
 // OptionsFrom takes the image store, the work directory base, the node's
@@ -35,7 +38,7 @@ type Options struct {
 // policy file is read at every call, so that a change applies to the
 // next restore.
 func OptionsFrom(cfg config.Config) Options {
-	o := Options{Store: cfg.ImageStore, RestoreDir: cfg.RestoreDir, Records: digest.RecordsFrom(cfg), AuthFiles: cfg.AuthFiles}
+	o := Options{Store: cfg.ImageStore, RestoreDir: cfg.RestoreDir, Records: digest.RecordsFrom(cfg), AuthFiles: cfg.AuthFiles, Limits: ociimage.LimitsFrom(cfg)}
 	o.Policy, o.PolicyErr = config.LoadAnnotationPolicy(cfg.AnnotationRestore)
 	return o
 }
@@ -52,8 +55,9 @@ type Prepared struct {
 	// Source is how the node's policy allowed the image (zero for a
 	// checkpoint that did not come through Authorize).
 	Source Source
-	name   string // the name it has in the store
-	keep   bool   // the caller's directory: Remove leaves it
+	name   string         // the name it has in the store
+	keep   bool           // the caller's directory: Remove leaves it
+	limits archive.Limits // the bounds of its tars, for the rootfs diff
 }
 
 // CRIUDir is the CRIU image directory to restore from.
@@ -88,7 +92,7 @@ func Prepare(ctx context.Context, req Request, id string, o Options) (*Prepared,
 	if err != nil {
 		return nil, podError(id, src, o, err)
 	}
-	p, err := f.Unpack(ctx, UnpackOptions{Base: o.RestoreDir})
+	p, err := f.Unpack(ctx, UnpackOptions{Base: o.RestoreDir, Limits: o.Limits})
 	if err != nil {
 		return nil, podError(id, src, o, err)
 	}

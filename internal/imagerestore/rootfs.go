@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/continuity/fs"
 
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	tarlimits "github.com/cryo-gpu/cryo/internal/ociimage/archive"
 )
 
 // The files of a container checkpoint that describe its rootfs changes.
@@ -34,14 +35,14 @@ const (
 // owners and modes are kept), then the deleted files are removed. A
 // checkpoint without either changes nothing. It returns the bytes written.
 func (p *Prepared) ApplyRootfs(ctx context.Context, rootfs string) (int64, error) {
-	n, err := applyDiff(ctx, filepath.Join(p.Dir, rootfsDiffName), rootfs)
+	n, err := applyDiff(ctx, filepath.Join(p.Dir, rootfsDiffName), rootfs, p.limits)
 	if err != nil {
 		return n, err
 	}
 	return n, removeDeleted(filepath.Join(p.Dir, deletedFilesName), rootfs)
 }
 
-func applyDiff(ctx context.Context, tarPath, rootfs string) (int64, error) {
+func applyDiff(ctx context.Context, tarPath, rootfs string, lim tarlimits.Limits) (int64, error) {
 	f, err := os.Open(tarPath)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -58,7 +59,10 @@ func applyDiff(ctx context.Context, tarPath, rootfs string) (int64, error) {
 		return 0, fmt.Errorf("read %s: %w", rootfsDiffName, err)
 	}
 	defer r.Close()
-	n, err := archive.Apply(ctx, rootfs, r)
+	// Bounded as every tar of the checkpoint: the diff is the image's too.
+	b := tarlimits.Bounded(ctx, r, tarlimits.Options{Limits: lim, Part: "the rootfs diff (" + rootfsDiffName + ")"})
+	defer b.Close()
+	n, err := archive.Apply(ctx, rootfs, b)
 	if err != nil {
 		return n, fmt.Errorf("apply %s to %s: %w", rootfsDiffName, rootfs, err)
 	}

@@ -4,9 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 )
 
 // A layer tar's files and whiteouts, and a deleted.files list, leave the
@@ -76,5 +81,26 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The rootfs diff is bounded as the checkpoint's parts are: a diff beyond
+// the entries' cap is cut off at the cap, with the LimitError, and the
+// entries after it never reach the rootfs.
+func TestApplyRootfsBounded(t *testing.T) {
+	rootfs, work := t.TempDir(), t.TempDir()
+	files := map[string]string{}
+	for i := 0; i < 50; i++ {
+		files[fmt.Sprintf("f%02d", i)] = ""
+	}
+	writeTar(t, filepath.Join(work, rootfsDiffName), files)
+	p := &Prepared{Dir: work, limits: archive.Limits{MaxEntries: 10}}
+	_, err := p.ApplyRootfs(context.Background(), rootfs)
+	var le *archive.LimitError
+	if !errors.As(err, &le) || le.Cap != 10 || !strings.Contains(err.Error(), "rootfs diff") {
+		t.Fatalf("got %v, want the rootfs diff's LimitError at 10", err)
+	}
+	if entries, _ := os.ReadDir(rootfs); len(entries) > 10 {
+		t.Fatalf("%d files applied, want at most the 10 before the cap", len(entries))
 	}
 }

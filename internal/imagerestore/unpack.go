@@ -2,11 +2,13 @@ package imagerestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 	"github.com/cryo-gpu/cryo/internal/progress"
 )
 
@@ -21,6 +23,8 @@ type UnpackOptions struct {
 	Decrypt *ociimage.DecryptOptions
 	// Progress draws the extraction and the verification; nil: silent.
 	Progress *progress.Renderer
+	// Limits bound every tar of the image; zero: the defaults.
+	Limits archive.Limits
 }
 
 // Unpack unpacks the image into the work directory, verified (every layer
@@ -30,17 +34,17 @@ type UnpackOptions struct {
 // unpack. On failure nothing of the unpack is left, except in a caller's
 // directory that was not empty (the store refuses to unpack into it).
 func (f *Fetched) Unpack(ctx context.Context, o UnpackOptions) (*Prepared, error) {
-	p := &Prepared{Ref: f.ref, Kind: f.Image.Kind(), Digest: f.Image.Desc.Digest.String(), Pulled: f.Pulled, name: f.name, keep: o.Dir != ""}
+	p := &Prepared{Ref: f.ref, Kind: f.Image.Kind(), Digest: f.Image.Desc.Digest.String(), Pulled: f.Pulled, name: f.name, keep: o.Dir != "", limits: o.Limits}
 	var err error
 	if p.Dir, err = o.workDir(); err != nil {
 		return nil, fail(StepWorkDir, err)
 	}
-	im, err := f.st.UnpackWith(ctx, f.name, p.Dir, ociimage.UnpackOptions{Decrypt: o.Decrypt, Progress: o.Progress})
+	im, err := f.st.UnpackWith(ctx, f.name, p.Dir, ociimage.UnpackOptions{Decrypt: o.Decrypt, Progress: o.Progress, Limits: o.Limits})
 	if err != nil {
 		// The store has removed what it unpacked; a directory of ours goes
 		// too.
 		p.Remove()
-		return nil, fail(StepUnpack, err)
+		return nil, fail(StepUnpack, leftError(err, p.Dir))
 	}
 	if err := f.checkUnpacked(im, p.Dir); err != nil {
 		os.RemoveAll(p.Dir) // what was unpacked is not what was checked
@@ -76,3 +80,16 @@ func (f *Fetched) checkUnpacked(im *ociimage.Image, dir string) error {
 // carries (Podman, CRI, cryo's containerd kind); a bare process tree's has
 // none.
 const specDumpName = ociimage.SpecDumpName
+
+// ErrWorkDirLeft: a failed unpack could not remove its work directory,
+// which holds the checkpoint's memory.
+var ErrWorkDirLeft = errors.New("the work directory of the unpack is left")
+
+// leftError is err, also saying so when dir is still there after a failed
+// unpack: the outcome of a refusal says only what was checked.
+func leftError(err error, dir string) error {
+	if _, serr := os.Lstat(dir); serr != nil {
+		return err
+	}
+	return fmt.Errorf("%w (%w: %s, remove it by hand)", err, ErrWorkDirLeft, dir)
+}

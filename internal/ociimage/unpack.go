@@ -1,11 +1,13 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
+	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
@@ -88,6 +91,9 @@ type UnpackOptions struct {
 	// Progress draws the extraction (bytes of the layers read, rate, ETA)
 	// and the verification of the files; nil: silent.
 	Progress *progress.Renderer
+	// Limits bound every layer's entries (see archive.Limits); zero: the
+	// defaults.
+	Limits archive.Limits
 }
 
 // UnpackWith is Unpack with its options.
@@ -111,10 +117,14 @@ func (st *Store) UnpackWith(ctx context.Context, ref, dir string, o UnpackOption
 		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
 	}
 	t := o.Progress.Start("verifying the checkpoint files of "+ref, 0)
-	err = verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records, t)
+	err = verifiedWithin(ctx, verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records, t))
 	t.End(err)
 	if err != nil {
-		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: "pull the image again, or rebuild it from the checkpoint"}
+		remedy := "pull the image again, or rebuild it from the checkpoint"
+		if errors.Is(err, config.ErrRestoreDeadline) {
+			remedy = config.RestoreDeadlineRemedy
+		}
+		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedy}
 	}
 	return im, nil
 }
@@ -128,12 +138,12 @@ func (st *Store) unpackLayers(ctx context.Context, im *Image, dir string, o Unpa
 	}
 	t := o.Progress.Start("unpack "+im.Ref, total)
 	defer func() { t.End(endErr(ctx, err)) }()
-	budget := recordedBudget(im.Manifest.Annotations)
+	budget := recordedBudget(im.Manifest.Annotations, o.Limits)
 	if IsRunnable(im.Manifest.Annotations) {
 		return st.unpackRunnable(ctx, im, dir, o, budget, t)
 	}
 	for i, l := range im.Manifest.Layers {
-		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, o.Decrypt, budget, t); err != nil {
+		if err := st.unpackLayer(ctx, l, im.Config.RootFS.DiffIDs[i], dir, o, budget, t); err != nil {
 			return &LayerError{Digest: l.Digest.String(), Err: err}
 		}
 	}
@@ -146,13 +156,21 @@ const budgetSlack = 1 << 20
 
 // recordedBudget bounds an unpack by the size that cryo recorded at build
 // (its size.total annotation); an image without it (built by Podman or
-// CRI-O) is bounded by the free space alone.
-func recordedBudget(ann map[string]string) *archive.Budget {
+// CRI-O) is bounded by the free space alone. Every entry costs
+// archive.HeaderCost in it, which the annotation does not count: the
+// budget allows the headers of the cap's entries. The entries of all the
+// image's layers are bounded together by the cap too, so that spreading
+// them over many layers does not multiply it.
+func recordedBudget(ann map[string]string, lim archive.Limits) *archive.Budget {
+	entries := cmp.Or(lim.MaxEntries, archive.DefaultMaxEntries)
 	total, err := strconv.ParseInt(ann[AnnSizeTotal], 10, 64)
 	if err != nil || total < 0 {
-		return nil
+		// No recorded size: the entries of all the layers are bounded
+		// together all the same.
+		return &archive.Budget{Left: math.MaxInt64, MaxEntries: entries, Source: "free space"}
 	}
-	return &archive.Budget{Left: total + budgetSlack, Source: fmt.Sprintf("%d bytes the image records for its files (%s)", total, AnnSizeTotal)}
+	return &archive.Budget{Left: total + budgetSlack + int64(entries)*archive.HeaderCost, MaxEntries: entries,
+		Source: fmt.Sprintf("%d bytes the image records for its files (%s), with %d bytes a header for up to %d entries", total, AnnSizeTotal, archive.HeaderCost, entries)}
 }
 
 func remedyFor(err error) string {
@@ -163,6 +181,10 @@ func remedyFor(err error) string {
 		return "do not restore this image"
 	case errors.Is(err, ErrPartsMismatch), errors.Is(err, ErrPartsUnbound):
 		return RemedyParts
+	case errors.Is(err, archive.ErrLimit):
+		return "" // the LimitError's own
+	case errors.Is(err, config.ErrRestoreDeadline):
+		return config.RestoreDeadlineRemedy
 	case errors.Is(err, ErrNoSpace):
 		return "free space where the image is unpacked ($CRYO_RESTORE_DIR, default /var/lib/cryo/restore), then retry; the image itself is kept"
 	default:
@@ -194,14 +216,14 @@ func verifyCheckpoint(dir string, recs filedigest.Records, p filedigest.Progress
 // unpackLayer streams one blob through digest verification, decryption,
 // decompression and safe extraction, then checks the size, digest and
 // diff_id; a mismatch fails the unpack (and dir is removed).
-func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, dec *DecryptOptions, budget *archive.Budget, t *progress.Task) error {
-	tarStream, verify, closeFn, err := st.openLayer(l, dec, t)
+func (st *Store) unpackLayer(ctx context.Context, l ocispec.Descriptor, diffID digest.Digest, dir string, o UnpackOptions, budget *archive.Budget, t *progress.Task) error {
+	tarStream, verify, closeFn, err := st.openLayer(l, o.Decrypt, t)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
 	plain := newDigestCounter()
-	if err := archive.ExtractWithin(io.TeeReader(tarStream, plain), dir, budget); err != nil {
+	if err := archive.ExtractWith(ctx, io.TeeReader(tarStream, plain), dir, extractOptions(l, budget, o.Limits)); err != nil {
 		return layerErr(l, err)
 	}
 	if err := finishLayer(l, diffID, tarStream, plain, verify); err != nil {
@@ -250,7 +272,7 @@ func finishLayer(l ocispec.Descriptor, diffID digest.Digest, tarStream io.Reader
 }
 
 func layerErr(l ocispec.Descriptor, err error) error {
-	if errors.Is(err, archive.ErrUnsafeEntry) || errors.Is(err, ErrDecrypt) {
+	if errors.Is(err, archive.ErrUnsafeEntry) || errors.Is(err, ErrDecrypt) || stoppedEarly(err) {
 		return err
 	}
 	// A full disk is not a corrupt layer: the image must not be deleted

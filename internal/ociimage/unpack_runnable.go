@@ -31,7 +31,7 @@ func (st *Store) unpackRunnable(ctx context.Context, im *Image, dir string, o Un
 		var err error
 		switch {
 		case l.MediaType == MediaTypeCheckpointPart:
-			err = st.unpackLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dir, o.Decrypt, budget, t)
+			err = st.unpackLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dir, o, budget, t)
 		case l.Annotations[AnnLayerPart] == PartRootfsLayer:
 			err = st.writeRootfsDiff(l, im.Config.RootFS.DiffIDs[fs], dir, t)
 			fs++
@@ -91,25 +91,31 @@ func (st *Store) writeRootfsDiff(l ocispec.Descriptor, diffID digest.Digest, dir
 // read: containerd has unpacked them into the container's root file
 // system. On failure dir holds partial files; the caller removes it.
 func UnpackParts(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manifest, dir string, recs filedigest.Records) error {
+	return UnpackPartsWithin(ctx, p, man, dir, recs, archive.Limits{})
+}
+
+// UnpackPartsWithin is UnpackParts with every part bounded by lim (see
+// archive.Limits), and stopped when ctx ends.
+func UnpackPartsWithin(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manifest, dir string, recs filedigest.Records, lim archive.Limits) error {
 	if !IsRunnable(man.Annotations) {
 		return fmt.Errorf("the image is not a runnable checkpoint image (no %s=%s): %w", AnnLayout, LayoutRunnable, ErrNotCheckpointImage)
 	}
 	if err := verifyPartsIn(ctx, p, man); err != nil {
 		return err
 	}
-	budget := recordedBudget(man.Annotations)
+	budget := recordedBudget(man.Annotations, lim)
 	for _, l := range man.Layers {
 		if l.MediaType != MediaTypeCheckpointPart {
 			continue
 		}
-		if err := unpackPart(ctx, p, l, dir, budget); err != nil {
+		if err := unpackPart(ctx, p, l, dir, budget, lim); err != nil {
 			return &LayerError{Digest: l.Digest.String(), Err: err}
 		}
 	}
-	return verifyCheckpoint(CRIUDir(dir), recs, nil)
+	return verifiedWithin(ctx, verifyCheckpoint(CRIUDir(dir), recs, nil))
 }
 
-func unpackPart(ctx context.Context, p ctrdcontent.Provider, l ocispec.Descriptor, dir string, budget *archive.Budget) error {
+func unpackPart(ctx context.Context, p ctrdcontent.Provider, l ocispec.Descriptor, dir string, budget *archive.Budget, lim archive.Limits) error {
 	ra, err := p.ReaderAt(ctx, l)
 	if err != nil {
 		return fmt.Errorf("checkpoint part %s is not in the content store (%v): %w", l.Digest, err, ErrIntegrity)
@@ -122,7 +128,7 @@ func unpackPart(ctx context.Context, p ctrdcontent.Provider, l ocispec.Descripto
 	}
 	defer closeTar()
 	plain := newDigestCounter()
-	if err := archive.ExtractWithin(io.TeeReader(tarStream, plain), dir, budget); err != nil {
+	if err := archive.ExtractWith(ctx, io.TeeReader(tarStream, plain), dir, extractOptions(l, budget, lim)); err != nil {
 		return layerErr(l, err)
 	}
 	if err := finishLayer(l, digest.Digest(l.Annotations[AnnPartDiffID]), tarStream, plain, vr.Verify); err != nil {

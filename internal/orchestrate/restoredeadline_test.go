@@ -81,3 +81,48 @@ func TestRestoreRefusesInvalidTimeout(t *testing.T) {
 		t.Fatalf("ran=%v err=%v: want a refusal naming %s", ran, err, config.EnvRestoreTimeout)
 	}
 }
+
+// A whole restore's deadline set by the front end (WithRestoreDeadline,
+// begun before the unpack) bounds CRIU too, though the CRIU bound of the
+// config is longer, and the error names the whole restore's limit.
+func TestWholeRestoreDeadlineBoundsCRIU(t *testing.T) {
+	o := quietOrchestrator(config.Config{RestoreTimeout: time.Hour})
+	ctx, cancel := WithRestoreDeadline(context.Background(), Deadline{Since: time.Now().Add(-900 * time.Millisecond), Limit: time.Second})
+	defer cancel()
+	start := time.Now()
+	_, err := o.Restore(ctx, "c1", nil, Restorer{
+		Restore: func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 0, errors.New("exit status 137")
+		},
+	})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the restore returned after %s, want the 100ms left of its deadline", took)
+	}
+	if !errors.Is(err, ErrRestoreDeadline) || !strings.Contains(err.Error(), "within 1s") {
+		t.Fatalf("error %v: want ErrRestoreDeadline naming the whole restore's 1s", err)
+	}
+}
+
+// A CUDA resume that the whole restore's deadline ended says so, in its
+// own report (its step and outcome kept); other failures are left as
+// they are.
+func TestPastDeadlineInResume(t *testing.T) {
+	ctx, cancel := WithRestoreDeadline(context.Background(), Deadline{Since: time.Now().Add(-time.Minute), Limit: time.Second})
+	defer cancel()
+	<-ctx.Done()
+	inner := &StepError{Op: "restore", ID: "c1", Step: StepResume, Err: errors.New("helper killed: context deadline exceeded"), Outcome: "the restored processes were killed"}
+	err := pastDeadlineIn(ctx, "CUDA resume", inner)
+	for _, want := range []string{"within 1s (" + config.EnvRestoreTimeout + "): its deadline passed during the CUDA resume", "the restored processes were killed", "remedy: if the checkpoint is that large"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v lacks %q", err, want)
+		}
+	}
+	if !errors.Is(err, ErrRestoreDeadline) {
+		t.Errorf("%v does not wrap ErrRestoreDeadline", err)
+	}
+	other := errors.New("driver said no")
+	if got := pastDeadlineIn(context.Background(), "CUDA resume", other); got != other {
+		t.Errorf("a failure without a deadline became %v", got)
+	}
+}

@@ -56,7 +56,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
 		// ResumeRestored is a sequence of its own: front ends also call it alone.
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
-			return o.ResumeRestored(ctx, r.Target(pid), m)
+			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(pid), m))
 		}},
 	},
 		record: func(s StepName, d time.Duration, _ error) {

@@ -46,6 +46,10 @@ var classes = []struct {
 	// A restore from a checkpoint image (image.go).
 	{imagerestore.ErrImageNotFound, errdefs.ErrNotFound},
 	{ociimage.ErrNoSpace, errdefs.ErrResourceExhausted},
+	// An image beyond the node's unpack caps (CRYO_UNPACK_MAX_*), and a
+	// restore past its deadline (CRYO_RESTORE_TIMEOUT).
+	{ociimage.ErrUnpackLimit, errdefs.ErrResourceExhausted},
+	{orchestrate.ErrRestoreDeadline, context.DeadlineExceeded},
 	{ociimage.ErrIntegrity, errdefs.ErrDataLoss},
 	{ociimage.ErrPartsMismatch, errdefs.ErrFailedPrecondition},
 	{ociimage.ErrPartsUnbound, errdefs.ErrFailedPrecondition},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +15,8 @@ import (
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -37,6 +40,8 @@ func TestToGRPCClasses(t *testing.T) {
 		{fmt.Errorf("kind: %w", imagerestore.ErrNotContainerCheckpoint), true, codes.InvalidArgument},
 		{fmt.Errorf("policy: %w", imagerestore.ErrBadAnnotation), true, codes.InvalidArgument},
 		{fmt.Errorf("unpack: %w", ociimage.ErrNoSpace), true, codes.ResourceExhausted},
+		{fmt.Errorf("unpack: %w", &archive.LimitError{Part: "checkpoint part p", What: archive.LimitEntries, Count: 2001, Cap: 2000}), true, codes.ResourceExhausted},
+		{&report.StepError{Op: "restore", ID: "c1", Err: orchestrate.DeadlineExceededIn("unpack", time.Second, nil)}, true, codes.DeadlineExceeded},
 		{fmt.Errorf("policy: %w", imagerestore.ErrNotAllowed), true, codes.PermissionDenied},
 		{fmt.Errorf("verify: %w", imagetrust.ErrUnsigned), true, codes.PermissionDenied},
 	}

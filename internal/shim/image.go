@@ -44,7 +44,12 @@ func readBundleSpec(dir string) (*specs.Spec, error) { return bundle.Read(dir) }
 // apply the rootfs diff always fails, since the rootfs may be half changed.
 func (s *service) createFromImage(ctx context.Context, r *taskv3.CreateTaskRequest, req imagerestore.Request, reqErr error) (*taskv3.CreateTaskResponse, error) {
 	started := time.Now()
-	pending, err := s.checkImageRestore(ctx, r, req, reqErr)
+	// The restore's deadline bounds the preparation; a fresh start
+	// after a refusal, and the runc service's create, are not the
+	// restore's.
+	rctx, cancel := s.withRestoreDeadline(ctx, r.Bundle, started)
+	defer cancel()
+	pending, err := s.checkImageRestore(rctx, r, req, reqErr)
 	if err != nil {
 		return s.imageRestoreRefused(ctx, r, req, err)
 	}
@@ -53,7 +58,7 @@ func (s *service) createFromImage(ctx context.Context, r *taskv3.CreateTaskReque
 		removeWork(ctx, r.ID, pending.work)
 		return nil, err
 	}
-	if err := s.applyRootfs(ctx, r, req, pending.work); err != nil {
+	if err := s.applyRootfs(rctx, r, req, pending.work); err != nil {
 		s.deleteCreated(ctx, r.ID)
 		removeWork(ctx, r.ID, pending.work)
 		log.G(ctx).WithError(err).Error("cryo: restore from image failed")
@@ -74,7 +79,7 @@ func (s *service) checkImageRestore(ctx context.Context, r *taskv3.CreateTaskReq
 	began := time.Now()
 	work, err := imagerestore.Prepare(ctx, req, who, imagerestore.OptionsFrom(s.cfg))
 	if err != nil {
-		return pendingRestore{}, err
+		return pendingRestore{}, prepareCutOff(ctx, who, err)
 	}
 	// The digest is what was restored, whatever the annotation's text.
 	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image": work.Ref, "digest": work.Digest, "namespace": work.Source.Namespace,
@@ -95,6 +100,7 @@ func (s *service) checkPrepared(ctx context.Context, r *taskv3.CreateTaskRequest
 		return pendingRestore{}, err
 	}
 	pending.work = work
+	pending.deadline, _ = orchestrate.RestoreDeadline(ctx)
 	return pending, nil
 }
 
@@ -120,9 +126,13 @@ func (s *service) applyRootfs(ctx context.Context, r *taskv3.CreateTaskRequest, 
 		log.G(ctx).WithFields(log.Fields{"id": r.ID, "rootfs": rootfs, "bytes": n}).Debug("cryo: rootfs diff applied")
 	}
 	if err != nil {
+		remedy := "check that the container's image is the one the checkpoint was taken from"
+		if orchestrate.PastDeadline(ctx, err) {
+			err = orchestrate.DeadlineExceededIn("rootfs diff's application", orchestrate.RestoreLimit(ctx, 0), err)
+			remedy = orchestrate.RestoreDeadlineRemedy
+		}
 		return &orchestrate.StepError{Op: "restore", ID: containerLabel(r.ID, req.Container), Step: "apply the rootfs diff of " + req.Ref, Err: err,
-			Outcome: "nothing was restored, the container was not created",
-			Remedy:  "check that the container's image is the one the checkpoint was taken from"}
+			Outcome: "nothing was restored, the container was not created", Remedy: remedy}
 	}
 	return nil
 }

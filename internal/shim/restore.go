@@ -116,6 +116,8 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}
 	defer confineCgroups(ctx, r.ID, pending.bundle)()
+	ctx, cancel := startDeadline(ctx, pending)
+	defer cancel()
 	ctx, done, err := s.begin(ctx, r.ID, "restore")
 	if err != nil {
 		return nil, toGRPC(err, false)

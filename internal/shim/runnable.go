@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
-	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -140,7 +140,9 @@ func (s *service) createFromRunnable(ctx context.Context, r *taskv3.CreateTaskRe
 		ann = spec.Annotations
 	}
 	who := containerLabel(r.ID, ann[imagerestore.AnnCRIContainerName])
-	pending, err := s.checkRunnable(ctx, r, ri, who)
+	rctx, cancel := orchestrate.WithRestoreDeadline(ctx, s.restoreDeadline(ann, started))
+	defer cancel()
+	pending, err := s.checkRunnable(rctx, r, ri, who)
 	if err != nil {
 		req, _, _ := imagerestore.FromAnnotations(ann)
 		req.Ref = ri.name
@@ -178,12 +180,10 @@ func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who stri
 			Remedy: "check " + s.cfg.RestoreDir + " and its free space"}
 	}
 	work := &imagerestore.Prepared{Ref: ri.name, Kind: ociimage.Kind(ri.man.Annotations[ociimage.AnnKind]), Digest: ri.desc.Digest.String(), Dir: dir}
-	ctx, cancel, err := daemonContext(ctx)
-	if err == nil {
-		defer cancel()
-		err = ociimage.UnpackParts(ctx, ri.cs, ri.man, dir, digest.RecordsFrom(s.cfg))
-	}
-	if err != nil {
+	if err = s.readParts(ctx, ri, dir); err != nil {
+		if cut := unpackCutOff(ctx, who, "read the checkpoint of "+ri.name, work, err); cut != nil {
+			return nil, cut
+		}
 		work.Remove()
 		remedy := "pull the image again (remove it from the node first), or rebuild it with `cryo image build --runnable`"
 		switch {

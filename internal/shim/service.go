@@ -144,6 +144,9 @@ type pendingRestore struct {
 	tcp    bool                 // tcp-established was added to the bundle's CRIU configuration for this restore
 	bundle string
 	work   *imagerestore.Prepared // the checkpoint image unpacked for this restore; nil for containerd's checkpoints
+	// deadline is a restore from an image's, begun at Create (deadline.go);
+	// zero for containerd's checkpoints.
+	deadline orchestrate.Deadline
 	// ctrdCopy is the directory containerd unpacked its checkpoint blob
 	// into, removed after the restore (see containerdCopy); "" otherwise.
 	ctrdCopy string

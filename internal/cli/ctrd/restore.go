@@ -48,6 +48,9 @@ type RestoreOptions struct {
 	// `ctr run --net-host`): the restore of a container that shared it
 	// is refused without it.
 	NetHost bool
+	// Limits bound the rootfs diff's entries (archive.Limits); zero: the
+	// defaults.
+	Limits archive.Limits
 }
 
 // Restored is the container that Restore created.
@@ -252,7 +255,10 @@ func (r *ctrdRestore) writeRW(ctx context.Context) (ocispec.Descriptor, bool, er
 		return ocispec.Descriptor{}, false, err
 	}
 	defer f.Close()
-	d, err := r.ingest(ctx, f, ocispec.MediaTypeImageLayer, "rw")
+	// Checked whole before containerd applies any of it.
+	b := archive.Bounded(ctx, f, archive.Options{Limits: r.o.Limits, Part: "the rootfs diff (" + ociimage.RootfsDiffName + ")"})
+	defer b.Close()
+	d, err := r.ingest(ctx, b, ocispec.MediaTypeImageLayer, "rw")
 	if err != nil {
 		return d, false, fmt.Errorf("write the rootfs diff into containerd's content store: %w", err)
 	}

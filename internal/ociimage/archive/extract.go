@@ -6,6 +6,7 @@ package archive
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,19 +70,39 @@ var ReserveBytes int64 = 1 << 30
 type Budget struct {
 	Left   int64  // bytes still allowed
 	Source string // where the bound comes from, for the error
+	// MaxEntries bounds the entries of all the tars together (0: no
+	// bound but each tar's Limits), so that an image cannot spread
+	// entries over many layers each under the cap.
+	MaxEntries int
+	entries    int
 }
 
 // Extract writes the entries of the tar stream r under dir, which must
 // exist. It refuses absolute names, names with "..", symlinks whose target
 // is absolute or has a ".." component, writes through an existing symlink,
-// devices or fifos, and content beyond the free space of dir's file system
-// less ReserveBytes.
-func Extract(r io.Reader, dir string) error { return ExtractWithin(r, dir, nil) }
+// devices or fifos, a tar beyond DefaultLimits, and content beyond the
+// free space of dir's file system less ReserveBytes.
+func Extract(r io.Reader, dir string) error {
+	return ExtractWith(context.Background(), r, dir, Options{})
+}
 
 // ExtractWithin is Extract, also bounded by b (nil: no bound but the free
 // space), which it draws down.
 func ExtractWithin(r io.Reader, dir string, b *Budget) error {
-	return extract(r, dir, b, nil)
+	return ExtractWith(context.Background(), r, dir, Options{Budget: b})
+}
+
+// Options bound an extraction beyond Extract's checks.
+type Options struct {
+	Budget *Budget // nil: no bound but the free space
+	Limits Limits  // zero fields: the defaults
+	Part   string  // names the tar in a LimitError
+}
+
+// ExtractWith is Extract with o's bounds. It stops when ctx ends, between
+// entries and within one, and returns ctx's cause.
+func ExtractWith(ctx context.Context, r io.Reader, dir string, o Options) error {
+	return extract(ctx, r, dir, o, nil)
 }
 
 // ExtractSkeleton is Extract for a reader that needs the layout and the
@@ -90,22 +111,32 @@ func ExtractWithin(r io.Reader, dir string, b *Budget) error {
 // read into or written to disk), so that an archive of many GiB is
 // summarised for the cost of its metadata.
 func ExtractSkeleton(r io.Reader, dir string, bulk func(name string) bool) error {
-	return extract(r, dir, nil, bulk)
+	return extract(context.Background(), r, dir, Options{}, bulk)
 }
 
-func extract(r io.Reader, dir string, b *Budget, bulk func(string) bool) error {
+func extract(ctx context.Context, r io.Reader, dir string, o Options, bulk func(string) bool) error {
 	room, err := freeBytes(dir)
 	if err != nil {
 		return err
 	}
-	tr := tar.NewReader(r)
+	lim := newLimiter(o.Limits, o.Part)
+	tr := tar.NewReader(ctxReader{ctx: ctx, r: r})
 	for {
+		if ctx.Err() != nil {
+			return fmt.Errorf("extraction stopped after %d entries: %w", lim.entries, context.Cause(ctx))
+		}
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
+			return stopped(ctx, fmt.Errorf("read tar: %w", err))
+		}
+		if err := lim.check(hdr.Name, hdr.Linkname); err != nil {
+			return err
+		}
+		if err := lim.checkImage(o.Budget, hdr.Name); err != nil {
+			return err
 		}
 		if bulk != nil && hdr.Typeflag == tar.TypeReg && bulk(hdr.Name) {
 			if err := placeholder(hdr, dir); err != nil {
@@ -113,30 +144,42 @@ func extract(r io.Reader, dir string, b *Budget, bulk func(string) bool) error {
 			}
 			continue
 		}
-		if err := charge(hdr, dir, &room, b); err != nil {
+		if err := charge(hdr, dir, &room, o.Budget); err != nil {
 			return err
 		}
 		if err := extractEntry(tr, hdr, dir); err != nil {
-			return err
+			return stopped(ctx, err)
 		}
 	}
 }
 
+// stopped is err, or ctx's cause when ctx ended the read that failed.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("extraction stopped: %w", context.Cause(ctx))
+	}
+	return err
+}
+
 // charge counts an entry against the free space and the budget before any
 // of its bytes is written: hdr.Size is what the entry will write (a sparse
-// file's holes included).
+// file's holes included), and HeaderCost its metadata.
 func charge(hdr *tar.Header, dir string, room *int64, b *Budget) error {
 	if hdr.Size < 0 {
 		return &UnsafeEntryError{Name: hdr.Name, Reason: "negative size"}
 	}
-	if *room -= hdr.Size; *room < 0 {
+	cost := hdr.Size + HeaderCost
+	if *room -= cost; *room < 0 {
 		return report.WithRemedy(fmt.Errorf("tar entry %q (%d bytes) would leave less than %d bytes free in %s: %w", hdr.Name, hdr.Size, ReserveBytes, dir, ErrTooLarge), "free space there, or do not restore this image if it is not expected to be this large")
 	}
-	if b == nil || hdr.Typeflag != tar.TypeReg {
+	if b == nil {
 		return nil
 	}
-	if b.Left -= hdr.Size; b.Left < 0 {
-		return &UnsafeEntryError{Name: hdr.Name, Reason: fmt.Sprintf("its %d bytes go beyond the %s", hdr.Size, b.Source)}
+	if hdr.Typeflag != tar.TypeReg {
+		cost = HeaderCost // a link's or directory's size is no content
+	}
+	if b.Left -= cost; b.Left < 0 {
+		return &UnsafeEntryError{Name: hdr.Name, Reason: fmt.Sprintf("its %d bytes (%d of them for its header) go beyond the %s", cost, HeaderCost, b.Source)}
 	}
 	return nil
 }
