@@ -22,6 +22,7 @@ import (
 
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/cgroup"
 	criucore "github.com/checkpoint-restore/go-criu/v7/crit/images/criu-core"
+	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
@@ -331,6 +332,27 @@ func TestConfineRefusesEditedImages(t *testing.T) {
 			}
 		})
 		c.refused(edited, "cgroup path", "outside the container's cgroup")
+	})
+	// The mask of /proc/acpi made a writable proc mount (core_pattern in
+	// reach), and the /dev dump moved to the name CRIU falls back to with
+	// the kernel log and physical memory in it.
+	t.Run("mask made a proc", func(t *testing.T) {
+		c.t = t
+		edited := copyDir(t, img)
+		proc := mountAt(t, edited, "/proc")
+		editMountAt(t, edited, "/proc/acpi", func(m *mnt.MntEntry) {
+			rw := m.GetFlags() &^ 1
+			m.Fstype, m.RootDev, m.Source, m.Flags, m.SbFlags = proc.Fstype, proc.RootDev, proc.Source, &rw, proto.Uint32(0)
+		})
+		reseal(t, edited)
+		c.refused(edited, "masked path /proc/acpi", "proc", "writable")
+	})
+	t.Run("dev dump under its mount id", func(t *testing.T) {
+		c.t = t
+		edited := copyDir(t, img)
+		moveDevDump(t, edited)
+		reseal(t, edited)
+		c.refused(edited, "device /dev/", "c 1:")
 	})
 	t.Run("restores as its spec", func(t *testing.T) {
 		c.t = t

@@ -22,14 +22,14 @@ import (
 // kubelet send: a non-root uid, every capability dropped, the runtime's
 // default seccomp profile and no privilege escalation.
 func restrictedCtx(uid int64) *criapi.LinuxContainerSecurityContext {
-	return &criapi.LinuxContainerSecurityContext{
+	return withKubeletPaths(&criapi.LinuxContainerSecurityContext{
 		NamespaceOptions: kubeletNamespaces(),
 		RunAsUser:        &criapi.Int64Value{Value: uid},
 		RunAsGroup:       &criapi.Int64Value{Value: uid},
 		Capabilities:     &criapi.Capability{DropCapabilities: []string{"ALL"}},
 		Seccomp:          &criapi.SecurityProfile{ProfileType: criapi.SecurityProfile_RuntimeDefault},
 		NoNewPrivs:       true,
-	}
+	})
 }
 
 // confinedPod runs a cryo pod whose sandbox and container configs are
@@ -64,6 +64,7 @@ func privilegedPod(sb *criapi.PodSandboxConfig) {
 
 func privilegedCtr(c *criapi.ContainerConfig) {
 	c.Linux.SecurityContext.Privileged = true
+	withKubeletPaths(c.Linux.SecurityContext) // privileged: none
 }
 
 func hostNetworkPod(sb *criapi.PodSandboxConfig) {

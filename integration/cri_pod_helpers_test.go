@@ -126,8 +126,31 @@ func (p *criPod) appConfig(image string) *criapi.ContainerConfig {
 		LogPath:  "app.log",
 		Devices:  []*criapi.Device{criStandIn()},
 		Linux: &criapi.LinuxContainerConfig{
-			SecurityContext: &criapi.LinuxContainerSecurityContext{NamespaceOptions: kubeletNamespaces()}},
+			SecurityContext: withKubeletPaths(&criapi.LinuxContainerSecurityContext{NamespaceOptions: kubeletNamespaces()})},
 	}
+}
+
+// withKubeletPaths adds the masked and read-only paths that the kubelet
+// sends for every container that is not privileged (k8s.io/kubernetes
+// pkg/securitycontext, the Default proc mount). A harness that sent none
+// would make containerd mask nothing, which no real pod gets.
+func withKubeletPaths(sc *criapi.LinuxContainerSecurityContext) *criapi.LinuxContainerSecurityContext {
+	if sc.Privileged {
+		sc.MaskedPaths, sc.ReadonlyPaths = nil, nil
+		return sc
+	}
+	sc.MaskedPaths = kubeletMaskedPaths()
+	sc.ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	return sc
+}
+
+// kubeletMaskedPaths is the kubelet's defaultMaskedPaths (v1.37): a fixed
+// list, and each CPU's thermal_throttle directory where the host has one.
+func kubeletMaskedPaths() []string {
+	paths := []string{"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+	cpus, _ := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
+	return append(paths, cpus...)
 }
 
 // logPath is the container's log, in CRI's format (time, stream, tag,

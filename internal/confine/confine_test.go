@@ -307,17 +307,7 @@ func TestUnreadableImage(t *testing.T) {
 // capabilities and no_new_privs, with its spec: CRIU records the shared
 // filter on the main thread alone, flagged TSYNC.
 func TestTSYNCFilterCoversTheThreads(t *testing.T) {
-	spec := func() *specs.Spec {
-		data, err := os.ReadFile("testdata/tsync/spec.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s specs.Spec
-		if err := json.Unmarshal(data, &s); err != nil {
-			t.Fatal(err)
-		}
-		return &s
-	}
+	spec := func() *specs.Spec { return tsyncSpec(t) }
 	if err := Check("testdata/tsync", spec()); err != nil {
 		t.Fatalf("the checkpoint of its own spec: %v", err)
 	}
@@ -334,4 +324,17 @@ func TestTSYNCFilterCoversTheThreads(t *testing.T) {
 		}
 	})
 	refused(t, Check(dir, spec()), "thread 6 of process 1", "seccomp", "no filter")
+}
+
+func tsyncSpec(t *testing.T) *specs.Spec {
+	t.Helper()
+	data, err := os.ReadFile("testdata/tsync/spec.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
 }

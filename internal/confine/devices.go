@@ -30,19 +30,21 @@ const nvidiaMajor = 195
 // maxTarEntries bounds the walk of a hostile tmpfs dump.
 const maxTarEntries = 1 << 16
 
-// checkDevices checks every device node of every tmpfs the image holds.
+// checkDevices checks every device node of every tmpfs the image holds,
+// in the dump CRIU will read for it (tmpfsDump: under either name).
 // A GPU's node is the one exception: cryo replaces the image's GPU nodes
 // with the spec's after the restore (the checkpoint's GPUs are rarely the
 // new container's), so one passes when the spec grants some GPU.
 func checkDevices(im *image, spec *specs.Spec) error {
 	allowed := append(append([]specs.LinuxDevice{}, runcDevices...), specDevices(spec)...)
 	for _, m := range im.mounts {
-		if m.GetFstype() != uint32(mnt.Fstype_TMPFS) || m.GetExtKey() != "" {
+		typ := m.GetFstype()
+		if (typ != uint32(mnt.Fstype_TMPFS) && typ != uint32(mnt.Fstype_DEVTMPFS)) || m.GetExtKey() != "" {
 			continue
 		}
-		dump, ok := im.devTmpfs[m.GetRootDev()]
+		dump, ok := im.tmpfsDump(m)
 		if !ok {
-			continue
+			continue // CRIU fails the restore of a tmpfs it has no dump of
 		}
 		base := path.Clean("/" + m.GetMountpoint())
 		if err := checkTmpfsDump(dump, base, allowed, grantsGPU(spec)); err != nil {
@@ -80,27 +82,28 @@ func checkTmpfsDump(dump, base string, allowed []specs.LinuxDevice, gpu bool) er
 	}
 }
 
-// tarEntries counts the entries of a tmpfs dump, up to limit.
-func tarEntries(dump string, limit int) (int, error) {
+// tmpfsEmpty: the dump holds the root directory alone, as a mask's does.
+func tmpfsEmpty(dump string) (bool, error) {
 	f, err := os.Open(dump)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	tr := tar.NewReader(gz)
-	n := 0
-	for ; n < limit; n++ {
-		if _, err := tr.Next(); errors.Is(err, io.EOF) {
-			return n, nil
-		} else if err != nil {
-			return n, err
+	for n := 0; n < 2; n++ {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil || path.Clean(h.Name) != "." || h.Typeflag != tar.TypeDir {
+			return false, err
 		}
 	}
-	return n, nil
+	return false, nil
 }
 
 func checkNode(h *tar.Header, p string, allowed []specs.LinuxDevice, gpu bool) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -23,14 +24,14 @@ import (
 // sets and the mounts. It is read from the images themselves, never from
 // cryo's manifest: the manifest is the image's own claim.
 type image struct {
-	dir      string
-	tasks    []task
-	rootIDs  *criucore.TaskKobjIdsEntry // CRIU's own namespaces at dump
-	taskIDs  *criucore.TaskKobjIdsEntry // the root task's
-	cgroups  *cgroup.CgroupEntry        // nil: the image has none
-	mounts   []*mnt.MntEntry
-	filters  []*seccomp.SeccompFilter
-	devTmpfs map[uint32]string // a tmpfs's root_dev → its dump file
+	dir     string
+	tasks   []task
+	rootIDs *criucore.TaskKobjIdsEntry // CRIU's own namespaces at dump
+	taskIDs *criucore.TaskKobjIdsEntry // the root task's
+	cgroups *cgroup.CgroupEntry        // nil: the image has none
+	mounts  []*mnt.MntEntry
+	mountNS int // how many mount namespaces the mounts come from
+	filters []*seccomp.SeccompFilter
 }
 
 // task is one thread as CRIU restores it.
@@ -53,7 +54,7 @@ func (t task) label() string {
 // or undecodable is an error: a check that cannot read the images cannot
 // vouch for them.
 func readImage(dir string) (*image, error) {
-	im := &image{dir: dir, devTmpfs: map[uint32]string{}}
+	im := &image{dir: dir}
 	steps := []func() error{im.readInventory, im.readTasks, im.readCgroups, im.readMounts, im.readSeccomp}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -126,6 +127,7 @@ func (im *image) readMounts() error {
 		return err
 	}
 	sort.Strings(names)
+	im.mountNS = len(names)
 	for _, path := range names {
 		entries, err := criuimg.ReadImage(im.dir, filepath.Base(path), &mnt.MntEntry{})
 		if err != nil {
@@ -135,14 +137,22 @@ func (im *image) readMounts() error {
 			im.mounts = append(im.mounts, e.(*mnt.MntEntry))
 		}
 	}
-	dumps, err := filepath.Glob(filepath.Join(im.dir, "tmpfs-dev-*.tar.gz.img"))
-	for _, path := range dumps {
-		var dev uint32
-		if _, serr := fmt.Sscanf(filepath.Base(path), "tmpfs-dev-%d.tar.gz.img", &dev); serr == nil {
-			im.devTmpfs[dev] = path
+	return nil
+}
+
+// tmpfsDump is the dump of a tmpfs's contents that CRIU's tmpfs_restore
+// reads: tmpfs-dev-<s_dev>.tar.gz.img, or, where that file does not exist
+// (ENOENT alone: any other error fails CRIU's restore, and the check that
+// reads it), tmpfs-<mnt_id>.tar.gz.img. false: neither exists, and CRIU
+// fails the restore of that tmpfs.
+func (im *image) tmpfsDump(m *mnt.MntEntry) (string, bool) {
+	for _, name := range []string{fmt.Sprintf("tmpfs-dev-%d.tar.gz.img", m.GetRootDev()), fmt.Sprintf("tmpfs-%d.tar.gz.img", m.GetMntId())} {
+		p := filepath.Join(im.dir, name)
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			return p, true
 		}
 	}
-	return err
+	return "", false
 }
 
 func (im *image) readSeccomp() error {

@@ -8,161 +8,231 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 )
 
-// checkMounts checks the mounts CRIU would create from the image. Bind
-// mounts of the spec are external to the image (runc names them to CRIU
-// from the new spec, and CRIU refuses an external mount the spec lacks),
-// so what the image itself brings are the kernel file systems and tmpfs
-// mounts a runtime made: each must be one the spec mounts at that place,
-// at least as read-only as the spec has it, or one of the spec's masked or
-// read-only paths. And each of the spec's masked and read-only paths must
-// still be masked or read-only: a privileged source has none, and its
-// checkpoint would bring /proc/kcore or a writable /proc/sys back.
+// checkMounts compares every mount CRIU would create from mountpoints-*.img
+// with the tree the spec describes, by structure: at each mount point the
+// image must hold exactly what runc makes there for this spec, with the
+// same file system type, source and root, and flags at least as
+// restrictive. What runc makes, besides the spec's mounts:
+//   - a mask at each masked path: an empty read-only tmpfs over a
+//     directory, or the bind of /dev/null over a file;
+//   - at each read-only path, a read-only bind of the same file system in
+//     place;
+//   - /dev/console, for a terminal, a bind of the container's own pty;
+//   - on cgroup v1, a tmpfs at the cgroup mount with one mount per
+//     controller in it.
+//
+// Anything else, and anything at a masked or read-only path that is not
+// exactly its mask or bind (a proc, sysfs, devtmpfs or binfmt_misc mount,
+// say), is refused. A name alone is never enough: CRIU mounts by type,
+// superblock and root, so those are what is compared.
 func checkMounts(im *image, spec *specs.Spec) error {
-	want := specMounts(spec)
-	masked, readonly := specPaths(spec)
-	seen := map[string]*mnt.MntEntry{}
-	for _, m := range im.mounts {
-		p := path.Clean("/" + m.GetMountpoint())
-		seen[p] = m
-		if err := checkMount(im, m, p, want, masked, readonly); err != nil {
-			return err
-		}
-	}
 	if len(im.mounts) == 0 {
 		return nil // no mount namespace of its own: checkNamespaces decides
 	}
-	return checkMasks(seen, masked, readonly)
+	if im.mountNS > 1 {
+		// runc builds one mount namespace from the spec; a tree of the
+		// process's own (unshare -m) would come back from the image alone,
+		// with whatever it holds, and could hide a mask of the other.
+		return &Violation{Task: "the checkpoint", Field: "mount namespaces", Image: strconv.Itoa(im.mountNS) + " mount namespaces",
+			Spec: "one, the container's own, as runc builds it from the spec"}
+	}
+	t := newMountTree(im, spec)
+	for _, m := range im.mounts {
+		if o := t.byID[m.GetMntId()]; o != m {
+			// The tree is built by mount id: two entries of one id leave
+			// CRIU's choice of parent, and so of order, open.
+			return t.refuse(m, "mount "+m.GetMountpoint(), fmt.Sprintf("one mount of id %d, not another at %s too", m.GetMntId(), o.GetMountpoint()))
+		}
+	}
+	for _, m := range im.mounts {
+		if err := t.check(m); err != nil {
+			return err
+		}
+	}
+	return t.checkMasks()
 }
 
-func checkMount(im *image, m *mnt.MntEntry, p string, want map[string]specs.Mount, masked, readonly map[string]bool) error {
-	if p == "/" || m.GetExtKey() != "" || m.GetExtMount() {
-		return nil // the root, and the spec's own binds: runc supplies them
-	}
-	if masked[p] || readonly[p] || im.isMask(m) || im.readOnlyInPlace(m, p) {
-		return nil // checkMasks checks how; a mask only hides
-	}
-	sm, ok := specMountAt(want, p)
-	if !ok {
-		return &Violation{Task: "the checkpoint", Field: "mount " + p, Image: describeMount(m), Spec: "no mount there"}
-	}
-	if !sameType(m, sm) {
-		return &Violation{Task: "the checkpoint", Field: "mount " + p, Image: describeMount(m), Spec: "a " + sm.Type + " mount"}
-	}
-	for opt, flag := range restrictive {
-		if opt == "ro" && cgroupV1Root(m, sm) {
-			continue
-		}
-		if hasOption(sm, opt) && m.GetFlags()&flag == 0 && m.GetSbFlags()&flag == 0 {
-			return &Violation{Task: "the checkpoint", Field: "mount " + p, Image: describeMount(m) + " without " + opt, Spec: "a " + sm.Type + " mount with " + opt}
-		}
-	}
-	return nil
+// mountTree indexes the image's mounts and the spec's places.
+type mountTree struct {
+	im               *image
+	spec             *specs.Spec
+	want             map[string][]specs.Mount // the spec's mounts by destination
+	masked, readonly map[string]bool
+	at               map[string][]*mnt.MntEntry // the image's mounts by mount point
+	byDev            map[uint32][]*mnt.MntEntry // … and by superblock
+	byID             map[uint32]*mnt.MntEntry   // … and by mount id
 }
 
-// checkMasks: every masked path of the spec has something mounted over it
-// and every read-only path is mounted read-only.
-func checkMasks(seen map[string]*mnt.MntEntry, masked, readonly map[string]bool) error {
-	// In order: a refusal names the same path every time.
-	for _, p := range slices.Sorted(maps.Keys(masked)) {
-		if seen[p] == nil && !underMasked(p, seen) {
-			return &Violation{Task: "the checkpoint", Field: "masked path " + p, Image: "not masked", Spec: "masked (linux.maskedPaths)"}
+func newMountTree(im *image, spec *specs.Spec) *mountTree {
+	t := &mountTree{im: im, spec: spec, want: map[string][]specs.Mount{},
+		at: map[string][]*mnt.MntEntry{}, byDev: map[uint32][]*mnt.MntEntry{}, byID: map[uint32]*mnt.MntEntry{}}
+	for _, m := range spec.Mounts {
+		d := path.Clean("/" + m.Destination)
+		t.want[d] = append(t.want[d], m)
+	}
+	t.masked, t.readonly = specPaths(spec)
+	for _, m := range im.mounts {
+		t.at[m.GetMountpoint()] = append(t.at[m.GetMountpoint()], m)
+		t.byDev[m.GetRootDev()] = append(t.byDev[m.GetRootDev()], m)
+		if _, dup := t.byID[m.GetMntId()]; !dup {
+			t.byID[m.GetMntId()] = m
 		}
 	}
-	for _, p := range slices.Sorted(maps.Keys(readonly)) {
-		m := seen[p]
-		if m == nil && underMasked(p, seen) {
-			continue
-		}
-		if m == nil || (m.GetFlags()&unix.MS_RDONLY == 0 && m.GetSbFlags()&unix.MS_RDONLY == 0) {
-			return &Violation{Task: "the checkpoint", Field: "read-only path " + p, Image: "writable", Spec: "read-only (linux.readonlyPaths)"}
-		}
-	}
-	return nil
+	return t
 }
 
-// isMask: an empty read-only tmpfs, as runtimes mount over a directory to
-// mask it. It hides what is below and holds nothing, so it grants nothing
-// wherever it is.
-func (im *image) isMask(m *mnt.MntEntry) bool {
-	ro := m.GetFlags()&unix.MS_RDONLY != 0 || m.GetSbFlags()&unix.MS_RDONLY != 0
-	if m.GetFstype() != uint32(mnt.Fstype_TMPFS) || !ro {
-		return false
+// check compares one mount with what the spec puts at its mount point.
+func (t *mountTree) check(m *mnt.MntEntry) error {
+	p := m.GetMountpoint()
+	if p != path.Clean("/"+p) {
+		// CRIU and the kernel resolve the path, symlinks and all, in a
+		// tree cryo cannot see: only the plain form names a place.
+		return t.refuse(m, "mount "+p, "a mount point in plain form, as runc writes it")
 	}
-	dump, ok := im.devTmpfs[m.GetRootDev()]
-	if !ok {
-		return true // CRIU dumped no content: it restores an empty tmpfs
+	if n := len(t.at[p]); n > t.places(p) {
+		return t.refuse(m, "mount "+p, placesText(t.places(p))+" at "+p+", not "+placesText(n))
 	}
-	n, err := tarEntries(dump, 2)
-	return err == nil && n <= 1 // the root directory alone
+	if err := t.checkSharing(m); err != nil {
+		return err
+	}
+	if p == "/" {
+		return nil // the container's root: runc gives CRIU the spec's
+	}
+	if err := t.checkShape(m); err != nil {
+		return err
+	}
+	return t.checkParent(m)
 }
 
-// readOnlyInPlace: a read-only bind of part of a file system over the
-// place where that part already shows (runtimes make /proc/sys read-only
-// so). It takes writes away and adds nothing.
-func (im *image) readOnlyInPlace(m *mnt.MntEntry, p string) bool {
-	if m.GetFlags()&unix.MS_RDONLY == 0 {
-		return false
+// checkShape compares the mount with what runc makes at its place.
+func (t *mountTree) checkShape(m *mnt.MntEntry) error {
+	p := m.GetMountpoint()
+	switch {
+	case t.masked[p]:
+		return t.checkMask(m)
+	case t.readonly[p]:
+		return t.checkReadOnly(m)
+	case len(t.want[p]) > 0:
+		return t.checkSpecMount(m, t.want[p][0])
+	case t.isConsole(p):
+		return t.checkConsole(m)
 	}
-	for _, o := range im.mounts {
-		if o != m && o.GetRootDev() == m.GetRootDev() && o.GetRoot() == "/" &&
-			path.Join("/", o.GetMountpoint(), m.GetRoot()) == p {
+	if cg, ok := t.cgroupParent(p); ok {
+		return t.checkController(m, cg)
+	}
+	if k := m.GetExtKey(); k != "" && !t.runcMaps(k) {
+		// runc names CRIU no source for this external mount, and CRIU
+		// refuses the restore for it; the orchestration words that
+		// refusal with the mount and the flag that supplies it.
+		return nil
+	}
+	if t.checkMask(m) == nil || t.checkReadOnly(m) == nil {
+		// A mask or a read-only bind in place where the spec names
+		// nothing only hides or takes writes away: no more than the spec
+		// grants.
+		return nil
+	}
+	return t.refuse(m, "mount "+p, "no mount there")
+}
+
+// checkParent: a mount sits on the mount below it by path. CRIU mounts a
+// tree parent first: a mask whose parent were another mount could be
+// mounted before the file system it masks, and so lie hidden under it.
+func (t *mountTree) checkParent(m *mnt.MntEntry) error {
+	below, parent := t.below(m.GetMountpoint()), t.byID[m.GetParentMntId()]
+	if below != nil && parent == below {
+		return nil
+	}
+	on := "no mount of the checkpoint"
+	if parent != nil {
+		on = "the mount at " + parent.GetMountpoint()
+	}
+	grant := "a mount on the one below it"
+	if below != nil {
+		grant = "a mount on the one at " + below.GetMountpoint()
+	}
+	return &Violation{Task: "the checkpoint", Field: "mount " + m.GetMountpoint(), Image: describeMount(m) + " on " + on, Spec: grant}
+}
+
+// runcMaps: runc's restore maps this external mount key to a source of
+// its own: a bind's destination to the bind's source, /dev/null to the
+// host's for masks, and on cgroup v1 each controller's mount point to the
+// container's cgroup.
+func (t *mountTree) runcMaps(key string) bool {
+	if key == "/dev/null" {
+		return true
+	}
+	for _, m := range t.spec.Mounts {
+		d := path.Clean("/" + m.Destination)
+		if (isBind(m) && (m.Destination == key || d == key)) || ((m.Type == "cgroup" || m.Type == "cgroup2") && path.Dir(key) == d) {
 			return true
 		}
 	}
 	return false
 }
 
-// underMasked: a masked or read-only path with nothing over it is fine
-// only where runc would have skipped it too, because it does not exist.
-// Under /proc and /sys that is a fact of the kernel, the same on this host
-// as in the container, so the host tells. Elsewhere (a path of the image's
-// root file system) the images cannot tell, and the path passes when a
-// read-only tmpfs masks a parent.
-func underMasked(p string, seen map[string]*mnt.MntEntry) bool {
+// places is how many mounts runc stacks at p for this spec.
+func (t *mountTree) places(p string) int {
+	if n := len(t.want[p]); n > 0 && !t.masked[p] && !t.readonly[p] {
+		return n
+	}
+	return 1
+}
+
+func placesText(n int) string {
+	if n == 1 {
+		return "one mount"
+	}
+	return strconv.Itoa(n) + " mounts"
+}
+
+// checkMasks: every masked path of the spec has its mask and every
+// read-only path its bind, where the path exists.
+func (t *mountTree) checkMasks() error {
+	// In order: a refusal names the same path every time.
+	for _, p := range slices.Sorted(maps.Keys(t.masked)) {
+		if len(t.at[p]) == 0 && !t.absent(p) {
+			return &Violation{Task: "the checkpoint", Field: "masked path " + p, Image: "not masked", Spec: "masked (linux.maskedPaths)"}
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(t.readonly)) {
+		if len(t.at[p]) == 0 && !t.absent(p) {
+			return &Violation{Task: "the checkpoint", Field: "read-only path " + p, Image: "writable (nothing mounted there)", Spec: "read-only (linux.readonlyPaths)"}
+		}
+	}
+	return nil
+}
+
+// absent: a masked or read-only path with nothing over it is fine only
+// where runc would have skipped it too, because it does not exist. Under
+// /proc and /sys that is a fact of the kernel, the same on this host as in
+// the container, so the host tells. Elsewhere (a path of the image's root
+// file system) the images cannot tell, and the path passes when a mask
+// hides a parent.
+func (t *mountTree) absent(p string) bool {
 	if strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/") {
 		_, err := os.Lstat(p)
 		return errors.Is(err, fs.ErrNotExist)
 	}
 	for q := path.Dir(p); q != "/"; q = path.Dir(q) {
-		if m := seen[q]; m != nil {
-			return m.GetFstype() == uint32(mnt.Fstype_TMPFS) && m.GetFlags()&unix.MS_RDONLY != 0
+		if ms := t.at[q]; len(ms) > 0 {
+			return t.masked[q] && t.checkMask(ms[len(ms)-1]) == nil
 		}
 	}
 	return true
 }
 
-// restrictive are the spec options whose absence would give the restored
-// process more than the spec does.
-var restrictive = map[string]uint32{"ro": unix.MS_RDONLY, "nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "noexec": unix.MS_NOEXEC}
-
-func specMounts(spec *specs.Spec) map[string]specs.Mount {
-	out := map[string]specs.Mount{}
-	for _, m := range spec.Mounts {
-		out[path.Clean("/"+m.Destination)] = m
-	}
-	return out
-}
-
-// specMountAt finds the spec's mount at p. The spec's cgroup mount is a
-// tree on cgroup v1 (a tmpfs with one mount per controller), so p may lie
-// below it.
-func specMountAt(want map[string]specs.Mount, p string) (specs.Mount, bool) {
-	if m, ok := want[p]; ok {
-		return m, true
-	}
-	for q := path.Dir(p); q != "/"; q = path.Dir(q) {
-		if m, ok := want[q]; ok && m.Type == "cgroup" {
-			return m, true
-		}
-	}
-	return specs.Mount{}, false
+// refuse words a refusal: the mount point, what the image has there, and
+// what the spec grants.
+func (t *mountTree) refuse(m *mnt.MntEntry, field, grants string) error {
+	return &Violation{Task: "the checkpoint", Field: field, Image: describeMount(m), Spec: grants}
 }
 
 func specPaths(spec *specs.Spec) (masked, readonly map[string]bool) {
@@ -177,47 +247,4 @@ func specPaths(spec *specs.Spec) (masked, readonly map[string]bool) {
 		readonly[path.Clean("/"+p)] = true
 	}
 	return masked, readonly
-}
-
-// sameType: the image's file system is the one the spec mounts there. A
-// spec's cgroup mount is a tmpfs plus cgroup mounts on cgroup v1, and
-// cgroup2 on v2; /dev/shm is a tmpfs the spec may call "shm".
-func sameType(m *mnt.MntEntry, sm specs.Mount) bool {
-	got := strings.ToLower(mnt.Fstype_name[int32(m.GetFstype())])
-	switch sm.Type {
-	case "cgroup", "cgroup2":
-		return got == "cgroup" || got == "cgroup2" || got == "tmpfs"
-	case "shm":
-		return got == "tmpfs"
-	}
-	return got == sm.Type
-}
-
-// cgroupV1Root: on cgroup v1 runc mounts a tmpfs at the spec's cgroup
-// destination to hold one mount per controller, and leaves that tmpfs
-// writable even for a read-only spec mount (the controllers' mounts are
-// read-only). An empty tmpfs of mount points grants nothing.
-func cgroupV1Root(m *mnt.MntEntry, sm specs.Mount) bool {
-	return sm.Type == "cgroup" && m.GetFstype() == uint32(mnt.Fstype_TMPFS)
-}
-
-func hasOption(sm specs.Mount, opt string) bool {
-	for _, o := range sm.Options {
-		if o == opt {
-			return true
-		}
-	}
-	return false
-}
-
-func describeMount(m *mnt.MntEntry) string {
-	typ := strings.ToLower(mnt.Fstype_name[int32(m.GetFstype())])
-	if n := m.GetFsname(); n != "" {
-		typ = n
-	}
-	rw := "rw"
-	if m.GetFlags()&unix.MS_RDONLY != 0 || m.GetSbFlags()&unix.MS_RDONLY != 0 {
-		rw = "ro"
-	}
-	return fmt.Sprintf("%s (%s, source %q)", typ, rw, m.GetSource())
 }

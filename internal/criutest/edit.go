@@ -43,3 +43,22 @@ func EditImage(t testing.TB, dir, name string, msg proto.Message, fn func(proto.
 		t.Fatal(err)
 	}
 }
+
+// AppendEntry adds msg as one more entry at the end of the CRIU image name
+// in dir, as an attacker adding a mount, a thread or a file would.
+func AppendEntry(t testing.TB, dir, name string, msg proto.Message) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = append(binary.LittleEndian.AppendUint32(raw, uint32(len(b))), b...)
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
