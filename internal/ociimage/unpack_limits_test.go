@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,24 @@ func partsStore(t *testing.T, write func(tw *tar.Writer) error) (ctrdcontent.Sto
 	if err := ctrdcontent.WriteBlob(context.Background(), cs, "part", bytes.NewReader(blob.Bytes()), desc); err != nil {
 		t.Fatal(err)
 	}
-	return cs, ocispec.Manifest{Layers: []ocispec.Descriptor{desc}, Annotations: map[string]string{AnnLayout: LayoutRunnable}}
+	man := ocispec.Manifest{Layers: []ocispec.Descriptor{desc}, Annotations: map[string]string{AnnLayout: LayoutRunnable}}
+	return cs, bindConfig(t, cs, man)
+}
+
+// bindConfig writes into cs the config that names man's parts, as
+// `cryo image build --runnable` does, and returns man pointing at it: the
+// caps are reached only past the parts' check.
+func bindConfig(t *testing.T, cs ctrdcontent.Store, man ocispec.Manifest) ocispec.Manifest {
+	t.Helper()
+	data, err := json.Marshal(bindParts(ocispec.Image{}, man.Layers, man.Annotations))
+	if err != nil {
+		t.Fatal(err)
+	}
+	man.Config = ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(data), Size: int64(len(data))}
+	if err := ctrdcontent.WriteBlob(context.Background(), cs, "config-"+man.Config.Digest.Encoded(), bytes.NewReader(data), man.Config); err != nil {
+		t.Fatal(err)
+	}
+	return man
 }
 
 // emptyFiles writes n empty files under checkpoint/.
@@ -146,6 +164,7 @@ func TestUnpackPartsNormalCheckpoint(t *testing.T) {
 		total += fi.Size()
 	}
 	man.Annotations[AnnSizeTotal] = fmt.Sprint(total)
+	man = bindConfig(t, cs, man)
 	dir := t.TempDir()
 	if err := UnpackPartsWithin(context.Background(), cs, man, dir, filedigest.Records{}, LimitsFrom(config.Config{})); err != nil {
 		t.Fatal(err)
@@ -196,6 +215,7 @@ func TestUnpackPartsCapAcrossParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	man.Layers = append(man.Layers, man2.Layers[0])
+	man = bindConfig(t, cs, man)
 	err = UnpackPartsWithin(context.Background(), cs, man, t.TempDir(), filedigest.Records{}, archive.Limits{MaxEntries: 1000})
 	var le *archive.LimitError
 	if !errors.As(err, &le) || le.Count != 1001 || !le.Image || !strings.Contains(err.Error(), "checkpoint part "+man2.Layers[0].Digest.String()) ||
