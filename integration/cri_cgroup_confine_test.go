@@ -15,10 +15,10 @@ import (
 	"testing"
 )
 
-// editArchive unpacks a CRI checkpoint archive, rewrites its cgroup.img
+// editCgroupArchive unpacks a CRI checkpoint archive, rewrites its cgroup.img
 // through crafted's edits (which seal cryo's manifest, in checkpoint/,
 // again over the changed file), and packs it anew, as an attacker with the tools anyone has would.
-func editArchive(t *testing.T, archive string, dir, path func(string) string) string {
+func editCgroupArchive(t *testing.T, archive string, dir, path func(string) string) string {
 	t.Helper()
 	work := t.TempDir()
 	if out, err := exec.Command("tar", "-xf", archive, "-C", work).CombinedOutput(); err != nil {
@@ -68,7 +68,7 @@ func TestCRICgroupCrafted(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := n.with(t)
-			edited := editArchive(t, archive, c.dir, c.path)
+			edited := editCgroupArchive(t, archive, c.dir, c.path)
 			p := n.newPod("dst-"+strings.ToLower(c.name), criHandler, nil)
 			err := p.create(edited)
 			if err == nil {
