@@ -17,6 +17,18 @@
 #                  that read cryo's checkpoint archives with it (the Go found
 #                  on PATH, else /usr/local/go/bin/go; a binary of another
 #                  version is replaced)
+#   bats, and runc's source   the source package of the installed runc from
+#                  Debian's archive (bookworm's deb-src, through apt lists of
+#                  its own in a temporary directory: the machine's apt sources
+#                  are left alone), unpacked with Debian's patches into
+#                  $CRYO_DEPS/runc-src, with its recvtty helper built there;
+#                  contrib/runc-bats.sh runs its checkpoint.bats with runc
+#                  and with cryo-runc
+#   containerd's client tests   integration/client of the two containerd
+#                  releases above (2.x's from the Go module proxy, 1.7's from
+#                  trixie's source package), built with Go into
+#                  $CRYO_DEPS/containerd-tests/client-v<version>.test for
+#                  TestContainerdCheckpointSuite
 #   etcd 3.5 (trixie)      unpacked into $CRYO_DEPS/etcd, and kubelet,
 #                  kube-apiserver and kubectl built by kubernetes/build-k8s.sh,
 #                  for TestKubelet's one-node cluster; a failed build is
@@ -181,6 +193,118 @@ install_checkpointctl() {
 		die "go install checkpointctl@$CHECKPOINTCTL_VERSION failed; check the network and GOPROXY"
 }
 
+# apt_source SUITE PKG=VERSION DIR downloads a source package into DIR
+# from SUITE's deb-src, through apt lists of its own under DIR: nothing of
+# the machine's apt configuration changes, and nothing is left to remove.
+# The mirror is the machine's bookworm one. Its status is apt-get's, but
+# an .orig tarball may arrive where the .dsc does not: callers check files.
+apt_source() {
+	local suite=$1 spec=$2 dir=$3 opts
+	chmod 755 "$dir" # apt's download user must be able to write there
+	mkdir -p "$dir/lists/partial"
+	awk 'BEGIN{RS="";ORS="\n\n"} /Suites:.*bookworm/ && !done {print; done=1}' \
+		"$(grep -l '^Suites:.*bookworm' /etc/apt/sources.list.d/*.sources | head -1)" |
+		sed -e "s/^Suites:.*/Suites: $suite/" -e 's/^Types:.*/Types: deb-src/' >"$dir/src.sources"
+	opts=(-o "Dir::Etc::SourceList=$dir/src.sources" -o Dir::Etc::SourceParts=- -o "Dir::State::Lists=$dir/lists")
+	apt-get "${opts[@]}" update -qq || die "apt-get update of $suite's deb-src failed; check the network"
+	(cd "$dir" && apt-get "${opts[@]}" source -qq --download-only "$spec" >/dev/null 2>&1) || true
+}
+
+# install_runc_src unpacks the Debian source package of the runc installed
+# here into $CRYO_DEPS/runc-src, for its integration tests (bats), and builds
+# their recvtty helper (the tests' console socket) with Go; the modules it
+# needs come from the Go module proxy. The stamp names the package version,
+# so an upgraded runc brings its own tests.
+install_runc_src() {
+	local dir=$CRYO_DEPS/runc-src ver work go
+	ver=$(dpkg-query -W -f='${Version}' runc)
+	if [ -x "$dir/recvtty" ] && [ "$(cat "$dir/.cryo-version" 2>/dev/null)" = "$ver" ]; then
+		say "runc $ver source and recvtty present in $dir"
+		return 0
+	fi
+	apt_install dpkg-dev xz-utils
+	go=$(command -v go || true)
+	[ -n "$go" ] || go=/usr/local/go/bin/go
+	[ -x "$go" ] || die "Go is needed to build runc's recvtty; install Go into /usr/local/go or put it on PATH"
+	work=$(mktemp -d)
+	say "fetching runc $ver's source from bookworm into $work"
+	apt_source bookworm "runc=$ver" "$work"
+	ls "$work"/runc_*.dsc >/dev/null 2>&1 || die "could not fetch runc $ver's source package from bookworm"
+	rm -rf "$dir"
+	dpkg-source -x "$work"/runc_*.dsc "$dir" >/dev/null 2>&1 || die "dpkg-source -x of runc $ver failed"
+	(cd "$dir" && GOFLAGS=-mod=mod GOTOOLCHAIN=local "$go" build -o "$dir/recvtty" ./contrib/cmd/recvtty) ||
+		die "building runc's recvtty failed; check the network and GOPROXY"
+	printf '%s\n' "$ver" >"$dir/.cryo-version"
+	rm -rf "$work"
+	say "runc $ver source unpacked into $dir (tests/integration, recvtty)"
+}
+
+# install_containerd_tests builds containerd's own client integration tests
+# (integration/client) of the two releases unpacked under $CRYO_DEPS into
+# test binaries, $CRYO_DEPS/containerd-tests/client-v<version>.test, for
+# TestContainerdCheckpointSuite: 2.x's from the Go module proxy (the
+# package is part of the containerd/v2 module), 1.7's from Debian trixie's
+# source package (there it is a module of its own, which the proxy does not
+# serve), each with that release's go.mod.
+install_containerd_tests() {
+	local go ver work dir
+	go=$(command -v go || true)
+	[ -n "$go" ] || go=/usr/local/go/bin/go
+	[ -x "$go" ] || die "Go is needed to build containerd's client tests; install Go into /usr/local/go or put it on PATH"
+	mkdir -p "$CRYO_DEPS/containerd-tests"
+	ver=$(containerd_version "$CRYO_DEPS/containerd-2")
+	if ! client_tests_present "$ver"; then
+		work=$(mktemp -d)
+		dir=$(cd "$work" && GOFLAGS=-mod=mod "$go" mod download -json "github.com/containerd/containerd/v2@v$ver" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[ -d "$dir/integration/client" ] || die "go mod download github.com/containerd/containerd/v2@v$ver failed; check the network and GOPROXY"
+		cp -r "$dir" "$work/src" && chmod -R u+w "$work/src"
+		client_tests_build "$go" "$ver" "$work/src" "$work/src/integration/client"
+		rm -rf "$work"
+	fi
+	ver=$(containerd_version "$CRYO_DEPS/containerd-1.7")
+	if ! client_tests_present "$ver"; then
+		work=$(mktemp -d)
+		say "fetching containerd $ver's source from trixie into $work"
+		apt_source trixie "containerd=$("$CRYO_DEPS/containerd-1.7/usr/bin/containerd" --version | awk '{print $4}')" "$work"
+		ls "$work"/containerd_"$ver"*.orig.tar.* >/dev/null 2>&1 || die "could not fetch containerd $ver's source from trixie"
+		tar -C "$work" -xf "$(ls "$work"/containerd_"$ver"*.orig.tar.* | head -1)"
+		dir=$(ls -d "$work"/containerd-"$ver"*/ | head -1)
+		client_tests_build "$go" "$ver" "$dir" "$dir/integration/client"
+		rm -rf "$work"
+	fi
+}
+
+# containerd_version DIR prints the x.y.z of the containerd unpacked in DIR.
+containerd_version() {
+	local v
+	v=$("$1/usr/bin/containerd" --version | awk '{print $3}' | sed -n 's/^v\{0,1\}\([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p')
+	[ -n "$v" ] || die "no version in $1/usr/bin/containerd --version"
+	printf '%s\n' "$v"
+}
+
+client_tests_present() {
+	[ -x "$CRYO_DEPS/containerd-tests/client-v$1.test" ] || return 1
+	say "containerd v$1's client tests present in $CRYO_DEPS/containerd-tests"
+}
+
+# client_tests_build GO VERSION SRC PKGDIR builds the test binary of PKGDIR
+# (integration/client) in the source tree SRC. One line of the tests
+# changes: the default of their -image-list flag comes from
+# $CONTAINERD_TEST_IMAGE_LIST, because their busybox reference is computed
+# at package init, before flags are parsed, so the flag never reaches it;
+# the tests then pull busybox from a registry on loopback, not the internet.
+client_tests_build() {
+	local go=$1 ver=$2 src=$3 pkg=$4 list=$3/integration/images/image_list.go
+	local bin=$CRYO_DEPS/containerd-tests/client-v$ver.test
+	say "building containerd v$ver's client tests into $bin"
+	sed -i 's|^var imageListFile = flag.String("image-list", "",|var imageListFile = flag.String("image-list", os.Getenv("CONTAINERD_TEST_IMAGE_LIST"),|' "$list"
+	grep -q CONTAINERD_TEST_IMAGE_LIST "$list" || die "containerd v$ver's $list has no -image-list flag to default"
+	(cd "$pkg" && GOFLAGS=-mod=mod GOTOOLCHAIN=local "$go" test -c -o "$bin.tmp" .) ||
+		die "building containerd v$ver's client tests failed; check the network and GOPROXY"
+	mv -f "$bin.tmp" "$bin"
+}
+
 # install_etcd unpacks trixie's etcd-server (3.5) into $CRYO_DEPS/etcd for
 # TestKubelet's API server. bookworm's 3.4 also served kube-apiserver 1.37
 # in a trial, but 3.4 is past its support; and unpacking, not installing,
@@ -212,13 +336,15 @@ main() {
 	add_suites
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
 		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux \
-		bash-completion tmux
+		bash-completion tmux bats gawk
 	check_cni
 	install_criu
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
 	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
 	install_checkpointctl
+	install_runc_src
+	install_containerd_tests
 	install_etcd
 	bash "$(dirname "$0")/kubernetes/build-k8s.sh" || say "WARNING: kubelet not built; TestKubelet will skip (see above)"
 	# The registry package starts a system service on port 5000; the tests run

@@ -214,8 +214,11 @@ func (d *daemon) stop() {
 }
 
 // killAll deletes every task and container of the test namespace.
-func (d *daemon) killAll() {
-	ctx, cancel := context.WithTimeout(namespacedCtx(), 30*time.Second)
+func (d *daemon) killAll() { d.killAllIn(testNamespace) }
+
+// killAllIn deletes every task and container of namespace ns.
+func (d *daemon) killAllIn(ns string) {
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), ns), 30*time.Second)
 	defer cancel()
 	cs, err := d.client.Containers(ctx)
 	if err != nil {
