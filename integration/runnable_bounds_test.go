@@ -178,9 +178,10 @@ func padRunnable(t *testing.T, reg *imgRegistry, repo, man string, files int) st
 	return padImage(t, reg, repo, man, files, true)
 }
 
-// padImage is padRunnable for a runnable image (a checkpoint part, which
-// the config does not list) or another checkpoint image (a layer, added
-// to the config's diff_ids as well).
+// padImage is padRunnable for a runnable image (a checkpoint part, with
+// a config of its own that names the padded parts, as anyone can compute
+// it) or another checkpoint image (a layer, added to the config's
+// diff_ids as well).
 func padImage(t *testing.T, reg *imgRegistry, repo, man string, files int, runnable bool) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), imgTimeout)
@@ -203,6 +204,9 @@ func padImage(t *testing.T, reg *imgRegistry, repo, man string, files int, runna
 	}
 	push(ctx, t, r, layer, blob)
 	m.Layers = append(m.Layers, layer)
+	if runnable {
+		m.Config = pushConfigLabel(ctx, t, r, m.Config, ociimage.LabelParts, ociimage.PartsDigest(m.Layers, m.Annotations).String())
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +238,33 @@ func pushConfigWith(ctx context.Context, t *testing.T, r *remote.Repository, con
 	}
 	ids, _ := rootfs["diff_ids"].([]any)
 	rootfs["diff_ids"] = append(ids, diffID.String())
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := content.NewDescriptorFromBytes(config.MediaType, out)
+	push(ctx, t, r, d, out)
+	return d
+}
+
+// pushConfigLabel pushes config with label key set to value, every other
+// field kept as it was.
+func pushConfigLabel(ctx context.Context, t *testing.T, r *remote.Repository, config ocispec.Descriptor, key, value string) ocispec.Descriptor {
+	t.Helper()
+	var c ocispec.Image
+	rc, err := r.Fetch(ctx, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(rc).Decode(&c)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Config.Labels == nil {
+		c.Config.Labels = map[string]string{}
+	}
+	c.Config.Labels[key] = value
 	out, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)

@@ -47,10 +47,11 @@ type boundLayer struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// partsDigest is LabelParts' value for a manifest of these layers and
+// PartsDigest is LabelParts' value for a manifest of these layers and
 // annotations: the digest of their JSON (encoding/json sorts map keys,
-// so the encoding is canonical).
-func partsDigest(layers []ocispec.Descriptor, ann map[string]string) digest.Digest {
+// so the encoding is canonical). Anyone can compute it: the label binds
+// a config to one checkpoint, it proves nothing about who built it.
+func PartsDigest(layers []ocispec.Descriptor, ann map[string]string) digest.Digest {
 	bound := struct {
 		Layers      []boundLayer      `json:"layers"`
 		Annotations map[string]string `json:"annotations,omitempty"`
@@ -71,7 +72,7 @@ func bindParts(cfg ocispec.Image, layers []ocispec.Descriptor, ann map[string]st
 	if cfg.Config.Labels == nil {
 		cfg.Config.Labels = map[string]string{}
 	}
-	cfg.Config.Labels[LabelParts] = partsDigest(layers, ann).String()
+	cfg.Config.Labels[LabelParts] = PartsDigest(layers, ann).String()
 	return cfg
 }
 
@@ -87,7 +88,7 @@ func VerifyParts(cfg ocispec.Image, man ocispec.Manifest, legacy bool) error {
 		}
 		return fmt.Errorf("no %s label (built by a cryo older than the label): %w", LabelParts, ErrPartsUnbound)
 	}
-	if got := partsDigest(man.Layers, man.Annotations); got.String() != want {
+	if got := PartsDigest(man.Layers, man.Annotations); got.String() != want {
 		return fmt.Errorf("the config names %s, the manifest's parts and annotations are %s: %w", want, got, ErrPartsMismatch)
 	}
 	return nil
