@@ -15,18 +15,21 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/internal/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/internal/version.Commit=$(COMMIT)"
 
-.PHONY: all build failpoints fake deps test test-unit test-integration demo dist gpu-test bench docs clean help
+.PHONY: all build failpoints fake deps deps-demo test test-unit test-integration demo dist release gpu-test bench docs clean help
 
 all: build
 
 help:
-	@echo "make demo        install what is missing, then checkpoint and restore a container through containerd"
+	@echo "make demo        install what is missing (no Kubernetes), then checkpoint and restore a container through"
+	@echo "                 containerd (without a GPU: the fake CUDA app on cryo's fake driver)"
 	@echo "make test        install what is missing, then run all tests (unit and integration, as root)"
 	@echo "make build       build bin/cryo and its names ($(LINKS))"
 	@echo "make failpoints  build bin/failpoints/cryo, a cryo with the integration tests' failpoints (never shipped)"
 	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
-	@echo "make deps        install CRIU 4.2.1, runc, containerd 1.7 and 2.x, Podman, a registry"
+	@echo "make deps        install CRIU 4.2.1, runc, containerd 1.7 and 2.x, Podman, a registry, Kubernetes (CRYO_DEPS_K8S=0: not)"
 	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.xz (with man pages and shell completion)"
+	@echo "make release     versioned release in dist/release: cryo-VERSION-linux-amd64.tar.gz, cryo_VERSION_amd64.deb,"
+	@echo "                 SHA256SUMS (VERSION=v0.x.y, default git describe --tags; docs/release.md)"
 	@echo "make gpu-test    run the GPU acceptance tests (on a GPU host, from the bundle)"
 	@echo "make bench       run the GPU benchmarks (integration/gpu/bench.sh, on a GPU host)"
 	@echo "make docs        regenerate docs/cli.md (the command tree) and docs/architecture.md (the packages)"
@@ -63,20 +66,33 @@ test: deps build failpoints fake
 	$(GO) vet ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s ./internal/confine
 	@bash contrib/leftovers.sh before $(BIN)/procs.before
+	cd contrib/release/deb && $(GO) test -count=1 ./...
 	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
 		bash contrib/leftovers.sh after $(BIN)/procs.before || rc=1; exit $$rc
 
 test-unit: build fake
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
+	cd contrib/release/deb && $(GO) test -count=1 ./...
 
 test-integration: deps build failpoints fake
 	$(GO) test -count=1 -v -timeout 40m ./integration/...
 
-demo: deps build
+# The demo needs no Kubernetes: CRYO_DEPS_K8S=0 skips the kubelet build.
+# Without a GPU it runs the fake CUDA app (bin/fake) and says so.
+demo: deps-demo build fake
 	@bash contrib/demo.sh
+
+deps-demo:
+	@CRYO_DEPS_K8S=0 bash contrib/install-deps.sh
 
 dist: build fake
 	@bash contrib/make-dist.sh $(DIST)
+
+# The release tarball and .deb (docs/release.md). VERSION on the command
+# line (make release VERSION=v0.3.0) reaches `make build` too, so that
+# `cryo version` prints it.
+release: build
+	@bash contrib/release/release.sh $(DIST)/release $(VERSION)
 
 gpu-test:
 	@bash integration/gpu/run.sh

@@ -15,7 +15,10 @@
 #
 # With a GPU (nvidia-smi works or /dev/nvidia0 exists) the counter is
 # contrib/workloads/cudamem/cudamem, a CUDA program that keeps its counter
-# and a memory pattern on the GPU; without one it is a shell loop.
+# and a memory pattern on the GPU. Without one it is fakecuda-app on cryo's
+# fake CUDA driver (bin/fake, `make fake`): the same driver calls and
+# checkpoint states, no GPU; the demo says so. Without bin/fake it is a
+# shell loop, and no CUDA at all.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +27,7 @@ CTRD_BIN=$DEPS/containerd-2/usr/bin
 NVLIB=${CRYO_NVIDIA_LIB:-/usr/local/nvidia/lib64}
 CUDAMEM=${CRYO_CUDAMEM:-$REPO/contrib/workloads/cudamem/cudamem}
 CRYO=${CRYO_BIN:-$REPO/bin}/cryo
+FAKE=${CRYO_FAKE_DIR:-$REPO/bin/fake}
 NS=cryo-demo
 IMAGE=localhost/cryo/demo:latest
 CKPT_IMAGE=localhost/cryo/demo-checkpoint:1
@@ -59,7 +63,7 @@ ctr() { "$CTRD_BIN/ctr" --address "$SOCK" --namespace "$NS" "$@"; }
 # restore work directories of the demo's own.
 cryo() {
 	local sub=$1 verb=$2; shift 2
-	CRYO_RESTORE_DIR=$WORK/restore "$CRYO" "$sub" "$verb" --store "$WORK/store" \
+	env CRYO_RESTORE_DIR="$WORK/restore" "${DRIVER_ENV[@]}" "$CRYO" "$sub" "$verb" --store "$WORK/store" \
 		--address "$SOCK" --namespace "$NS" "$@"
 }
 
@@ -76,11 +80,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", 
 [debug]
   address = "$WORK/debug.sock"
 TOML
-	local env=()
-	if [ "$MODE" = gpu ] && [ -e "$NVLIB/libcuda.so.1" ]; then
-		env=(CRYO_LIBCUDA="$NVLIB/libcuda.so.1" CRYO_LIBNVML="$NVLIB/libnvidia-ml.so.1")
-	fi
-	env "${env[@]}" containerd --config "$WORK/config.toml" >"$WORK/containerd.log" 2>&1 &
+	env "${DRIVER_ENV[@]}" containerd --config "$WORK/config.toml" >"$WORK/containerd.log" 2>&1 &
 	CTRD_PID=$!
 	for _ in $(seq 100); do [ -S "$SOCK" ] && return; sleep 0.1; done
 	die "containerd did not start; see $WORK/containerd.log"
@@ -94,6 +94,7 @@ build_image() {
 	for a in sh sleep echo cat; do ln -s busybox "$root/bin/$a"; done
 	echo 'root:x:0:0:root:/:/bin/sh' >"$root/etc/passwd"
 	[ "$MODE" = gpu ] && add_cuda "$root"
+	[ "$MODE" = fake ] && add_fake "$root"
 	tar -C "$root" --owner=0 --group=0 --numeric-owner -cf "$WORK/image/layer.tar" .
 	local layer; layer=$(blob "$WORK/image/layer.tar")
 	printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
@@ -122,6 +123,18 @@ add_cuda() {
 	cp -L "$NVLIB/libcuda.so.1" "$NVLIB/libnvidia-ptxjitcompiler.so.1" "$root/usr/lib/"
 }
 
+# add_fake copies fakecuda-app, the libraries it links and the fake
+# libcuda into the image.
+add_fake() {
+	local root=$1 lib
+	cp "$FAKE/fakecuda-app" "$root/bin/fakecuda-app"
+	for lib in $(ldd "$FAKE/fakecuda-app" | awk '/\//{for(i=1;i<=NF;i++) if ($i ~ /^\//) print $i}' | sort -u); do
+		mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
+	done
+	mkdir -p "$root/usr/lib"
+	cp "$FAKE/libcuda.so.1" "$root/usr/lib/"
+}
+
 # blob copies a file into the layout's blobs and prints its sha256.
 blob() {
 	local sum; sum=$(sha256sum "$1" | cut -d' ' -f1)
@@ -142,6 +155,8 @@ run_counter() {
 		args+=(--env "LD_LIBRARY_PATH=/usr/lib")
 		private_net || args+=(--net-host)
 		ctr run -d "${args[@]}" "$IMAGE" demo /bin/cudamem 1024 200
+	elif [ "$MODE" = fake ]; then
+		ctr run -d "${args[@]}" --env LD_LIBRARY_PATH=/usr/lib "$IMAGE" demo /bin/fakecuda-app 200
 	else
 		ctr run -d "${args[@]}" "$IMAGE" demo /bin/sh -c 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.2; done'
 	fi
@@ -183,12 +198,21 @@ cleanup() {
 main() {
 	need
 	MODE=cpu
+	DRIVER_ENV=()
+	local what="a shell loop counting (no CUDA: build bin/fake with make fake for the fake CUDA app)"
 	if gpu_present; then
 		[ -x "$CUDAMEM" ] || die "GPU found but $CUDAMEM is missing: build it with make gpu-test (nvcc)"
 		MODE=gpu
+		what="cudamem, a CUDA program with its counter and memory on the GPU"
+		[ -e "$NVLIB/libcuda.so.1" ] && DRIVER_ENV=(CRYO_LIBCUDA="$NVLIB/libcuda.so.1" CRYO_LIBNVML="$NVLIB/libnvidia-ml.so.1")
+	elif [ -x "$FAKE/fakecuda-app" ] && [ -e "$FAKE/libcuda.so.1" ]; then
+		MODE=fake
+		what="fakecuda-app on cryo's FAKE CUDA driver ($FAKE/libcuda.so.1): no GPU here, so no real GPU memory moves"
+		DRIVER_ENV=(CRYO_LIBCUDA="$FAKE/libcuda.so.1" CRYO_LIBNVML="$FAKE/libnvidia-ml.so.1")
 	fi
 	setup_dirs
 	say "cryo demo ($MODE workload) in $WORK"
+	say "the workload: $what"
 	local t; t=$(date +%s%N)
 	start_containerd
 	say "started a private containerd $("$CTRD_BIN/containerd" --version | cut -d' ' -f3) in $(ms "$t") ms"
@@ -232,6 +256,14 @@ main() {
 	fi
 	# A restore takes no rights from the checkpoint: the host's network
 	# is granted again, as at the run.
+	if [ "$MODE" = fake ]; then
+		# The fake driver's GPU 0 needs a device node in the restored
+		# container's spec, as a real one would: a stand-in (/dev/null's
+		# numbers) that --gpus hands over as a device plugin would.
+		mknod "$WORK/nvidia0" c 1 3
+		gpus=(--gpus "$WORK/nvidia0")
+		say "demo-restored gets the fake GPU 0 (a stand-in device node, $WORK/nvidia0)"
+	fi
 	private_net || gpus+=(--net-host)
 	t=$(date +%s%N)
 	cryo image restore --containerd --name demo-restored --log "$WORK/logs/restored.log" "${gpus[@]}" "$CKPT_IMAGE" >/dev/null 2>"$WORK/restore.log" || {

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh: install everything cryo's build, tests and demo need on
-# Debian bookworm. Idempotent: a second run checks each part and does nothing.
+# Debian 12 (bookworm) or 13 (trixie). Idempotent: a second run checks each
+# part and does nothing. Parts from a newer suite (trixie, sid) come from a
+# sources file that exists only while the script runs (add_suites): no apt
+# source is left behind.
 #
 #   CRIU 4.2.1     built from Debian sid's source (bookworm's 3.17 fails on
 #                  kernels >= 6.13 with "Unexpected rt vDSO area bounds", and
@@ -8,10 +11,11 @@
 #                  cryo's patches (contrib/criu/patches) as /usr/local/sbin/criu,
 #                  and without them as /usr/local/libexec/cryo/criu-stock; a
 #                  machine with an older or unpatched build is rebuilt
-#   runc, iptables, Podman 4.3, docker-registry   from bookworm
+#   runc, iptables, Podman, docker-registry, patchelf (make release),
+#                  debootstrap (TestReleaseChroot)   from the host's release
 #   CNI plugins    bookworm's containernetworking-plugins (/usr/lib/cni), for
 #                  Podman's networks and the CRI tests' pod network
-#   containerd 1.7 (trixie) and 2.x (sid)         unpacked side by side under
+#   containerd 1.7 (trixie) and 2.x (sid)   unpacked side by side under
 #                  $CRYO_DEPS (they share one package name, so apt cannot hold both)
 #   checkpointctl v1.4.0   `go install`ed into $CRYO_DEPS/bin, for the tests
 #                  that read cryo's checkpoint archives with it (the Go found
@@ -32,12 +36,16 @@
 #   etcd 3.5 (trixie)      unpacked into $CRYO_DEPS/etcd, and kubelet,
 #                  kube-apiserver and kubectl built by kubernetes/build-k8s.sh,
 #                  for TestKubelet's one-node cluster; a failed build is
-#                  recorded there and the test skips, saying why
+#                  recorded there and the test skips, saying why; not with
+#                  CRYO_DEPS_K8S=0 (make demo), which saves the ~450 s build
 #
-# Environment: CRYO_DEPS (default /opt/cryo-deps) is where the unpacked parts go.
+# Environment: CRYO_DEPS (default /opt/cryo-deps) is where the unpacked parts
+# go; CRYO_DEPS_K8S=0 skips etcd and Kubernetes; CRYO_DEBIAN_MIRROR names the
+# archive for the extra suites (default: the host's own release's).
 set -euo pipefail
 
 CRYO_DEPS=${CRYO_DEPS:-/opt/cryo-deps}
+CRYO_DEPS_K8S=${CRYO_DEPS_K8S:-1}
 CRIU_VERSION=4.2.1
 CRIU_SUITE=sid
 CHECKPOINTCTL_VERSION=v1.4.0
@@ -57,28 +65,95 @@ apt_update() {
 	APT_UPDATED=1
 }
 
-# add_suites makes trixie and sid known to apt, pinned low (priority 50) so that
-# nothing upgrades from them by accident; packages come from them only on request.
-add_suites() {
-	local src=/etc/apt/sources.list.d/cryo-extra-suites.sources
-	[ -f "$src" ] && return 0
-	local base
-	base=$(grep -l '^Suites:.*bookworm' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 || true)
-	[ -n "$base" ] || die "no deb822 bookworm source under /etc/apt/sources.list.d to derive trixie/sid from"
-	say "adding Debian trixie and sid (pinned low) from the mirror in $base"
-	# Reuse the first stanza (the main archive) and its mirror, with deb-src for CRIU's source.
-	awk 'BEGIN{RS="";ORS="\n\n"} NR==1' "$base" |
-		sed -e 's/^Suites:.*/Suites: trixie sid/' -e 's/^Types:.*/Types: deb deb-src/' >"$src"
-	cat >/etc/apt/preferences.d/cryo-extra-suites <<'PIN'
-Package: *
-Pin: release n=trixie
-Pin-Priority: 50
+# The Debian release of this host decides which suites the parts come from:
+# bookworm takes containerd 1.7 and etcd from trixie, and containerd 2.x and
+# CRIU's source from sid; trixie has containerd 1.7 and etcd itself.
+CODENAME=$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-}")
+case $CODENAME in
+bookworm) EXTRA_SUITES="trixie sid" ;;
+trixie) EXTRA_SUITES="sid" ;;
+*) die "Debian 12 (bookworm) or 13 (trixie) is needed; this host is ${CODENAME:-unknown} (/etc/os-release)" ;;
+esac
 
-Package: *
-Pin: release n=sid
-Pin-Priority: 40
-PIN
+# Suites other than the host's are known to apt only while this script runs:
+# add_suites writes a sources file and a low pin (so that nothing upgrades
+# from them), and the EXIT trap removes both and updates the lists again.
+# An earlier install-deps left them for good, under other names: those go too.
+TMP_SOURCES=/etc/apt/sources.list.d/cryo-deps-temporary.sources
+TMP_PREFS=/etc/apt/preferences.d/cryo-deps-temporary
+LEGACY_SOURCES=/etc/apt/sources.list.d/cryo-extra-suites.sources
+LEGACY_PREFS=/etc/apt/preferences.d/cryo-extra-suites
+SUITES_ADDED=0
+
+# debian_mirror prints the archive this host's own release comes from: the
+# first URI of a deb822 stanza or a one-line entry for $CODENAME, or
+# $CRYO_DEBIAN_MIRROR.
+debian_mirror() {
+	if [ -n "${CRYO_DEBIAN_MIRROR:-}" ]; then echo "$CRYO_DEBIAN_MIRROR"; return; fi
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && [ "$f" != "$TMP_SOURCES" ] && [ "$f" != "$LEGACY_SOURCES" ] || continue
+		awk -v s="$CODENAME" 'BEGIN { RS = ""; FS = "\n" }
+			{ u = ""; ok = 0
+			  for (i = 1; i <= NF; i++) {
+				if ($i ~ /^URIs:/) { u = $i; sub(/^URIs:[ \t]*/, "", u); split(u, a, " "); u = a[1] }
+				if ($i ~ /^Suites:/ && (" " $i " ") ~ (" " s " ")) ok = 1
+			  }
+			  if (ok && u != "") { print u; exit } }' "$f"
+	done
+	{ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
+		sed -E 's/\[[^]]*\]//' | awk -v s="$CODENAME" '$1 == "deb" && $3 == s { print $2 }'
+}
+
+add_suites() {
+	[ "$SUITES_ADDED" = 1 ] && return 0
+	local mirror keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+	mirror=$(debian_mirror | head -1) || true
+	[ -n "$mirror" ] || die "no apt source for $CODENAME to take the Debian mirror from; set CRYO_DEBIAN_MIRROR to one"
+	rm -f "$LEGACY_SOURCES" "$LEGACY_PREFS" # this run adds the same suites itself
+	say "adding Debian $EXTRA_SUITES (pinned low) from $mirror until this script ends"
+	SUITES_ADDED=1
+	{
+		echo "Types: deb deb-src"
+		echo "URIs: $mirror"
+		echo "Suites: $EXTRA_SUITES"
+		echo "Components: main"
+		[ -f "$keyring" ] && echo "Signed-By: $keyring"
+	} >"$TMP_SOURCES"
+	local s prio=50
+	for s in $EXTRA_SUITES; do
+		printf 'Package: *\nPin: release n=%s\nPin-Priority: %d\n\n' "$s" "$prio"
+		prio=$((prio - 10))
+	done >"$TMP_PREFS"
 	APT_UPDATED=0
+	apt_update
+}
+
+# remove_suites (the EXIT trap) takes the extra suites out of apt again,
+# and the legacy files once this run no longer needs them.
+remove_suites() {
+	local rc=$? changed=0
+	[ "$SUITES_ADDED" = 1 ] && { rm -f "$TMP_SOURCES" "$TMP_PREFS"; changed=1; }
+	if [ -e "$LEGACY_SOURCES" ] || [ -e "$LEGACY_PREFS" ]; then
+		rm -f "$LEGACY_SOURCES" "$LEGACY_PREFS"
+		say "removed the extra suites an earlier install-deps had left in apt's sources"
+		changed=1
+	fi
+	if [ "$changed" = 1 ]; then
+		say "updating the package lists without the extra suites"
+		apt-get update -qq || say "WARNING: apt-get update failed; run it again"
+	fi
+	exit "$rc"
+}
+trap remove_suites EXIT
+# A signal ends the script through exit, so that the EXIT trap runs too.
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# need_suite NAME makes a suite known to apt: the host's own is, any other
+# is added (not in a subshell: the trap must know what was added).
+need_suite() {
+	[ "$1" = "$CODENAME" ] || add_suites
 }
 
 apt_install() {
@@ -113,14 +188,14 @@ install_criu() {
 		return 0
 	fi
 	apt_install "${CRIU_BUILD_DEPS[@]}" patch
-	apt_update
+	add_suites
 	local work
 	work=$(mktemp -d)
 	say "building CRIU $CRIU_VERSION from Debian $CRIU_SUITE's source in $work"
 	(cd "$work" && apt-get source -qq --download-only -t "$CRIU_SUITE" criu >/dev/null 2>&1) || true
 	local tarball
 	tarball=$(ls "$work"/criu_"$CRIU_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)
-	[ -n "$tarball" ] || die "could not fetch criu $CRIU_VERSION source from $CRIU_SUITE (is deb-src enabled in /etc/apt/sources.list.d/cryo-extra-suites.sources?)"
+	[ -n "$tarball" ] || die "could not fetch criu $CRIU_VERSION source from $CRIU_SUITE (does the mirror serve deb-src for $CRIU_SUITE?)"
 	tar -C "$work" -xf "$tarball"
 	local src=$work/criu-$CRIU_VERSION p
 	criu_make "$src" "$work/build.log"
@@ -151,6 +226,7 @@ install_containerd() {
 		say "containerd ${want}x present in $dir"
 		return 0
 	fi
+	need_suite "$suite"
 	apt_update
 	local work
 	work=$(mktemp -d)
@@ -315,10 +391,12 @@ install_etcd() {
 		say "etcd 3.5 present in $dir"
 		return 0
 	fi
+	local suite=trixie
+	need_suite "$suite"
 	apt_update
 	work=$(mktemp -d)
 	chmod 755 "$work" # apt's download user must be able to write there
-	(cd "$work" && apt-get download -qq etcd-server/trixie >/dev/null) || die "could not download etcd-server from trixie"
+	(cd "$work" && apt-get download -qq "etcd-server/$suite" >/dev/null) || die "could not download etcd-server from $suite"
 	rm -rf "$dir" && mkdir -p "$dir"
 	dpkg -x "$work"/etcd-server_*.deb "$dir"
 	rm -rf "$work"
@@ -333,20 +411,23 @@ go_of() {
 }
 
 main() {
-	add_suites
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
 		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux \
-		bash-completion tmux bats gawk
+		bash-completion tmux bats gawk patchelf debootstrap
 	check_cni
 	install_criu
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
 	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
 	install_checkpointctl
-	install_runc_src
-	install_containerd_tests
-	install_etcd
-	bash "$(dirname "$0")/kubernetes/build-k8s.sh" || say "WARNING: kubelet not built; TestKubelet will skip (see above)"
+	if [ "$CRYO_DEPS_K8S" = 1 ]; then
+		install_runc_src
+		install_containerd_tests
+		install_etcd
+		bash "$(dirname "$0")/kubernetes/build-k8s.sh" || say "WARNING: kubelet not built; TestKubelet will skip (see above)"
+	else
+		say "CRYO_DEPS_K8S=0: no etcd, kubelet or kube-apiserver (TestKubelet skips), no upstream test suites"
+	fi
 	# The registry package starts a system service on port 5000; the tests run
 	# their own on loopback, so keep the system one out of their way.
 	if systemctl is-active --quiet docker-registry 2>/dev/null; then systemctl disable --now docker-registry || true; fi
