@@ -28,10 +28,18 @@ type image struct {
 	tasks   []task
 	rootIDs *criucore.TaskKobjIdsEntry // CRIU's own namespaces at dump
 	taskIDs *criucore.TaskKobjIdsEntry // the root task's
+	procIDs []procIDs                  // every process's, the root's first
 	cgroups *cgroup.CgroupEntry        // nil: the image has none
 	mounts  []*mnt.MntEntry
 	mountNS int // how many mount namespaces the mounts come from
 	filters []*seccomp.SeccompFilter
+}
+
+// procIDs is one process's namespace ids: CRIU puts each process into
+// the namespaces its own ids-<pid>.img names, not only the root's.
+type procIDs struct {
+	pid int
+	ids *criucore.TaskKobjIdsEntry
 }
 
 // task is one thread as CRIU restores it.
@@ -89,10 +97,14 @@ func (im *image) readTasks() error {
 		if err := im.readProcess(p); err != nil {
 			return err
 		}
+		ids, err := one[*criucore.TaskKobjIdsEntry](im.dir, fmt.Sprintf("ids-%d.img", p.GetPid()), &criucore.TaskKobjIdsEntry{})
+		if err != nil {
+			return err
+		}
+		im.procIDs = append(im.procIDs, procIDs{pid: int(p.GetPid()), ids: ids})
 	}
-	root := int(entries[0].(*pstree.PstreeEntry).GetPid())
-	im.taskIDs, err = one[*criucore.TaskKobjIdsEntry](im.dir, fmt.Sprintf("ids-%d.img", root), &criucore.TaskKobjIdsEntry{})
-	return err
+	im.taskIDs = im.procIDs[0].ids
+	return nil
 }
 
 // readProcess reads the core image of each of p's threads: credentials and
@@ -121,13 +133,32 @@ func (im *image) readCgroups() error {
 	return err
 }
 
+// readMounts reads the mount images CRIU reads: mountpoints-<id>.img of
+// each mount namespace a process names. Another file of that pattern (a
+// dump left in a reused image directory by an earlier checkpoint) is not
+// read by CRIU, so it claims nothing.
 func (im *image) readMounts() error {
-	names, err := filepath.Glob(filepath.Join(im.dir, "mountpoints-*.img"))
-	if err != nil {
-		return err
+	var names []string
+	seen := map[uint32]bool{}
+	for _, p := range im.procIDs {
+		id := p.ids.GetMntNsId()
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		path := filepath.Join(im.dir, fmt.Sprintf("mountpoints-%d.img", id))
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			continue // a namespace CRIU's own: checkNamespaces decides
+		} else if err != nil {
+			return err
+		}
+		names = append(names, path)
 	}
 	sort.Strings(names)
-	im.mountNS = len(names)
+	im.mountNS = len(seen)
+	if len(names) == 0 {
+		im.mountNS = 0
+	}
 	for _, path := range names {
 		entries, err := criuimg.ReadImage(im.dir, filepath.Base(path), &mnt.MntEntry{})
 		if err != nil {

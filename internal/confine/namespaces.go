@@ -58,6 +58,14 @@ func checkNamespaces(im *image, spec *specs.Spec) error {
 			return &Violation{Task: "the checkpoint", Field: k.name, Image: "the host's (the checkpointed container shared it with the host)",
 				Spec: fmt.Sprintf("a %s of the container's own", k.name)}
 		}
+		// CRIU restores every process into the namespaces of its own ids:
+		// a child that names CRIU's would come back in the host's.
+		for _, p := range im.procIDs[1:] {
+			if asked[k.typ] && k.id(p.ids) == k.id(im.rootIDs) {
+				return &Violation{Task: fmt.Sprintf("process %d", p.pid), Field: k.name, Image: "the host's",
+					Spec: fmt.Sprintf("the container's %s", k.name)}
+			}
+		}
 		if k.typ == specs.UserNamespace && own && !asked[k.typ] {
 			// CRIU would create it with the image's uid and gid maps,
 			// which the spec did not choose.
