@@ -137,3 +137,48 @@ func TestGPUSignalsMidCopy(t *testing.T) {
 		a.ticksOn(t, "after the resume")
 	})
 }
+
+// TestGPUGroupInterrupt: a terminal's Ctrl-C (SIGINT to cryo's whole
+// process group) while CRIU dumps the host copy of the GPU memory, and
+// SIGKILL of cryo in the middle of the driver's copy followed by `cryo
+// recover`. CRIU used to share cryo's group and die of the signal with its
+// parasite inside the workload (2 of 2 on an H200); cryo said "left
+// running". Each now leaves the workload computing on with its memory
+// verified, and cryo says what it checked.
+func TestGPUGroupInterrupt(t *testing.T) {
+	gpuOrSkip(t)
+	cryo := cryoBin(t, "cryo")
+	t.Run("SIGINT to the group mid-dump", func(t *testing.T) {
+		a := startGPUApp(t)
+		img := filepath.Join(t.TempDir(), "img")
+		g := startGroupCryo(t, cryo, nil, "checkpoint", "--pid", strconv.Itoa(a.pid), "--dir", img)
+		waitFor(t, 3*time.Minute, "CRIU to write 1 GiB of pages", func() bool { return dumpedBytes(img) > 1<<30 })
+		g.signalGroup(syscall.SIGINT)
+		start := time.Now()
+		code := g.wait(t)
+		out := g.out.String()
+		t.Logf("exit %d %s after the signal:\n%s", code, time.Since(start).Round(time.Millisecond), tail(out, 5))
+		if code != 130 || !strings.Contains(out, "checked: every process was returned to running") {
+			t.Fatalf("interrupted checkpoint: exit %d:\n%s", code, out)
+		}
+		a.ticksOn(t, "after the interrupted checkpoint")
+	})
+	t.Run("SIGKILL mid-copy, then recover", func(t *testing.T) {
+		a := startGPUApp(t)
+		g := startGroupCryo(t, cryo, nil, "checkpoint", "--pid", strconv.Itoa(a.pid), "--dir", filepath.Join(t.TempDir(), "img"))
+		waitFor(t, time.Minute, "the driver's copy to begin", func() bool { return procfs.Tracer(a.pid) != 0 })
+		time.Sleep(1500 * time.Millisecond)
+		g.cmd.Process.Signal(syscall.SIGKILL)
+		g.wait(t)
+		awaitHeld(t, a.pid)
+		if ps := run(t, time.Minute, nil, cryo, "ps"); !strings.Contains(ps, "run cryo recover "+strconv.Itoa(a.pid)) {
+			t.Fatalf("cryo ps after the kill:\n%s", ps)
+		}
+		out := run(t, 2*time.Minute, nil, cryo, "recover", strconv.Itoa(a.pid))
+		t.Logf("%s", strings.TrimSpace(out))
+		if !strings.Contains(out, "recovered: checked") {
+			t.Fatalf("cryo recover: %s", out)
+		}
+		a.ticksOn(t, "after cryo recover")
+	})
+}

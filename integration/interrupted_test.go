@@ -172,8 +172,8 @@ func fullDiskCheckpoint(t *testing.T, env []string, p *bareProc) (string, string
 // TestInterruptedKilledAtEveryStep: `cryo checkpoint` SIGKILLed before each
 // step in turn never loses the workload. Before the suspend, the process
 // runs on untouched; between the suspend and the dump, it is alive with
-// CUDA suspended and `cryo cuda resume` (the remedy `cryo cuda state`
-// points to) brings it back with its device memory intact; after the dump
+// CUDA suspended and `cryo recover` (the remedy `cryo cuda state` points
+// to) brings it back with its device memory intact; after the dump
 // (which leaves it stopped), the checkpoint restores it intact.
 func TestInterruptedKilledAtEveryStep(t *testing.T) {
 	requireRoot(t)
@@ -190,8 +190,8 @@ func TestInterruptedKilledAtEveryStep(t *testing.T) {
 			case "find", "inventory", "suspend":
 				wantIn(t, state, "running")
 			case "manifest", "dump":
-				wantIn(t, state, "checkpointed", "cryo cuda resume "+strconv.Itoa(p.pid))
-				bareCryo(t, env, "cuda", "resume", strconv.Itoa(p.pid))
+				wantIn(t, state, "checkpointed", "cryo recover "+strconv.Itoa(p.pid))
+				wantIn(t, bareCryo(t, env, "recover", strconv.Itoa(p.pid)), "recovered: checked")
 			default:
 				if procfs.State(p.pid) != "T" {
 					t.Fatalf("after the dump the process is in state %q, want stopped (T) for its checkpoint", procfs.State(p.pid))

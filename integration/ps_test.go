@@ -106,7 +106,7 @@ func TestPsBareStates(t *testing.T) {
 		t.Fatalf("locks %+v, pauses %+v in a fresh lock directory %s", r.Locks, r.Pauses, lockDir)
 	}
 	wantRow(t, psRow(t, env, running.pid), `^\d+\s+-\s+running\s+0\s+1\.0 MiB\s+-$`)
-	wantRow(t, psRow(t, env, suspended.pid), `checkpointed \(stopped\)`)
+	wantRow(t, psRow(t, env, suspended.pid), `stopped, CUDA checkpointed: run cryo recover `+strconv.Itoa(suspended.pid))
 	wantRow(t, psRow(t, env, locked.pid), `\slocked\s`)
 	q := run(t, 20*time.Second, env, cryoBin(t, "cryo"), "ps", "-q")
 	for _, p := range []*bareProc{running, suspended, locked} {

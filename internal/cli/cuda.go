@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // cudaCommand is cuda-checkpoint's job without that binary: query, suspend
@@ -236,6 +239,9 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	}
 	start := time.Now()
 	err = op(ctx, d, targets)
+	if err == nil {
+		err = checkSet(ctx, d, targets, verb)
+	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", verb, err)
 	}
@@ -252,4 +258,29 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	}
 	fmt.Fprintf(messages(), "%s %s in %s\n", done, plural(len(targets), "process", "processes"), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// checkSet checks what a suspend or resume is about to report: each
+// process alive, and in the state the verb promises by the driver's own
+// word. "resumed" is never the expected outcome of a branch.
+func checkSet(ctx context.Context, d *cuda.Driver, pids []int, verb string) error {
+	want := cuda.StateRunning
+	if verb == "suspend" {
+		want = cuda.StateCheckpointed
+	}
+	var bad []string
+	for _, pid := range pids {
+		if !procfs.Alive(pid) {
+			bad = append(bad, fmt.Sprintf("pid %d died", pid))
+			continue
+		}
+		if st, err := d.State(ctx, pid); err == nil && st != want {
+			bad = append(bad, fmt.Sprintf("the driver reports pid %d %s", pid, st))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return report.WithRemedy(fmt.Errorf("checked after the %s: %s", verb, strings.Join(bad, "; ")),
+		fmt.Sprintf("run `cryo cuda state %d` to see where each process stands", pids[0]))
 }

@@ -117,8 +117,9 @@ func stateNote(l cudaStateLine) string {
 		return report.Render(fmt.Sprintf("is held by `cryo %s` (cryo pid %d)", l.Operation, l.OperationPID), "wait for it to finish")
 	case l.State == cuda.StateCheckpointed.String() || l.State == cuda.StateLocked.String():
 		// Left so by `cryo cuda suspend`, or by a checkpoint killed
-		// between its suspend and its dump.
-		return report.Render("is suspended", fmt.Sprintf("`cryo cuda resume %d` resumes it", l.PID))
+		// between its suspend and its dump: recover resumes CUDA first,
+		// then continues the tree, which fits both.
+		return report.Render("is suspended", fmt.Sprintf("`cryo recover %d` brings it back", l.PID))
 	}
 	return ""
 }

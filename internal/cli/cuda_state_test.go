@@ -20,7 +20,7 @@ func TestStateNote(t *testing.T) {
 		{cudaStateLine{PID: 7, State: "frozen", Frozen: true, Operation: "checkpoint", OperationPID: 9}, "is frozen: a checkpoint", "cuda resume"},
 		{cudaStateLine{PID: 7, State: "frozen", Frozen: true}, "remedy: resume the container", "cuda resume"},
 		{cudaStateLine{PID: 7, State: "locked", Operation: "cuda suspend", OperationPID: 9}, "held by `cryo cuda suspend`", "cuda resume 7"},
-		{cudaStateLine{PID: 7, State: "checkpointed"}, "`cryo cuda resume 7`", "checkpoint of"},
+		{cudaStateLine{PID: 7, State: "checkpointed"}, "`cryo recover 7`", "checkpoint of"},
 	} {
 		got := stateNote(c.l)
 		if !strings.Contains(got, c.want) || strings.Contains(got, c.absent) {

@@ -69,7 +69,9 @@ func signalContext() (context.Context, func()) {
 	// must not kill cryo in the middle of a checkpoint, with CUDA locked
 	// and the threads held: a write to the closed pipe fails (EPIPE), is
 	// dropped, and the operation finishes or rolls back as it would.
-	signal.Ignore(syscall.SIGPIPE)
+	// Caught, not ignored: an ignored signal stays ignored across exec,
+	// and CRIU, the driver helper and podman would inherit that.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})

@@ -108,10 +108,16 @@ func WriteMarkdown(w io.Writer, root *cobra.Command) {
 const exitStatusDoc = `| code | meaning |
 |---|---|
 | 0 | success |
-| 1 | the command ran and failed (the message says why and what to do) |
+| 1 | the command ran and failed (the message says why and what to do); the workload runs on, or waits for the remedy given |
 | 2 | bad usage: unknown command or flag, missing or extra arguments, contradicting flags; nothing was done |
+| 3 | a process of the workload died; a complete checkpoint holds it (the message says how to restore it) |
+| 4 | a process of the workload died; no complete checkpoint holds it |
 | 77 | not permitted: cryo lacks a privilege it needs (not root) or cannot read a path it was given; nothing was done |
-| 130 | interrupted by Ctrl-C (SIGINT; 143 for SIGTERM, 129 for SIGHUP); what was under way was rolled back |`
+| 130 | interrupted by Ctrl-C (SIGINT; 143 for SIGTERM, 129 for SIGHUP), to cryo or to its whole process group; what was under way was rolled back, and checked running |
+
+3 and 4 win over an interrupt's status: a lost workload never reads as a
+clean rollback. "Returned to running", "resumed", "recovered" and
+"complete" are printed only once cryo has checked them (see "interrupted").`
 
 // walk visits the documented commands depth first, in the tree's order.
 func walk(c *cobra.Command, fn func(*cobra.Command)) {

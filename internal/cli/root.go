@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/version"
 )
 
@@ -33,8 +36,15 @@ const (
 	// ExitNotPermitted is sysexits' EX_NOPERM: cryo lacks a privilege
 	// (not root) or cannot read a path it was given; nothing was done.
 	ExitNotPermitted = 77
+	// ExitLostKept: a process of the workload died, and a complete
+	// checkpoint holds it (the message says how to restore it).
+	ExitLostKept = 3
+	// ExitLost: a process of the workload died, and no complete
+	// checkpoint holds it. Both win over an interrupt's status: a lost
+	// workload must not read as a clean rollback.
+	ExitLost = 4
 	// An interrupt exits 128+signal (130 for SIGINT), after the command
-	// rolled back what it had started.
+	// rolled back what it had started and checked that it runs.
 )
 
 // Main runs the CLI with args (os.Args) and returns the exit code.
@@ -66,8 +76,12 @@ Kubernetes (RuntimeClass "cryo"). The commands here work on bare processes, on
 checkpoint images (build, push, pull, inspect, restore) and on the host
 (doctor).
 
-Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
-77 not permitted (not root, an unreadable path), 130 interrupted (what was under way was rolled back).`,
+Exit status: 0 success, 1 failure (the workload runs on, or waits for the
+remedy the message gives), 2 bad usage (nothing was done), 3 a process of
+the workload died and a complete checkpoint holds it, 4 a process of the
+workload died and no checkpoint holds it, 77 not permitted (not root, an
+unreadable path), 128+signal interrupted (130 for Ctrl-C: what was under
+way was rolled back, and checked).`,
 		Version:                    version.String(),
 		SilenceUsage:               true,
 		SuggestionsMinimumDistance: 2,
@@ -100,7 +114,7 @@ Exit status: 0 success, 1 failure, 2 bad usage (nothing was done),
 			root.AddCommand(c)
 		}
 	}
-	add("ckpt", checkpointCommand(), restoreCommand(), cudaCommand())
+	add("ckpt", checkpointCommand(), restoreCommand(), recoverCommand(), cudaCommand())
 	add("image", imageCommand(), inspectCommand())
 	add("host", doctorCommand(), versionCommand())
 	add("host", psCommand())
@@ -122,6 +136,25 @@ func helpWidth() int {
 
 // reportError prints err once, prefixed "cryo:", and returns the exit code.
 func reportError(ctx context.Context, w io.Writer, err error) int {
+	if closedStdout(err) {
+		// `cryo inspect … | head -1`: the reader has what it wanted.
+		// Whatever the command did is done (a checkpoint prints its
+		// result last); a "broken pipe" line would only be noise.
+		return ExitOK
+	}
+	code := reportMessage(ctx, w, err)
+	switch report.FateOf(err) {
+	case report.FateLostKept:
+		return ExitLostKept
+	case report.FateLost:
+		return ExitLost
+	}
+	return code
+}
+
+// reportMessage prints err and returns its exit code, the workload's fate
+// aside.
+func reportMessage(ctx context.Context, w io.Writer, err error) int {
 	// A signal that came when the work was done anyway changes nothing.
 	if sig := interruptedBy(ctx); sig != nil && err != nil {
 		var named *interrupted
@@ -158,4 +191,11 @@ func reportError(ctx context.Context, w io.Writer, err error) int {
 	}
 	fmt.Fprintf(w, "cryo: %v\n", err)
 	return ExitFailure
+}
+
+// closedStdout: err is a write to cryo's stdout whose reader went away
+// (SIGPIPE is ignored, see signalContext, so the write fails with EPIPE).
+func closedStdout(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Path == os.Stdout.Name() && errors.Is(err, syscall.EPIPE)
 }

@@ -95,12 +95,38 @@ REGISTRY_AUTH_FILE in its unit), for the namespaces whose policy allows the
 node's credentials; its other pulls are anonymous.`
 
 const interruptedTopic = `Without --leave-running, CRIU leaves the dumped tree stopped, not killed: cryo
-kills it only after the digests and the manifest are written and the file
-system is synced. A failure after the dump (a full disk at the last write,
-say) continues the tree (SIGCONT, then CUDA resumed), so the workload runs
-on; its dump is then stale and is marked so (stats-dump removed), and a
-restore refuses it. With --tcp-established the tree is killed by CRIU as
-before: CRIU keeps the network locked for a stopped tree.
+kills it only after the digests and the manifest are written, the file
+system is synced and the manifest reads back complete. A failure after the
+dump (a full disk at the last write, say) gives the tree back (CUDA resumed
+first, then SIGCONT), so the workload runs on; its dump is then stale and is
+marked so (stats-dump removed), and a restore refuses it. With
+--tcp-established the tree is killed by CRIU as before: CRIU keeps the
+network locked for a stopped tree.
+
+Signals. Ctrl-C (SIGINT), SIGTERM and SIGHUP are caught, whether they come
+to cryo's pid or to its whole process group (a terminal's Ctrl-C, "timeout
+-s INT", systemd, CI runners): CRIU, runc and the driver helper run in
+sessions (or process groups) of their own and never get them. cryo finishes
+the step under way (CRIU's dump and the driver's copy are never cut short:
+stopped halfway they would lose the workload), then rolls back: CUDA
+resumed, the processes continued. Once a dump has ended the processes
+(--tcp-established), an interrupt completes the checkpoint instead. Further
+signals during the rollback are ignored. A closed pipe on cryo's output
+("cryo checkpoint ... | head -c1") is no signal at all: the output is
+dropped and the command runs to its end.
+
+What cryo says is checked: before it prints that the processes were
+returned to running, it looks at each one (alive, not stopped) and asks the
+driver whether their CUDA runs; "complete" is printed once the manifest
+reads back with its digests and every file in place. When a check fails the
+message says which pids died or wait stopped, after which step, and the one
+remedy. The exit status says what became of the workload:
+  0    done
+  1    failed; the workload runs on, or waits for the remedy given
+  3    a process died; a complete checkpoint holds the workload
+  4    a process died; no complete checkpoint holds it
+  130  interrupted by Ctrl-C (128+signal for SIGTERM, SIGHUP): rolled back,
+       and checked running
 
 If cryo itself is killed after the dump (or, under Podman, cryo-runc), the
 images are whole but the manifest has no digests. Such a checkpoint is not
@@ -112,23 +138,22 @@ lost:
     were when hashed, not as CRIU wrote them.
   - "cryo checkpoint --finish DIR" does the same without restoring.
 
-A bare tree whose cryo was killed is still there, stopped with CUDA
-suspended: either "kill -CONT" it and "cryo cuda resume PID" to let it run on
-(its dump is then stale: take a new checkpoint), or kill it and restore the
-checkpoint. cryo completes a checkpoint only when CRIU's dump completed
-(stats-dump and inventory.img present, and "Dumping finished successfully"
-in the dump log); anything else is refused with "did not finish ... re-take
-the checkpoint". "cryo inspect DIR" says which of the two a checkpoint is.
+A bare tree whose cryo was killed (during the driver's copy, the dump, or
+the digests) is still there, stopped, with CUDA checkpointed: "cryo ps"
+shows "stopped, CUDA checkpointed: run cryo recover PID". Either run "cryo
+recover PID" to let it run on (CUDA is resumed first, then the processes
+continue, then checked; its dump is then stale: take a new checkpoint), or
+kill it and restore the checkpoint. Do not SIGCONT it yourself: its threads
+would run on a checkpointed GPU, and it crashes. cryo completes a checkpoint
+only when CRIU's dump completed (stats-dump and inventory.img present, and
+"Dumping finished successfully" in the dump log); anything else is refused
+with "did not finish ... re-take the checkpoint". "cryo inspect DIR" says
+which of the two a checkpoint is.
 
 Killed before the dump, cryo leaves nothing to finish: killed before the
 suspend, the processes were never touched; killed between the suspend and
-the dump, they run with CUDA suspended, "cryo cuda state PID" says
-checkpointed and "cryo cuda resume PID" brings them back as they were.
-
-Ctrl-C (SIGINT), SIGTERM and SIGHUP are caught: the step under way is
-stopped and rolled back (CUDA resumed, the processes running), and cryo
-exits 128+signal (130 for Ctrl-C). Further signals during the rollback are
-ignored, so that it cannot be cut short.`
+the dump, they are stopped with CUDA checkpointed, and "cryo recover PID"
+brings them back as they were.`
 
 const lockingTopic = `Every front end (cryo checkpoint and restore, cryo cuda suspend and resume,
 cryo-runc, the containerd shim, the CRIU action script) locks its target for

@@ -105,11 +105,11 @@ func baseOpts(dir, logFile string, o Options) (*rpc.CriuOpts, *os.File, error) {
 // Dump dumps the process tree rooted at pid into dir with the CRIU at
 // path. Without LeaveRunning CRIU kills the tree once the images are
 // written, or with LeaveStopped leaves it stopped; on a failed dump CRIU
-// lets the tree run on.
+// lets the tree run on. CRIU runs in a session of its own and to its end:
+// neither ctx nor a signal to this process's group stops it (see swrk).
 func Dump(ctx context.Context, path string, pid int, dir string, o Options) error {
-	c, err := newCRIU(path)
-	if err != nil {
-		return err
+	if path == "" {
+		return ErrNoBinary
 	}
 	opts, f, err := baseOpts(dir, DumpLog, o)
 	if err != nil {
@@ -121,7 +121,7 @@ func Dump(ctx context.Context, path string, pid int, dir string, o Options) erro
 	if o.LeaveStopped && !o.LeaveRunning {
 		opts.LeaveStopped = proto.Bool(true)
 	}
-	if err := c.Dump(opts, gocriu.NoNotify{}); err != nil {
+	if err := swrkDump(ctx, path, opts); err != nil {
 		return &CallError{Op: "dump", LogPath: filepath.Join(dir, DumpLog), Err: err}
 	}
 	return nil

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cli/words"
@@ -44,6 +46,14 @@ var steps = map[string]step{
 // restore at pre-dump and pre-restore.
 func Run() int {
 	action := os.Getenv("CRTOOLS_SCRIPT_ACTION")
+	// The script runs in CRIU's process group, which is runc's: a Ctrl-C
+	// or hangup meant for the runtime's caller (or its supervisor's
+	// SIGTERM) reaches it too. An action stopped halfway (CUDA half
+	// suspended, the resume watcher not started) is worse than one that
+	// ends: each is bounded by actionTimeout and its driver calls by their
+	// deadlines, and CRIU, if the signal ended it, leaves the rest to the
+	// resume watcher (its own session). So the script lets them pass.
+	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGPIPE)
 	if os.Getenv(config.EnvOrchestrated) == "1" {
 		return 0 // cryo-runc runs the orchestration itself
 	}

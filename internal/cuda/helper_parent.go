@@ -69,10 +69,12 @@ func (d *Driver) helperCommand(in []byte, stdout, stderr interface{ Write([]byte
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	// Its own process group, so that the kill reaches anything the driver
-	// started (and a terminal's ^C does not); and it dies with us should we
-	// die first, unless it holds a process's threads.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session (and so its own process group), so that the kill
+	// reaches anything the driver started, and no signal meant for cryo
+	// (a terminal's ^C or hangup, a supervisor's SIGTERM to cryo's group)
+	// reaches it: cryo decides what those mean. It dies with us should we
+	// die first, unless it holds a process's threads (see heldAction).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if withUs {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ProcessOptions configures a bare-process checkpoint (no container).
@@ -73,8 +74,8 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 		return criuDump(ctx, po.PID, po.Dir, criuOptions{Options: criu.Options{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped}, Binary: o.Config.CRIU})
 	}
 	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
-	if err != nil {
-		discardPartial(po, err)
+	if err != nil && checkComplete(po.Dir) != nil {
+		discardPartial(po, err) // a complete checkpoint is kept, whatever came after it
 	}
 	// Outside the timed steps: how soon the parent reaps is not the dump's
 	// cost, but a restore right after us needs the pid free.
@@ -192,7 +193,34 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	if pid == 0 {
 		return nil, err
 	}
+	if err == nil {
+		err = o.checkRestored(ctx, id, ro.Dir, pid, m)
+	}
 	return &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}, err
+}
+
+// checkRestored: a restore is said done only of a tree whose every process
+// runs, with the CUDA ones running by the driver (those the checkpoint
+// recorded suspended by the user stay so, as they were).
+func (o *Orchestrator) checkRestored(ctx context.Context, id, dir string, pid int, m *manifest.Manifest) error {
+	tree, err := ProcessTree(pid)
+	if err != nil {
+		tree = []int{pid}
+	}
+	held := foundSuspended(m)
+	w := o.checkWorkload(ctx, without(tree, held), without(manifestPIDs(m), held))
+	if w.intact() {
+		return nil
+	}
+	e := &StepError{Op: "restore", ID: id, Step: StepCheck, Err: fmt.Errorf("after the restore: %s", w),
+		Outcome: "the checkpoint in " + dir + " is unchanged"}
+	if len(w.gone) > 0 {
+		e.Fate = report.FateLostKept
+		e.Remedy = "kill what is left of the tree (kill -KILL " + fmt.Sprint(pid) + "), then restore again: cryo restore --dir " + dir
+		return e
+	}
+	e.Remedy = recoverRemedy(w.held())
+	return e
 }
 
 // bareRestoreRemedy says what to do about a failed CRIU restore, naming the

@@ -56,7 +56,10 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 		return c.m, err
 	}
 	defer release()
-	return c.m, c.run(ctx, append(append(c.begin(), c.finish()...), c.seal()))
+	if err := c.run(ctx, append(append(c.begin(), c.finish()...), c.seal())); err != nil {
+		return c.m, err
+	}
+	return c.m, c.checkLeftRunning(ctx)
 }
 
 // BeginCheckpoint runs the first phase alone (thaw, find, inventory,
@@ -118,6 +121,7 @@ func (c *checkpoint) runner(steps []step) *runner {
 	return &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
 		record:        func(s StepName, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
 		interruptible: true,
+		committed:     c.workloadGone,
 		stopping:      c.stopping,
 		failed:        c.stepError,
 		untouched:     "the processes were left running, CUDA untouched",
@@ -158,12 +162,24 @@ func (c *checkpoint) seal() step {
 		if err := manifest.Write(c.dir, c.m); err != nil {
 			return err
 		}
+		// Checked, not assumed: the processes go only once the
+		// manifest reads back complete and every file it names is there.
+		if err := checkComplete(c.dir); err != nil {
+			return err
+		}
 		c.killStopped(ctx)
 		if c.paused != nil && !c.leaveRunning {
 			c.o.removePause(c.t.ID) // the paused processes went with the dump
 		}
 		return nil
 	}}
+}
+
+// workloadGone: the dump ended the processes (no leave-running, and not
+// held stopped): an interrupt then completes the checkpoint rather than
+// abandon the only copy of the workload.
+func (c *checkpoint) workloadGone() bool {
+	return c.dumped && !c.leaveRunning && !c.t.DumpLeavesStopped
 }
 
 // noCUDA: this run suspends no CUDA process, so it has none to resume.
@@ -251,7 +267,7 @@ func (c *checkpoint) classify(procs []cuda.Process) error {
 			}
 			c.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", c.t.ID, "pid", p.PID)
 		default:
-			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo cuda resume %d` once nothing else checkpoints it", p.PID, p.State, cuda.ErrBadState, p.PID, p.PID)
+			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo recover %d` once nothing else checkpoints it", p.PID, p.State, cuda.ErrBadState, p.PID, p.PID)
 		}
 		c.m.Processes = append(c.m.Processes, manifest.Process{PID: p.PID, State: p.State.String()})
 	}

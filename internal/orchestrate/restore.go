@@ -360,5 +360,5 @@ func resumeError(ctx context.Context, t Target, err error) error {
 	}
 	return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
 		Outcome: outcome,
-		Remedy:  "retry with `cryo cuda resume PID` (see `cryo cuda state PID`), or kill them and restore again"}
+		Remedy:  "run `cryo recover PID` (see `cryo cuda state PID`), or kill them and restore again"}
 }

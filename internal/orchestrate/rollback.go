@@ -23,13 +23,18 @@ func (c *checkpoint) stopping() {
 
 // stepError turns a failed step into a *StepError, with the outcome the
 // runner's rollback left.
-func (c *checkpoint) stepError(_ context.Context, step StepName, err error, outcome string) error {
+func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, outcome string) error {
 	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
 	if w, ok := c.o.remedy(RemedyLockTimeout); ok && errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = w
 	}
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
+	}
+	var remedy string
+	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome)
+	if remedy != "" {
+		e.Remedy = remedy
 	}
 	return e
 }
@@ -75,7 +80,7 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 		return cuda.LostError(lost, err).Error()
 	}
 	if err != nil {
-		return fmt.Sprintf("%v: %v; %s: run `cryo cuda resume %s`", ErrRollback, err, procsNow(c.toSuspend), pidList(c.toSuspend))
+		return fmt.Sprintf("%v: %v; %s: run `cryo recover %d`", ErrRollback, err, procsNow(c.toSuspend), c.toSuspend[0])
 	}
 	c.suspended = false
 	return "the processes were left running with CUDA resumed"
@@ -104,7 +109,7 @@ func checkpointRemedy(step StepName, err error, dir string) string {
 	case StepManifest, StepDigests:
 		return "check that " + dir + " is writable and has free space, then retry"
 	case StepResume:
-		return "run `cryo cuda resume PID` for the processes still suspended"
+		return "run `cryo recover PID` for the processes still suspended"
 	}
 	return "retry; if it fails again, run `cryo doctor`"
 }

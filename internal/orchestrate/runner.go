@@ -91,6 +91,10 @@ type runner struct {
 	// interruptible stops the run between steps once ctx is cancelled:
 	// a step such as CRIU's dump does not watch ctx itself.
 	interruptible bool
+	// committed, if set and true, ends interruptible: past that point an
+	// interrupt is better served by finishing (the dumped processes are
+	// gone, and the checkpoint is all that is left of them).
+	committed func() bool
 	// stopping, if set, runs on a failure before any undo (a checkpoint
 	// stops its digest watcher and narrows its images' modes first).
 	stopping func()
@@ -139,7 +143,7 @@ func (r *runner) take(ctx context.Context, s step) error {
 	}
 	// An interrupt (the CLI's Ctrl-C cancels ctx) stops the run between
 	// steps: without this a cancelled checkpoint would carry on to the end.
-	if r.interruptible {
+	if r.interruptible && (r.committed == nil || !r.committed()) {
 		if err := context.Cause(ctx); err != nil {
 			r.note(s.name, 0, err)
 			return fmt.Errorf("stopped before this step: %w", err)

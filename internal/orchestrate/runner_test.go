@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -84,5 +85,17 @@ func TestRunnerInterrupted(t *testing.T) {
 	err := r.run(ctx)
 	if !undid || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped before this step") {
 		t.Fatalf("interrupted run: %v (undone %v)", err, undid)
+	}
+}
+
+// The table a sweep reads: a bare CUDA checkpoint takes every step but the
+// thaw (no cgroup) and, without --leave-running, the resume.
+func TestCheckpointSteps(t *testing.T) {
+	got := fmt.Sprint(CheckpointSteps(true, false))
+	if want := "[find inventory suspend manifest dump digests final]"; got != want {
+		t.Errorf("CheckpointSteps(cuda, !leaveRunning) = %s, want %s", got, want)
+	}
+	if got := fmt.Sprint(CheckpointSteps(false, true)); got != "[find manifest dump digests final]" {
+		t.Errorf("CheckpointSteps(!cuda, leaveRunning) = %s", got)
 	}
 }

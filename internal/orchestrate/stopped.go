@@ -26,7 +26,10 @@ func (c *checkpoint) stoppedAfterDump() bool {
 func (c *checkpoint) stoppedTree(ctx context.Context) []int {
 	seen := map[int]bool{}
 	var pids []int
-	now, _ := c.t.PIDs(ctx)
+	var now []int
+	if c.t.PIDs != nil {
+		now, _ = c.t.PIDs(ctx)
+	}
 	for _, pid := range append(now, c.pids...) {
 		if !seen[pid] {
 			seen[pid] = true
@@ -73,7 +76,7 @@ func (c *checkpoint) continueStopped(ctx context.Context) string {
 		c.o.log().Warn("could not mark the abandoned dump", "id", c.t.ID, "dir", c.dir, "error", err)
 	}
 	if len(failed) > 0 {
-		return fmt.Sprintf("%s, but pid(s) %v could not be continued: run `kill -CONT %s`", outcome, failed, pidList(failed))
+		return fmt.Sprintf("%s, but pid(s) %v could not be continued: run `cryo recover %d`", outcome, failed, failed[0])
 	}
 	return outcome + " (the checkpoint in " + c.dir + " was not completed)"
 }

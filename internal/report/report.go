@@ -32,6 +32,29 @@ type StepError struct {
 	LogPath string // CRIU's log, when the failing step has one
 	Outcome string // what became of the processes: "the processes were left running, CUDA resumed"
 	Remedy  string // the one thing to do, in the words of the front end the user came through
+	// Fate is what a check of the workload found when the report was
+	// made; the zero value says nothing was checked or nothing was lost.
+	Fate Fate
+}
+
+// Fate is what became of a workload whose operation failed, as checked
+// when the failure was reported: front ends turn it into exit statuses.
+type Fate uint8
+
+const (
+	FateUnknown  Fate = iota // not checked (nothing was touched), or intact
+	FateIntact               // checked: every process runs, CUDA running
+	FateLostKept             // a process died, and a complete checkpoint holds the workload
+	FateLost                 // a process died, and no complete checkpoint holds it
+)
+
+// FateOf is the fate that err's StepError records, or FateUnknown.
+func FateOf(err error) Fate {
+	var se *StepError
+	if errors.As(err, &se) {
+		return se.Fate
+	}
+	return FateUnknown
 }
 
 func (e *StepError) Error() string {

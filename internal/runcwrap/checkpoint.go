@@ -60,7 +60,7 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 // CRIU action script, if the container has one, that cryo-runc is already
 // doing its job.
 func (w *wrapper) runDump(o crOpts) error {
-	code, err := w.runRunc(config.EnvOrchestrated + "=1")
+	code, err := w.runRuncToEnd(config.EnvOrchestrated + "=1")
 	if err != nil {
 		return err
 	}

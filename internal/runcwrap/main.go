@@ -54,8 +54,13 @@ func Main(args []string) int {
 		return 1
 	}
 	w := &wrapper{cmd: c, cfg: cfg, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
+	// A caller that goes away (Podman interrupted, its pipes closed) must
+	// not kill cryo-runc with SIGPIPE at its next log line, in the middle
+	// of a checkpoint or its rollback: the write fails and is dropped.
+	// Caught, not ignored, so that an exec'd runc gets the default back.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if c.command == "" && wantsVersion(args) {
 		return w.version()
 	}

@@ -75,6 +75,12 @@ func (w *wrapper) runcCmd(extraEnv ...string) *exec.Cmd {
 	cmd := exec.Command(w.runc, w.cmd.argv()...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(append([]string(nil), w.runcEnv()...), extraEnv...)
+	// Its own process group, with runc's CRIU in it: a signal to the
+	// caller's group (Ctrl-C on `podman container checkpoint`, a
+	// supervisor stopping the job) reaches cryo-runc alone, which decides
+	// what it means (forwards it, or finishes the dump and rolls back). A
+	// group, not a session: a shell job's runc keeps the terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
 
@@ -85,6 +91,20 @@ func (w *wrapper) runRunc(extraEnv ...string) (int, error) {
 		return 1, fmt.Errorf("run %s: %w", w.runc, err)
 	}
 	return waitExit(cmd), nil
+}
+
+// runRuncToEnd runs runc as a child to its end, passing it no signal: a
+// `runc checkpoint` whose CRIU is stopped mid-dump loses the workload. An
+// interrupt cancels the orchestration's context instead, whose runner
+// rolls back once the dump has ended. No Pdeathsig either, for the same
+// reason: a cryo-runc that dies leaves runc to end its dump.
+func (w *wrapper) runRuncToEnd(extraEnv ...string) (int, error) {
+	cmd := w.runcCmd(extraEnv...)
+	if err := cmd.Start(); err != nil {
+		return 1, fmt.Errorf("run %s: %w", w.runc, err)
+	}
+	err := cmd.Wait()
+	return statusOf(cmd, err), nil
 }
 
 // forwarded are the signals passed on to a runc child, as if the caller had

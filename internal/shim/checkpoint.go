@@ -86,6 +86,14 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	id := run.req.ID
 	target := s.target(id, run.wasPaused)
 	target.CRIUWorkDir = run.workDir
+	// The dump is containerd's runc service, which runs runc through
+	// go-runc with no process group of its own but with Pdeathsig
+	// SIGKILL, and runc runs CRIU in its own group. That group is the
+	// shim's, which the shim's start gave a group of its own (manager.go):
+	// no terminal or supervisor signals it. A shim that dies mid-dump
+	// takes runc along; its CRIU, not runc's child by Pdeathsig, ends or
+	// fails its dump on its own, leaving the tasks running or stopped for
+	// `cryo recover`.
 	dump := func(ctx context.Context) error {
 		run.dumpStart = time.Now()
 		_, err := s.TTRPCTaskService.Checkpoint(ctx, run.req)

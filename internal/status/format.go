@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/cryo-gpu/cryo/internal/criuimg"
+	"github.com/cryo-gpu/cryo/internal/cuda"
 )
 
 // WriteTable prints the report for people: one row per CUDA process, then
@@ -40,6 +41,11 @@ func WriteTable(w io.Writer, r *Report) error {
 // the threads stopped (as `cryo cuda state` says it), and why for busy and
 // unknown.
 func StateText(p Process) string {
+	if recoverable(p) {
+		// Nobody holds it: a cryo was killed with it stopped, or a
+		// `cryo cuda suspend` left it so. A SIGCONT alone would crash it.
+		return "stopped, CUDA " + p.State + ": run cryo recover " + strconv.Itoa(p.PID)
+	}
 	s := p.State
 	switch p.State {
 	case StateBusy:
@@ -51,6 +57,13 @@ func StateText(p Process) string {
 		s += " (stopped)"
 	}
 	return s
+}
+
+// recoverable: held stopped with its GPU state away, and no cryo run or
+// GPU-free pause owns it: `cryo recover` brings it back.
+func recoverable(p Process) bool {
+	away := p.State == cuda.StateCheckpointed.String() || p.State == cuda.StateLocked.String()
+	return away && p.Stopped && !p.Frozen && !p.Paused && p.Operation == ""
 }
 
 // operationText is the OPERATION column: the cryo run holding the

@@ -1,0 +1,250 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
+)
+
+// Say only what was checked: before a failed checkpoint's report says the
+// processes were left running, each one is looked at (alive, not stopped)
+// and each CUDA one asked of the driver (running). When the check fails
+// the report says what really happened and gives the remedy that applies.
+
+// workload is what a check found of a target's processes at one moment.
+type workload struct {
+	running, stopped, gone []int
+	// exited are processes gone that are neither the tree's root nor a
+	// CUDA process: a shell loop's child, a health check. They end on
+	// their own, and their going loses nothing.
+	exited     []int
+	notRunning map[int]cuda.State // CUDA processes the driver does not report running
+}
+
+// settleWait is how long a check lets a SIGCONT land (the state leaves T
+// when the task is woken, not when the signal is sent) and a thread that
+// runs on a checkpointed GPU crash.
+const settleWait = 2 * time.Second
+
+// checkWorkload looks at pids (the root first) and asks the driver about
+// the CUDA ones among cudaPIDs that are alive. It uses a context of its
+// own: the caller's may be the one an interrupt cancelled.
+func (o *Orchestrator) checkWorkload(ctx context.Context, pids, cudaPIDs []int) workload {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	vital := map[int]bool{}
+	for _, pid := range cudaPIDs {
+		vital[pid] = true
+	}
+	if len(pids) > 0 {
+		vital[pids[0]] = true
+	}
+	w := lookAt(pids, vital)
+	for end := time.Now().Add(settleWait); len(w.stopped) > 0 && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+		w = lookAt(pids, vital)
+	}
+	time.Sleep(100 * time.Millisecond) // a crash on the GPU comes within milliseconds
+	w = lookAt(pids, vital)
+	w.notRunning = map[int]cuda.State{}
+	for _, pid := range cudaPIDs {
+		if !procfs.Alive(pid) {
+			continue
+		}
+		st, err := o.driver().State(cctx, pid)
+		if err == nil && st != cuda.StateRunning {
+			w.notRunning[pid] = st
+		}
+	}
+	return w
+}
+
+// lookAt sorts pids into running, stopped and gone (or exited, for the
+// ones that are not vital).
+func lookAt(pids []int, vital map[int]bool) workload {
+	var w workload
+	for _, pid := range pids {
+		switch st := procfs.State(pid); {
+		case !procfs.Alive(pid) && vital[pid]:
+			w.gone = append(w.gone, pid)
+		case !procfs.Alive(pid):
+			w.exited = append(w.exited, pid)
+		case st == "T" || st == "t":
+			w.stopped = append(w.stopped, pid)
+		default:
+			w.running = append(w.running, pid)
+		}
+	}
+	return w
+}
+
+// intact: every process runs, and the driver reports each CUDA one running.
+func (w workload) intact() bool {
+	return len(w.gone) == 0 && len(w.stopped) == 0 && len(w.notRunning) == 0
+}
+
+// held: nothing died, but something waits, stopped or with CUDA not
+// running: `cryo recover` brings it back.
+func (w workload) held() []int {
+	seen := map[int]bool{}
+	var pids []int
+	for _, pid := range w.stopped {
+		seen[pid] = true
+		pids = append(pids, pid)
+	}
+	for pid := range w.notRunning {
+		if !seen[pid] {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// String says what the check found, for a report.
+func (w workload) String() string {
+	var parts []string
+	if len(w.gone) > 0 {
+		parts = append(parts, numbered(w.gone, "died", "died"))
+	}
+	if len(w.stopped) > 0 {
+		parts = append(parts, numbered(w.stopped, "is stopped", "are stopped"))
+	}
+	for pid, st := range w.notRunning {
+		parts = append(parts, fmt.Sprintf("the driver reports CUDA of pid %d %s", pid, st))
+	}
+	if len(w.running) > 0 {
+		parts = append(parts, numbered(w.running, "runs", "run"))
+	}
+	if len(w.exited) > 0 {
+		parts = append(parts, numbered(w.exited, "has exited on its own", "have exited on their own"))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// recoverRemedy is the one command that brings held processes back.
+func recoverRemedy(pids []int) string {
+	return fmt.Sprintf("run `cryo recover %d` (CUDA first, then the processes continue)", pids[0])
+}
+
+// checkedOutcome checks the claim of a failed checkpoint's outcome and
+// returns the outcome, the workload's fate and, when the check contradicts
+// the claim, the remedy that applies ("" keeps the report's).
+func (c *checkpoint) checkedOutcome(ctx context.Context, step StepName, outcome string) (string, report.Fate, string) {
+	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
+	if len(pids) == 0 {
+		return outcome, report.FateUnknown, "" // nothing was found, nothing touched
+	}
+	if c.workloadGone() {
+		return c.goneOutcome(outcome)
+	}
+	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
+	if w.intact() {
+		checked := fmt.Sprintf("; checked: every process was returned to running (%s, CUDA running)", plural(len(w.running), "process", "processes"))
+		if len(w.exited) > 0 {
+			checked += "; " + numbered(w.exited, "has exited on its own", "have exited on their own")
+		}
+		return outcome + checked, report.FateIntact, ""
+	}
+	what := fmt.Sprintf("checked after step %s and its rollback: %s", step, w)
+	if len(w.gone) == 0 {
+		return what, report.FateUnknown, recoverRemedy(w.held())
+	}
+	if ok, _ := manifest.DumpCompleted(c.dir, nil); ok && c.dumped {
+		return what + "; the complete dump in " + c.dir + " holds the workload", report.FateLostKept,
+			"run `cryo checkpoint --finish " + c.dir + "`, then `cryo restore --dir " + c.dir + "`"
+	}
+	return what + "; no complete checkpoint holds them", report.FateLost, "restart the workload; nothing cryo holds can bring it back"
+}
+
+// goneOutcome: the dump ended the processes, as asked; only the
+// checkpoint holds them.
+func (c *checkpoint) goneOutcome(outcome string) (string, report.Fate, string) {
+	if ok, _ := manifest.DumpCompleted(c.dir, nil); ok {
+		return outcome + "; CRIU's dump in " + c.dir + " is complete", report.FateLostKept,
+			"run `cryo checkpoint --finish " + c.dir + "`, then `cryo restore --dir " + c.dir + "`"
+	}
+	return outcome, report.FateLost, "restart the workload; nothing cryo holds can bring it back"
+}
+
+// foundSuspended are the CUDA processes this run found checkpointed (by
+// `cryo cuda suspend`, or a GPU-free pause) and leaves so: held on purpose.
+func foundSuspended(m *manifest.Manifest) map[int]bool {
+	held := map[int]bool{}
+	for _, p := range m.Processes {
+		if p.State == cuda.StateCheckpointed.String() {
+			held[p.PID] = true
+		}
+	}
+	return held
+}
+
+func without(pids []int, drop map[int]bool) []int {
+	var out []int
+	for _, pid := range pids {
+		if !drop[pid] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// ErrIncomplete: a checkpoint that cryo was about to call complete does
+// not read back so.
+var ErrIncomplete = errors.New("checkpoint does not read back complete")
+
+// checkComplete reads dir's manifest back: it has digests, and every file
+// they name is in place.
+func checkComplete(dir string) error {
+	m, err := manifest.Read(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrIncomplete, err)
+	}
+	if m.Unfinished() {
+		return fmt.Errorf("%w: the manifest in %s has no digests", ErrIncomplete, dir)
+	}
+	for name := range m.Digests {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("%w: %w", ErrIncomplete, err)
+		}
+	}
+	return nil
+}
+
+// checkLeftRunning checks a leave-running checkpoint that succeeded: the
+// processes it resumed run, by the driver's word. The checkpoint is
+// complete either way; the error says what became of the processes.
+func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
+	if !c.leaveRunning || len(c.toSuspend) == 0 {
+		return nil
+	}
+	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
+	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
+	if w.intact() {
+		return nil
+	}
+	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
+		Outcome: "the checkpoint in " + c.dir + " is complete"}
+	if len(w.gone) > 0 {
+		e.Fate = report.FateLostKept
+		e.Remedy = "restore the checkpoint in " + c.dir + " once what is left of the processes is stopped"
+		return e
+	}
+	e.Remedy = recoverRemedy(w.held())
+	return e
+}

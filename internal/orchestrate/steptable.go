@@ -1,0 +1,24 @@
+package orchestrate
+
+import "github.com/cryo-gpu/cryo/internal/manifest"
+
+// CheckpointSteps names, in order, the steps that a checkpoint of a bare
+// process takes, read from the checkpoint's own table with its skips
+// applied to such a run (cuda: it has a CUDA process; leaveRunning: the
+// flag), and "final" for the last write of the manifest: the names a
+// failpoint holds before (CRYO_TEST_HOLD). Tests sweep them, so that a
+// step added to the table is swept without editing the test.
+func CheckpointSteps(cuda, leaveRunning bool) []StepName {
+	c := &checkpoint{t: Target{DumpLeavesStopped: !leaveRunning}, leaveRunning: leaveRunning, m: manifest.New("steps")}
+	if cuda {
+		c.toSuspend = []int{0}
+		c.m.Processes = []manifest.Process{{PID: 0}}
+	}
+	var names []StepName
+	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
+		if s.skip == nil || !s.skip() {
+			names = append(names, s.failpointName())
+		}
+	}
+	return names
+}
