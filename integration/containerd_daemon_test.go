@@ -52,6 +52,9 @@ type daemon struct {
 	cri       string // the CRI plugin's configuration; empty: CRI disabled
 	// criu, when set before start, is containerd's CRYO_CRIU.
 	criu *loggingCRIU
+	// envExtra, set before start, is added to containerd's environment
+	// last (a later PATH wins).
+	envExtra []string
 }
 
 func startDaemon(t testing.TB, v ctrdVersion) *daemon {
@@ -113,10 +116,10 @@ func (d *daemon) env() []string {
 	if d.criu != nil {
 		env = append(env, "CRYO_CRIU="+d.criu.path)
 	}
-	if d.gpu {
-		return env
+	if !d.gpu {
+		env = append(env, append(fakeDriverEnv(d.t, d.faults), "CRYO_FAKE_GPUS_FILE="+d.gpusFile())...)
 	}
-	return append(env, append(fakeDriverEnv(d.t, d.faults), "CRYO_FAKE_GPUS_FILE="+d.gpusFile())...)
+	return append(env, d.envExtra...)
 }
 
 func (d *daemon) start() {

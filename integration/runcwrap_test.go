@@ -294,6 +294,11 @@ func TestRuncwrapHooksDirectRunc(t *testing.T) {
 	if first := regexp.MustCompile(`tick (\d+)`).FindStringSubmatch(out2.String()); first == nil || first[1] == "0" {
 		t.Fatalf("restored app restarted: %s", out2)
 	}
+	// The hooks' script carries the bundle: a direct runc restore gets the
+	// check of the restored tasks too.
+	if v, err := os.ReadFile(filepath.Join(bundle, "cryo-outcome.json")); err != nil || !strings.Contains(string(v), `"passed":true`) {
+		t.Errorf("no passed check of the restored tasks: %s %v", v, err)
+	}
 }
 
 // A container checkpoint of CUDA processes with a CRIU that lacks cryo's

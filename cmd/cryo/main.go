@@ -57,7 +57,11 @@ var personalities = []personality{
 	// cryo-criu-action. Chosen by argv[0]: CRIU passes no arguments, and
 	// its CRTOOLS_* variables are inherited by whatever an action starts,
 	// a cryo command included, which must stay the CLI.
-	{name: "CRIU action script", chosen: calledAs(criuaction.BinaryName), run: criuaction.Run},
+	// The restore's outcome check (internal/confine/outcome, Arm) execs
+	// this binary as it is, from the script that the shim or cryo-runc
+	// writes for one restore, with CRYO_OUTCOME_ONLY=1: chosen by that and
+	// CRIU's CRTOOLS_SCRIPT_ACTION, which only CRIU running the script sets.
+	{name: "CRIU action script", chosen: either(calledAs(criuaction.BinaryName), criuaction.OutcomeOnly), run: criuaction.Run},
 }
 
 // init chooses the personalities that must run before main; see
@@ -85,6 +89,9 @@ func main() {
 func calledAs(name string) func() bool {
 	return func() bool { return filepath.Base(os.Args[0]) == name }
 }
+
+// either chooses a personality by one of two tests.
+func either(a, b func() bool) func() bool { return func() bool { return a() || b() } }
 
 // runShim runs the shim, which exits by itself on failure.
 func runShim() int {

@@ -56,6 +56,8 @@ const (
 const (
 	EnvOrchestrated = "CRYO_ORCHESTRATED"  // 1: cryo-runc runs the orchestration, the action script stands by
 	EnvContainerID  = "CRYO_CONTAINER_ID"  // the container an action script acts for
+	EnvBundle       = "CRYO_BUNDLE"        // the bundle an action script checks the restored tasks against
+	EnvOutcomeOnly  = "CRYO_OUTCOME_ONLY"  // 1: the action script only checks the restored tasks (pre-resume)
 	EnvHelper       = "CRYO_CUDACR_HELPER" // 1: this process is a driver helper child
 	EnvWatchDir     = "CRYO_WATCH_DIR"     // the resume watcher's image directory
 	EnvWatchPID     = "CRYO_WATCH_CRIU_PID"

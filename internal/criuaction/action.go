@@ -54,8 +54,11 @@ func Run() int {
 	// deadlines, and CRIU, if the signal ended it, leaves the rest to the
 	// resume watcher (its own session). So the script lets them pass.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGPIPE)
-	if os.Getenv(config.EnvOrchestrated) == "1" {
-		return 0 // cryo-runc runs the orchestration itself
+	if b := os.Getenv(config.EnvBundle); action == verifyAction && b != "" {
+		return verify(b) // whoever orchestrates: see verify
+	}
+	if os.Getenv(config.EnvOrchestrated) == "1" || os.Getenv(config.EnvOutcomeOnly) == "1" {
+		return 0 // cryo-runc runs the orchestration itself, or the script only checks
 	}
 	o, err := newOrchestrator()
 	if err != nil {

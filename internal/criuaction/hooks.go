@@ -15,7 +15,10 @@
 //
 // CRIU then runs cryo-criu-action at each step of a dump or restore (see
 // Run). When cryo-runc runs the checkpoint or restore itself, it sets
-// config.EnvOrchestrated and the action script does nothing.
+// config.EnvOrchestrated and the action script does nothing, but for the
+// check of the restored tasks at pre-resume (verify.go), which runs on
+// every restore: the script carries the bundle for it, as does the one
+// that cryo-runc and the shim write for each restore (outcome.Arm).
 package criuaction
 
 // scriptName is the generated action script in the bundle.

@@ -38,7 +38,8 @@ func Prepare(bundle, id, action, envFile string) error {
 func writeScript(bundle, id, action, envFile string) error {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
-	fmt.Fprintf(&b, "%s=%s %s=%s exec %s\n", config.EnvContainerID, shellQuote(id), config.EnvEnvFile, shellQuote(envFile), shellQuote(action))
+	fmt.Fprintf(&b, "%s=%s %s=%s %s=%s exec %s\n", config.EnvContainerID, shellQuote(id), config.EnvBundle, shellQuote(bundle),
+		config.EnvEnvFile, shellQuote(envFile), shellQuote(action))
 	p := filepath.Join(bundle, scriptName)
 	if err := os.WriteFile(p, []byte(b.String()), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)

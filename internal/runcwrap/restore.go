@@ -49,6 +49,12 @@ func (w *wrapper) restore(ctx context.Context) int {
 	}
 	w.restoreTCP(o)
 	undo := w.confineCgroups(o)
+	armed := w.armOutcome(o)
+	if armed == nil {
+		undo()
+		return 1
+	}
+	defer w.disarm(o, armed)
 	if o.detach {
 		defer undo()
 		return w.restoreDetached(ctx, o, m, scope)
@@ -102,8 +108,9 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 				return 0, err
 			}
 			if code != 0 {
-				return 0, &orchestrate.CRIUError{Op: "restore (runc restore)", LogPath: filepath.Join(workDir(o), "restore.log"), Err: &exitError{code}, Images: o.imagePath}
+				return 0, outcomeErr(o, &orchestrate.CRIUError{Op: "restore (runc restore)", LogPath: filepath.Join(workDir(o), "restore.log"), Err: &exitError{code}, Images: o.imagePath})
 			}
+			outcomeStep(o, m)
 			return w.cli.initPID(ctx, o.id), nil
 		},
 		Target: func(int) orchestrate.Target { return w.restoredTarget(ctx, o, scope) },
@@ -112,6 +119,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 		Kill: func(ctx context.Context) {
 			_ = w.cli.runc().Kill(ctx, o.id, int(syscall.SIGKILL), &gorunc.KillOpts{All: true})
 		},
+		Remedy:  outcomeRemedy,
 		Cleanup: cleanup,
 		Removed: removed,
 	})
@@ -151,6 +159,7 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.M
 		ran, late = w.waitRunning(ctx, o.id, exited)
 		undo() // CRIU has read its configuration: the container may be checkpointed from now on
 		if ran {
+			outcomeStep(o, m)
 			if err := w.resume(ctx, o, m, scope); err != nil {
 				w.log.error("%v", err)
 			} else {
@@ -181,10 +190,12 @@ func (w *wrapper) endForeground(ctx context.Context, o crOpts, cleanup func(cont
 			outcome += "; " + restoreRemoved
 		}
 	}
-	if late {
+	switch {
+	case late:
 		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore,
 			Err: orchestrate.RestoreDeadlineExceeded(w.cfg.RestoreTimeout, nil), Outcome: outcome, Remedy: orchestrate.RestoreDeadlineRemedy})
-	} else if strings.Contains(outcome, leftovers.ErrLeft.Error()) {
+	case w.logRefusal(o, outcome): // the check of the restored tasks killed them
+	case strings.Contains(outcome, leftovers.ErrLeft.Error()):
 		w.log.error("restore of container %s failed; %s", o.id, outcome)
 	}
 }

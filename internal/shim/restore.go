@@ -80,7 +80,11 @@ func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest)
 	if err != nil {
 		return pendingRestore{}, err
 	}
-	return pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle}, nil
+	armed, err := armOutcome(r.ID, r.Bundle)
+	if err != nil {
+		return pendingRestore{}, err
+	}
+	return pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle, armed: armed}, nil
 }
 
 // restoreCreated records a checked restore for Start, once the runc
@@ -116,6 +120,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 		defer endRestoreTCP(ctx, r.ID, pending.bundle)
 	}
 	defer confineCgroups(ctx, r.ID, pending.bundle)()
+	defer disarmOutcome(ctx, r.ID, pending.armed)
 	ctx, cancel := startDeadline(ctx, pending)
 	defer cancel()
 	ctx, done, err := s.begin(ctx, r.ID, "restore")
@@ -130,8 +135,9 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 		Restore: func(ctx context.Context) (int, error) {
 			var err error
 			if resp, err = s.TTRPCTaskService.Start(ctx, r); err != nil {
-				return 0, orchestrate.RuncCRIUError("restore", err)
+				return 0, outcomeErr(pending.bundle, err)
 			}
+			outcomeStep(pending.bundle, pending.m)
 			return int(resp.Pid), nil
 		},
 		Target: func(pid int) orchestrate.Target {
@@ -140,6 +146,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 			return t
 		},
 		Kill:    func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+		Remedy:  outcomeRemedy,
 		Cleanup: cleanup,
 		Removed: removed,
 	})

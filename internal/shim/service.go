@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/confine/outcome"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/lock"
@@ -150,6 +151,7 @@ type pendingRestore struct {
 	// ctrdCopy is the directory containerd unpacked its checkpoint blob
 	// into, removed after the restore (see containerdCopy); "" otherwise.
 	ctrdCopy string
+	armed    outcome.Armed // the outcome check, in the bundle's CRIU configuration for this restore
 }
 
 func (s *service) setRestore(id string, r pendingRestore) {
