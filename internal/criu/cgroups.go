@@ -1,6 +1,10 @@
 package criu
 
 import (
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/cryo-gpu/cryo/internal/bundle"
@@ -27,6 +31,16 @@ import (
 // rewrite_cgsets as CRIU does) refuses any image whose paths CRIU would not
 // rewrite into the container's cgroup.
 
+// On a host that runs cgroup v2 alone, runc 1.1 names CRIU no cgroup root
+// at all (criuApplyCgroups returns before it lists them), so CRIU's
+// default mode restores every task into the very path cgroup.img records:
+// for a container restored under another name, the checkpointed
+// container's cgroup, outside the new one's limits and device rules (the
+// check of the restored tasks refuses that). A spec with a cgroup
+// namespace there gets the new container's cgroup as CRIU's cgroup root
+// (cgroup-root, for every controller), which CRIU rewrites the image's
+// paths into, as runc 1.2 and later name it themselves.
+
 // ManageCgroupsIgnore is CRIU's option, as a line of its configuration
 // file (the option takes its mode after "=", not after a space).
 const ManageCgroupsIgnore = "manage-cgroups=ignore"
@@ -40,9 +54,76 @@ func CgroupLines(dir string) ([]string, error) {
 		return nil, err
 	}
 	if hasCgroupNS(spec) {
+		if root := specCgroupPath(spec); root != "" && unifiedOnly() {
+			return []string{"cgroup-root=" + root}, nil
+		}
 		return nil, nil
 	}
 	return []string{ManageCgroupsIgnore}, nil
+}
+
+// unifiedRoot is where a cgroup v2 host mounts its one hierarchy.
+var unifiedRoot = "/sys/fs/cgroup"
+
+// unifiedOnly: this host runs cgroup v2 alone (a v1 hybrid mounts v2
+// elsewhere, and runc names CRIU a root for each hierarchy there).
+func unifiedOnly() bool {
+	_, err := os.Stat(filepath.Join(unifiedRoot, "cgroup.controllers"))
+	return err == nil
+}
+
+// specCgroupPath is the cgroup v2 path runc makes for the spec's
+// cgroupsPath: a cgroupfs path as it is, or systemd's "slice:prefix:name"
+// as the scope systemd makes (a relative cgroupfs path, whose parent is
+// runc's own cgroup, gives "": CRIU then keeps its default).
+func specCgroupPath(spec bundle.Raw) string {
+	linux, _ := spec["linux"].(map[string]any)
+	p, _ := linux["cgroupsPath"].(string)
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p)
+	}
+	parts := strings.Split(p, ":")
+	if len(parts) != 3 || parts[2] == "" {
+		return ""
+	}
+	slice := parts[0]
+	if slice == "" {
+		slice = "system.slice"
+	}
+	dir, ok := expandSlice(slice)
+	if !ok {
+		return ""
+	}
+	unit := parts[2]
+	if !strings.HasSuffix(unit, ".slice") {
+		if parts[1] != "" {
+			unit = parts[1] + "-" + unit
+		}
+		unit += ".scope"
+	}
+	return path.Join(dir, unit)
+}
+
+// expandSlice is the cgroup path of a systemd slice: "a-b-c.slice" lies in
+// /a.slice/a-b.slice/a-b-c.slice (systemd.slice(5)).
+func expandSlice(slice string) (string, bool) {
+	name, ok := strings.CutSuffix(slice, ".slice")
+	if !ok || strings.Contains(name, "/") {
+		return "", false
+	}
+	if name == "-" {
+		return "/", true
+	}
+	dir, prefix := "/", ""
+	for _, c := range strings.Split(name, "-") {
+		if c == "" {
+			return "", false
+		}
+		prefix += c
+		dir = path.Join(dir, prefix+".slice")
+		prefix += "-"
+	}
+	return dir, true
 }
 
 func hasCgroupNS(spec bundle.Raw) bool {

@@ -34,6 +34,8 @@ func TestConfineCgroupsIgnore(t *testing.T) {
 // A spec with a cgroup namespace keeps CRIU's default mode: ignore would
 // bring the tasks back in the host's cgroup namespace.
 func TestConfineCgroupsNamespace(t *testing.T) {
+	defer func(old string) { unifiedRoot = old }(unifiedRoot)
+	unifiedRoot = t.TempDir() // a v1 hybrid: runc names CRIU every root
 	b := bundleWith(t, `{"ociVersion":"1.0.2","linux":{"namespaces":[{"type":"cgroup"}]}}`)
 	undo, lines, err := ConfineCgroups(b)
 	if err != nil || lines != nil {
@@ -44,6 +46,36 @@ func TestConfineCgroupsNamespace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(b, ConfName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a configuration was written: %v", err)
+	}
+}
+
+// On a host of cgroup v2 alone runc 1.1 names CRIU no cgroup root: a spec
+// with a cgroup namespace gets the container's own cgroup as CRIU's root,
+// from its cgroupfs or systemd cgroupsPath.
+func TestConfineCgroupsNamespaceUnified(t *testing.T) {
+	defer func(old string) { unifiedRoot = old }(unifiedRoot)
+	unifiedRoot = t.TempDir()
+	if err := os.WriteFile(filepath.Join(unifiedRoot, "cgroup.controllers"), []byte("memory pids\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/kubepods/besteffort/pod1/abc":                     "cgroup-root=/kubepods/besteffort/pod1/abc",
+		"kubepods-besteffort-pod1.slice:cri-containerd:abc": "cgroup-root=/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-abc.scope",
+		":cryo:x":       "cgroup-root=/system.slice/cryo-x.scope",
+		"relative/path": "",
+	} {
+		b := bundleWith(t, `{"ociVersion":"1.0.2","linux":{"cgroupsPath":"`+path+`","namespaces":[{"type":"cgroup"}]}}`)
+		lines, err := CgroupLines(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(lines) == 1 {
+			got = lines[0]
+		}
+		if got != want || len(lines) > 1 {
+			t.Errorf("cgroupsPath %q: lines %q, want %q", path, lines, want)
+		}
 	}
 }
 
