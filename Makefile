@@ -15,7 +15,9 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/internal/version.Version=$(VERSION) -X github.com/cryo-gpu/cryo/internal/version.Commit=$(COMMIT)"
 
-.PHONY: all build failpoints fake deps deps-demo test test-unit test-integration demo dist release gpu-test bench docs clean help
+INSTALLER_IMAGE ?= localhost/cryo/installer:$(VERSION)
+
+.PHONY: all build failpoints fake deps deps-demo installer-image test test-unit test-integration demo dist release gpu-test bench docs clean help
 
 all: build
 
@@ -27,6 +29,7 @@ help:
 	@echo "make failpoints  build bin/failpoints/cryo, a cryo with the integration tests' failpoints (never shipped)"
 	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
 	@echo "make deps        install CRIU 4.2.1, runc, containerd 1.7 and 2.x, Podman, a registry, Kubernetes (CRYO_DEPS_K8S=0: not)"
+	@echo "make installer-image  the node installer's OCI image for the Helm chart: bin/cryo-installer.tar (ctr -n k8s.io images import)"
 	@echo "make dist        self-contained bundle for a GPU host: dist/cryo-bundle.tar.xz (with man pages and shell completion)"
 	@echo "make release     versioned release in dist/release: cryo-VERSION-linux-amd64.tar.gz, cryo_VERSION_amd64.deb,"
 	@echo "                 SHA256SUMS (VERSION=v0.x.y, default git describe --tags; docs/release.md)"
@@ -59,6 +62,12 @@ fake:
 
 deps:
 	@bash contrib/install-deps.sh
+
+# The node installer's image (deploy/helm/cryo runs it in a DaemonSet),
+# built without a container engine: an OCI layout in a tar, for
+# `ctr -n k8s.io images import` or any registry client to push.
+installer-image: build
+	$(GO) run ./internal/installer/image -bin $(BIN)/cryo -name $(INSTALLER_IMAGE) -o $(BIN)/cryo-installer.tar
 
 # The tests must leave no process behind: contrib/leftovers.sh compares the
 # processes before and after, and fails the run on any that stayed.

@@ -425,6 +425,7 @@ main() {
 		install_containerd_tests
 		install_etcd
 		bash "$(dirname "$0")/kubernetes/build-k8s.sh" || say "WARNING: kubelet not built; TestKubelet will skip (see above)"
+		bash "$(dirname "$0")/kubernetes/build-helm.sh" || say "WARNING: helm not built; TestKubeletHelm will skip (see above)"
 	else
 		say "CRYO_DEPS_K8S=0: no etcd, kubelet or kube-apiserver (TestKubelet skips), no upstream test suites"
 	fi

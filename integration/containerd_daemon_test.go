@@ -55,6 +55,10 @@ type daemon struct {
 	// envExtra, set before start, is added to containerd's environment
 	// last (a later PATH wins).
 	envExtra []string
+	// pidFile, when set before start, makes containerd run under a loop
+	// that starts it again whenever it exits, as systemd's Restart= does,
+	// and writes its pid there: a test restarts it with a SIGTERM.
+	pidFile string
 }
 
 func startDaemon(t testing.TB, v ctrdVersion) *daemon {
@@ -134,6 +138,10 @@ func (d *daemon) start() {
 	}
 	defer logf.Close()
 	d.cmd = exec.Command(filepath.Join(d.bin, "containerd"), "--config", cfg)
+	if d.pidFile != "" {
+		d.cmd = exec.Command("/bin/sh", "-c", `while :; do "$0" --config "$1" & echo $! >"$2"; wait $!; sleep 0.2; done`,
+			filepath.Join(d.bin, "containerd"), cfg, d.pidFile)
+	}
 	d.cmd.Env = append(os.Environ(), d.env()...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -59,6 +59,9 @@ type criNode struct {
 	bridge  string // its Linux bridge (at most 15 characters)
 	cgroup  string // the pods' cgroup parent
 	subnet  string // the pods' addresses
+	// noCryo: the configuration lacks cryo's runtime handler, which an
+	// installer adds (TestKubeletHelm).
+	noCryo bool
 }
 
 // startCRINode starts containerd 2.x with CRI and CNI in a temporary
@@ -83,6 +86,13 @@ func startCRINodeAt(t testing.TB, i int) *criNode {
 // host's NVIDIA driver rather than the fake one.
 func bootCRINode(t testing.TB, i int, gpu bool) *criNode {
 	t.Helper()
+	return bootCRINodeWith(t, i, gpu, nil)
+}
+
+// bootCRINodeWith is bootCRINode with edit applied to the node before its
+// containerd starts.
+func bootCRINodeWith(t testing.TB, i int, gpu bool, edit func(*criNode)) *criNode {
+	t.Helper()
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
 		if _, err := os.Stat(filepath.Join(cniBinDir(), p)); err != nil {
 			t.Fatalf("CNI plugin %s missing (%v): run `make deps` (Debian package containernetworking-plugins) or set CRYO_CNI_BIN_DIR", p, err)
@@ -92,6 +102,9 @@ func bootCRINode(t testing.TB, i int, gpu bool) *criNode {
 	n := &criNode{daemon: newDaemon(t, ctrdVersions[1], gpu),
 		network: fmt.Sprintf("cryo-cri-%d-%d", pid, i), bridge: fmt.Sprintf("cryocri%d%d", pid%100000, i),
 		cgroup: fmt.Sprintf("/cryo-cri-%d-%d", pid, i), subnet: fmt.Sprintf(criSubnet, 247-i)}
+	if edit != nil {
+		edit(n)
+	}
 	n.writeCNIConfig()
 	n.cri = n.criConfig()
 	n.start()
@@ -109,6 +122,15 @@ func bootCRINode(t testing.TB, i int, gpu bool) *criNode {
 // pod_annotations lets the cryo shim see a pod's cryo.io/* annotations
 // (cryo.io/checkpoint-image), as docs/kubernetes.md tells users to set.
 func (n *criNode) criConfig() string {
+	cfg := n.criConfigAll()
+	if n.noCryo {
+		cryo := fmt.Sprintf("    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%s]\n      runtime_type = %q\n      pod_annotations = ['cryo.io/*']\n", criHandler, cryoRuntime)
+		cfg = strings.Replace(cfg, cryo, "", 1)
+	}
+	return cfg
+}
+
+func (n *criNode) criConfigAll() string {
 	return fmt.Sprintf(`[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true

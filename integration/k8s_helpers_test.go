@@ -92,20 +92,28 @@ func (c *k8sCluster) etcdBin() string {
 // the reverse order and then checks that nothing of them is left.
 func startK8sCluster(t *testing.T) *k8sCluster {
 	t.Helper()
+	c := startK8sClusterOn(t, startCRINode)
+	c.kubectl("apply", "-f", filepath.Join(repoRoot(), "contrib", "kubernetes", "runtimeclass.yaml"))
+	return c
+}
+
+// startK8sClusterOn is startK8sCluster on the CRI node that node starts,
+// without the RuntimeClass.
+func startK8sClusterOn(t *testing.T, node func(testing.TB) *criNode) *k8sCluster {
+	t.Helper()
 	requireRoot(t)
 	c := &k8sCluster{t: t, bin: requireK8s(t)}
 	before := hostState(t)
 	t.Cleanup(func() { c.checkGone(before) }) // registered first: runs last
 	// The directory goes after the CRI node's pods (their logs are in it).
 	c.dir = t.TempDir()
-	c.node = startCRINode(t)
+	c.node = node(t)
 	c.pki = newK8sPKI(t, filepath.Join(c.dir, "pki"), k8sNodeName)
 	c.adminHTTP = c.tlsClient("admin")
 	c.startEtcd()
 	c.startAPIServer()
 	c.kubeconfig = c.writeKubeconfig("admin.kubeconfig", "admin")
 	c.startKubelet()
-	c.kubectl("apply", "-f", filepath.Join(repoRoot(), "contrib", "kubernetes", "runtimeclass.yaml"))
 	return c
 }
 

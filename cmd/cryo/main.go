@@ -12,6 +12,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cli"
 	"github.com/cryo-gpu/cryo/internal/criuaction"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/installer"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
@@ -62,6 +63,12 @@ var personalities = []personality{
 	// writes for one restore, with CRYO_OUTCOME_ONLY=1: chosen by that and
 	// CRIU's CRTOOLS_SCRIPT_ACTION, which only CRIU running the script sets.
 	{name: "CRIU action script", chosen: either(calledAs(criuaction.BinaryName), criuaction.OutcomeOnly), run: criuaction.Run},
+	// Started by the Helm chart's DaemonSet (deploy/helm/cryo) in a
+	// privileged pod with the host's root mounted, or by an administrator:
+	// `cryo node install|uninstall`. Chosen by its first argument, since it
+	// is a front end of its own (internal/installer) and not a command of
+	// the CLI's tree.
+	{name: "node installer", chosen: firstArg("node"), run: runInstaller},
 }
 
 // init chooses the personalities that must run before main; see
@@ -92,6 +99,16 @@ func calledAs(name string) func() bool {
 
 // either chooses a personality by one of two tests.
 func either(a, b func() bool) func() bool { return func() bool { return a() || b() } }
+
+// firstArg chooses a personality by the first argument; the names that
+// argv[0] chooses come first in the table, so only the CLI could clash,
+// and it has no command of that name.
+func firstArg(word string) func() bool {
+	return func() bool { return len(os.Args) > 1 && os.Args[1] == word }
+}
+
+// runInstaller runs `cryo node …`.
+func runInstaller() int { return installer.Main(os.Args[2:]) }
 
 // runShim runs the shim, which exits by itself on failure.
 func runShim() int {

@@ -76,3 +76,31 @@ func TestDriverHelperComesFirst(t *testing.T) {
 		t.Error("the driver helper is not chosen during init")
 	}
 }
+
+// `cryo node …` is the node installer, and only under the first argument
+// "node": the CLI keeps every other first argument.
+func TestNodeInstallerByFirstArgument(t *testing.T) {
+	args := os.Args
+	t.Cleanup(func() { os.Args = args })
+	t.Setenv(config.EnvHelper, "")
+	for _, c := range []struct {
+		argv []string
+		want int
+	}{
+		{[]string{"cryo", "node", "install"}, 1},
+		{[]string{"/usr/local/bin/cryo", "node", "uninstall"}, 1},
+		{[]string{"cryo", "checkpoint", "node"}, 0},
+		{[]string{"cryo"}, 0},
+	} {
+		os.Args = c.argv
+		var names []string
+		for _, p := range personalities {
+			if p.chosen() {
+				names = append(names, p.name)
+			}
+		}
+		if len(names) != c.want || (c.want == 1 && names[0] != "node installer") {
+			t.Errorf("%v chooses %v, want %d (the node installer)", c.argv, names, c.want)
+		}
+	}
+}
