@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
+	"github.com/cryo-gpu/cryo/internal/cli/podman"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
@@ -31,10 +32,10 @@ func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) 
 		}
 	case ociimage.KindPodman:
 		global := podmanGlobal(cmd)
-		if err := precheck.PodmanNameIn(ctx, global, cmp.Or(fString(cmd, "name"), sum.Name)); err != nil {
+		if err := podman.NameIn(ctx, global, cmp.Or(fString(cmd, "name"), sum.Name)); err != nil {
 			return err
 		}
-		if err := precheck.PodmanImage(ctx, global, sum.BaseImage); err != nil {
+		if err := podman.Image(ctx, global, sum.BaseImage); err != nil {
 			return err
 		}
 	case ociimage.KindContainerd:

@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cryo-gpu/cryo/internal/cli/words"
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/words"
 )
 
 // actionTimeout bounds one action. CRIU waits for the script, and the

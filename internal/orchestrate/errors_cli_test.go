@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/internal/cli/words"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/words"
 )
 
 // TestFailureMessagesCLI is TestFailureMessages for a user of the cryo
-// CLI, in the CLI's own words (internal/cli/words), which the CLI passes
+// CLI, in the CLI's own words (internal/words), which the CLI passes
 // as its front end.
 func TestFailureMessagesCLI(t *testing.T) {
 	const (

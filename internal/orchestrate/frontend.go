@@ -10,7 +10,7 @@ import (
 // FrontEnd is the tool a user came through, as its words for the keyed
 // remedies: `--shell-job` means nothing to a ctr user, and Podman has its
 // own flags for what CRIU needs. The core picks the remedy's key; each
-// front end keeps its words at its edge (internal/cli/words, the shim's
+// front end keeps its words at its edge (internal/words, the shim's
 // and cryo-runc's packages) and passes them with WithFrontEnd. Every front
 // end words every key of RemedyKeys, which the test beside each Wording
 // checks; the core has no words of its own, so a key left unworded (or no

@@ -5,7 +5,7 @@ import "testing"
 // The core has no words of its own: a keyed remedy is the front end's,
 // and a key the front end does not word leaves the failure's own remedy.
 // That every front end words every key is checked beside each Wording
-// (internal/cli/words, internal/shim, internal/runcwrap).
+// (internal/words, internal/shim, internal/runcwrap).
 func TestRemedyWordsAreTheFrontEnds(t *testing.T) {
 	o := New(testConfig, WithFrontEnd(FrontEnd{RemedyTCP: "ctr's words"}))
 	for _, k := range RemedyKeys {

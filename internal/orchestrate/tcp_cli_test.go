@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cryo-gpu/cryo/internal/cli/words"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/words"
 )
 
 // A dump that CRIU refused for an established connection gets the front

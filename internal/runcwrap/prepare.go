@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cryo-gpu/cryo/internal/criuaction"
+	"github.com/cryo-gpu/cryo/internal/criuaction/hooks"
 )
 
 // createValueFlags are the options of `runc create|run` that take a value.
@@ -31,8 +31,8 @@ func (w *wrapper) prepare() {
 		bundle = b
 	}
 	id := lastPositional(w.cmd.rest, values)
-	err := criuaction.Prepare(absPath(bundle, "."), id, w.actionPath(), w.cfg.EnvFile)
-	if errors.Is(err, criuaction.ErrForeignCRIUConfig) {
+	err := hooks.Prepare(absPath(bundle, "."), id, w.actionPath(), w.cfg.EnvFile)
+	if errors.Is(err, hooks.ErrForeignCRIUConfig) {
 		w.log.warn("container %s: %v", id, err)
 	} else if err != nil {
 		w.log.warn("container %s: CRIU action script not installed, direct runc checkpoints will not suspend CUDA: %v", id, err)

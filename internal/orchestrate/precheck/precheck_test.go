@@ -1,7 +1,6 @@
 package precheck
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/containerd/console"
 	"github.com/cryo-gpu/cryo/internal/report"
@@ -100,7 +98,7 @@ func TestHostProcess(t *testing.T) {
 	wantIn(t, err.Error(), "pid "+strconv.Itoa(pid)+" (sleep) is in a container (its mnt namespace", "remedy: checkpoint the container through its runtime", "ctr task checkpoint")
 }
 
-func TestRootAndPodmanName(t *testing.T) {
+func TestRoot(t *testing.T) {
 	if os.Geteuid() == 0 {
 		if err := Root("checkpoint"); err != nil {
 			t.Errorf("root refused: %v", err)
@@ -109,14 +107,6 @@ func TestRootAndPodmanName(t *testing.T) {
 	e := &Error{Err: ErrNotRoot, Detail: "cryo checkpoint drives CRIU, which needs root (uid 1000)", Remedy: "run as root (sudo)"}
 	if got, want := e.Error(), "not running as root: cryo checkpoint drives CRIU, which needs root (uid 1000); remedy: run as root (sudo)"; got != want {
 		t.Errorf("message %q, want %q", got, want)
-	}
-	if _, err := exec.LookPath("podman"); err != nil {
-		t.Skip("no podman")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := PodmanNameIn(ctx, nil, fmt.Sprintf("cryo-precheck-none-%d", os.Getpid())); err != nil {
-		t.Errorf("unused name refused: %v", err)
 	}
 }
 

@@ -1,4 +1,7 @@
-// Package criuaction holds the entry points that runc and CRIU call back into.
+// Package hooks makes a container's bundle run cryo-criu-action as CRIU's
+// action script. It is the installer part of internal/criuaction, in a
+// package of its own so that cryo-runc (internal/runcwrap) can install the
+// script without importing another front end.
 //
 // cryo-runc (with CRYO_CRIU_HOOKS=1) prepares each container it creates so
 // that a direct `runc checkpoint`/`runc restore`, which bypasses cryo-runc,
@@ -12,14 +15,7 @@
 //     runs an action script without arguments, so this is how it learns them);
 //   - the annotation org.criu.config=<bundle>/cryo-criu.conf in config.json,
 //     which is how runc tells CRIU to read that configuration file.
-//
-// CRIU then runs cryo-criu-action at each step of a dump or restore (see
-// Run). When cryo-runc runs the checkpoint or restore itself, it sets
-// config.EnvOrchestrated and the action script does nothing, but for the
-// check of the restored tasks at pre-resume (verify.go), which runs on
-// every restore: the script carries the bundle for it, as does the one
-// that cryo-runc and the shim write for each restore (outcome.Arm).
-package criuaction
+package hooks
 
 // scriptName is the generated action script in the bundle.
 const scriptName = "cryo-criu-action.sh"

@@ -1,4 +1,4 @@
-package criuaction
+package hooks
 
 import (
 	"fmt"

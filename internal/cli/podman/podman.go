@@ -1,4 +1,7 @@
-package precheck
+// Package podman holds the CLI's prechecks of a Podman restore: they ask
+// Podman's store, which only the CLI restores into, before a checkpoint is
+// unpacked. The refusals are precheck.Errors, like every other precheck's.
+package podman
 
 import (
 	"context"
@@ -7,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -14,13 +18,13 @@ import (
 // in the container engine's store.
 var ErrNoBaseImage = errors.New("base image missing")
 
-// PodmanNameIn refuses a Podman restore under a name that a container
+// NameIn refuses a Podman restore under a name that a container
 // already has in the store of the global options global (--root,
 // --runroot…: a name is taken or free in one store only): `podman
 // container restore --import` would fail after unpacking. name is the
 // --name given, else the checkpointed container's. Without podman there is
 // nothing to check: its restore says why.
-func PodmanNameIn(ctx context.Context, global []string, name string) error {
+func NameIn(ctx context.Context, global []string, name string) error {
 	if name == "" {
 		return nil
 	}
@@ -28,14 +32,14 @@ func PodmanNameIn(ctx context.Context, global []string, name string) error {
 	if err != nil || !found {
 		return err
 	}
-	return &Error{Err: ErrNameInUse, Detail: fmt.Sprintf("Podman already has a container named %s", name),
+	return &precheck.Error{Err: precheck.ErrNameInUse, Detail: fmt.Sprintf("Podman already has a container named %s", name),
 		Remedy: "restore under another name with --name NEW"}
 }
 
-// PodmanImage refuses a Podman restore whose base image ref is not in
+// Image refuses a Podman restore whose base image ref is not in
 // Podman's store: `podman container restore --import` needs it, and would
 // say so only after the checkpoint was unpacked.
-func PodmanImage(ctx context.Context, global []string, ref string) error {
+func Image(ctx context.Context, global []string, ref string) error {
 	if _, err := exec.LookPath("podman"); ref == "" || err != nil {
 		return nil
 	}
@@ -43,7 +47,7 @@ func PodmanImage(ctx context.Context, global []string, ref string) error {
 	if err != nil || found {
 		return err
 	}
-	return &Error{Err: ErrNoBaseImage, Detail: fmt.Sprintf("the checkpoint's base image %s is not in Podman's store", ref),
+	return &precheck.Error{Err: ErrNoBaseImage, Detail: fmt.Sprintf("the checkpoint's base image %s is not in Podman's store", ref),
 		Remedy: fmt.Sprintf("pull it first (podman %spull %s)", strings.Join(append(global, ""), " "), ref)}
 }
 

@@ -1,8 +1,9 @@
 // Package words is the cryo CLI's wording of the remedies each front end
 // words its own way (orchestrate.RemedyKeys): the CLI's flags, such as
-// --shell-job, are what its user can act on. It is a package of its own so
-// that the CRIU action script (internal/criuaction), which has always
-// given the CLI's words, words them the same without importing the CLI.
+// --shell-job, are what its user can act on. It lies outside every front
+// end so that the CLI and the CRIU action script (internal/criuaction),
+// which has always given the CLI's words, share them without one front
+// end importing another.
 package words
 
 import (
