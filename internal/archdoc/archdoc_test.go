@@ -89,3 +89,51 @@ func root(t *testing.T) string {
 	}
 	return r
 }
+
+// The module keeps its house rules (rules.go): each broken one fails here,
+// naming the import.
+func TestHouseRules(t *testing.T) {
+	module, pkgs, err := loadPackages(root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range violations(newGraph(module, pkgs)) {
+		t.Error(v)
+	}
+}
+
+// The rules catch what they forbid, each named by its import.
+func TestHouseRulesRefuse(t *testing.T) {
+	mk := func(path string, imports ...string) *pkg {
+		for i, imp := range imports {
+			if !strings.Contains(imp, ".") {
+				imports[i] = "m/" + imp
+			}
+		}
+		return &pkg{ImportPath: "m/" + path, Imports: imports}
+	}
+	g := newGraph("m", []*pkg{
+		mk("cmd/cryo", "internal/cli", "internal/shim"),
+		mk("internal/cli", "internal/criuaction", "internal/orchestrate"),
+		mk("internal/criuaction"),
+		mk("internal/criuaction/hooks"),
+		mk("internal/runcwrap", "internal/criuaction/hooks", "github.com/checkpoint-restore/go-criu/v7/crit"),
+		mk("internal/shim", "github.com/containerd/containerd/api/services/content/v1"),
+		mk("internal/orchestrate", "internal/shim", "internal/config", "github.com/containerd/containerd/v2/client"),
+		mk("internal/config", "internal/orchestrate"),
+	})
+	got := strings.Join(violations(g), "\n")
+	for _, want := range []string{
+		"internal/cli imports internal/criuaction: front end internal/cli may not import front end internal/criuaction",
+		"internal/orchestrate imports internal/shim: the core may not import a front end (internal/shim)",
+		"internal/config imports internal/orchestrate: a leaf imports only other leaves",
+		"internal/orchestrate imports github.com/containerd/containerd/v2/client: only internal/cli/ctrd and internal/shim may talk to containerd",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("violations lack %q:\n%s", want, got)
+		}
+	}
+	if n := len(violations(g)); n != 4 {
+		t.Errorf("%d violations, want 4 (cmd/, the crossing, the shim's containerd and go-criu's crit are allowed):\n%s", n, got)
+	}
+}

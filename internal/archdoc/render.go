@@ -9,8 +9,8 @@ import (
 )
 
 // tmpl is the hand-written part of the document: the prose, with the
-// generated sections in {{.Packages}}, {{.Graph}}, {{.Imports}} and
-// {{.Environment}}.
+// generated sections in {{.Packages}}, {{.Graph}}, {{.Imports}},
+// {{.Rules}} and {{.Environment}}.
 //
 //go:embed architecture.md.tmpl
 var tmpl string
@@ -21,6 +21,7 @@ type sections struct {
 	Graph       string // the Mermaid graph, one subgraph per floor
 	Imports     string // package → cryo's packages it imports
 	Environment string // who reads the process environment itself
+	Rules       string // the house rules (rules.go)
 	Floors      int    // how many floors there are
 }
 
@@ -41,7 +42,7 @@ func generate() ([]byte, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s := sections{Packages: packagesTable(g, floor), Graph: mermaid(g, floor), Imports: importsTable(g, floor)}
+	s := sections{Packages: packagesTable(g, floor), Graph: mermaid(g, floor), Imports: importsTable(g, floor), Rules: rulesText()}
 	for _, f := range floor {
 		s.Floors = max(s.Floors, f+1)
 	}
