@@ -1,6 +1,6 @@
 // Package integration runs cryo end to end against real containerd, runc,
 // CRIU, Podman and a registry server, all started by the tests themselves on
-// loopback in temporary directories. Only the GPU driver is fake (cudacr's
+// loopback in temporary directories. Only the GPU driver is fake (internal/cuda's
 // fake libcuda), because CI machines have no GPU.
 //
 // The tests need root and the parts that `make deps` installs, and the

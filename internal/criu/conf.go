@@ -17,7 +17,7 @@ import (
 // config.json annotation org.criu.config (without one, /etc/criu/runc.conf),
 // and CRIU lets that file override what runc asked for over RPC. cryo uses it
 // for the options that a caller of runc does not pass: the action script of
-// package hooks, and tcp-established on a containerd restore. Its lines are
+// internal/criuaction/hooks, and tcp-established on a containerd restore. Its lines are
 // CRIU's long options without their dashes ("tcp-established").
 const (
 	// ConfigAnnotation is the annotation runc reads the file name from.

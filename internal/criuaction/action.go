@@ -21,7 +21,7 @@ import (
 const actionTimeout = 10 * time.Minute
 
 // BinaryName is the name CRIU runs cryo under as its action script: the
-// generated script execs it (see hooks.go), and cmd/cryo chooses Run by it.
+// generated script execs it (see internal/criuaction/hooks), and cmd/cryo chooses Run by it.
 const BinaryName = "cryo-criu-action"
 
 // WatcherName is the resume watcher's argv[0] (see startWatcher): cmd/cryo

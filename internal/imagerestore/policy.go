@@ -32,7 +32,7 @@ type Source struct {
 }
 
 // Authorize applies the node's policy to req; id names the container in
-// errors, each a *snapshot.StepError with the remedy.
+// errors, each a *report.StepError with the remedy.
 func Authorize(req Request, id string, o Options) (Source, error) {
 	const step = "check the node's policy for checkpoint images"
 	if o.PolicyErr != nil {

@@ -38,7 +38,7 @@ type HostError struct {
 	Needs  string // "1× NVIDIA H100 80GB HBM3 (sm_90) with ≥ 9.2 GiB free"
 	Offers string // "1× NVIDIA A100 (sm_80)"
 	Detail string // optional: the driver mismatch, …
-	Err    error  // optional: the matcher's error (cudacr.ErrNoMatchingGPU)
+	Err    error  // optional: the matcher's error (cuda.ErrNoMatchingGPU)
 }
 
 func (e *HostError) Error() string {

@@ -362,7 +362,7 @@ func (c *checkpoint) suspend(ctx context.Context) error {
 	bytes := gpuBytes(c.m, c.toSuspend)
 	taskFrom(ctx).SetTotal(bytes)
 	start := time.Now()
-	// cudacr rolls back the processes it already suspended when one fails,
+	// internal/cuda rolls back the processes it already suspended when one fails,
 	// so a failure here leaves nothing suspended.
 	if err := c.o.driver().Suspend(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
 		return err

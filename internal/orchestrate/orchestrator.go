@@ -73,7 +73,7 @@ type Orchestrator struct {
 	// Progress, if set, draws the long steps (see WithProgress).
 	Progress *progress.Renderer
 	// LockTimeout is how long the driver waits for in-flight GPU work before
-	// locking; zero: cudacr's default.
+	// locking; zero: internal/cuda's default.
 	LockTimeout time.Duration
 	// GPUMap chooses the target GPU of a source GPU on restore (old UUID →
 	// new UUID), overriding the automatic match; nil: Config.GPUMap, if set.
@@ -135,7 +135,7 @@ func New(opts ...Option) *Orchestrator {
 }
 
 // WithDriverOptions uses a driver made from opts; empty fields take
-// cudacr's defaults.
+// internal/cuda's defaults.
 func WithDriverOptions(opts cuda.Options) Option {
 	return func(o *Orchestrator) { o.Driver = cuda.New(opts) }
 }

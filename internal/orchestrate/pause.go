@@ -73,7 +73,7 @@ func (c *checkpoint) recordPause() error {
 }
 
 // pauseError says which step of a pause failed; the runner's rollback has
-// returned the container to running (cudacr has already rolled back a
+// returned the container to running (internal/cuda has already rolled back a
 // failed suspend).
 func (c *checkpoint) pauseError(_ context.Context, step StepName, err error, outcome string) error {
 	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,

@@ -23,7 +23,7 @@ import (
 // is accepted as a checkpoint without CUDA (nil manifest, a warning logged)
 // unless its images name libcuda.so: then the GPU state was not captured by
 // cryo and a restore would fail in the application, so it is refused with
-// ErrNoManifest. Errors are *StepError wrapping snapshot's sentinels.
+// ErrNoManifest. Errors are *StepError wrapping internal/manifest's sentinels.
 //
 // scope is which GPUs the restored processes may use: a container's, from
 // its new spec (ScopeFromSpec), or the zero value for all of the host's.
@@ -195,7 +195,7 @@ func restoreRemedy(err error, dir string) string {
 }
 
 // gpuMapRemedy answers a GPU map that the matcher refused: the host is
-// not at fault, the map is (cudacr's matcher names the map in its message).
+// not at fault, the map is (internal/cuda's matcher names the map in its message).
 func gpuMapRemedy(err error) string {
 	if strings.Contains(err.Error(), "will not see") {
 		return "that GPU is not one the process can see after the restore (its CUDA_VISIBLE_DEVICES picks among this host's GPUs): map the GPU onto one that it sees (`cryo inspect` shows its CUDA_VISIBLE_DEVICES, `nvidia-smi -L` the host's UUIDs), or leave that pair out of --gpu-map ($CRYO_GPU_MAP) and cryo picks one"

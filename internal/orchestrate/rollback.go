@@ -64,7 +64,7 @@ func (c *checkpoint) undoDump(ctx context.Context) undone {
 
 // rollback resumes CUDA after a failed checkpoint. It uses a fresh context:
 // the caller's may be the one that just expired, and the processes must not
-// be left suspended because of it. Like cudacr's own rollback it goes one
+// be left suspended because of it. Like internal/cuda's own rollback it goes one
 // process at a time: the safe path, when something has already failed.
 func (c *checkpoint) rollback(ctx context.Context) string {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)

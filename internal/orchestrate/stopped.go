@@ -54,7 +54,7 @@ func (c *checkpoint) killStopped(ctx context.Context) {
 
 // continueStopped gives the stopped tree back after a failure that came
 // after the dump: CUDA resumed first, as any rollback does (each CUDA
-// process runs again only once its GPU state is back: cudacr releases it),
+// process runs again only once its GPU state is back: internal/cuda releases it),
 // then SIGCONT to the rest of the tree. It returns the outcome for the
 // error.
 func (c *checkpoint) continueStopped(ctx context.Context) string {

@@ -13,7 +13,7 @@
 //     resumed after the thaw (orchestrate.Pause), unless turned off.
 //
 // With CRYO_CRIU_HOOKS=1 it also prepares containers at create/run so that a
-// direct `runc checkpoint`, bypassing cryo-runc, is CUDA-safe (see hooks).
+// direct `runc checkpoint`, bypassing cryo-runc, is CUDA-safe (see internal/criuaction/hooks).
 package runcwrap
 
 import (

@@ -17,7 +17,7 @@ import (
 // io.containerd.runc.v2, and ctr passes one only when asked. In the image
 // directory both travel with the checkpoint (containerd tars the whole
 // directory), checkpointctl can read the dump's statistics, and a later
-// run can tell a completed dump from a partial one (snapshot.DumpCompleted).
+// run can tell a completed dump from a partial one (manifest.DumpCompleted).
 //
 // It returns the work directory CRIU will use when that is not the image
 // directory (the caller's --work-path), or "".

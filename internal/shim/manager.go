@@ -66,7 +66,7 @@ func (m *manager) Name() string { return RuntimeName }
 // whatever their CUDA state (locked or checkpointed by a checkpoint that the
 // dead shim left half-way) and however frozen, so the task ends up stopped
 // and its container can start again; cryo's driver helper died with the
-// shim (Pdeathsig, cudacr.Options.DieWithCaller), so no CUDA call races the
+// shim (Pdeathsig, cuda.Options.DieWithCaller), so no CUDA call races the
 // kill, and no helper tracing the task's threads keeps their exits from
 // being reaped.
 func (m *manager) Stop(ctx context.Context, id string) (shim.StopStatus, error) {

@@ -44,7 +44,7 @@ const (
 )
 
 // ManifestName is the file of an image directory that records its digests
-// (snapshot's GPU manifest, which names itself by this constant). It is
+// (internal/manifest's GPU manifest, which names itself by this constant). It is
 // written after the digests are taken, so they leave it out.
 const ManifestName = "cryo-manifest.json"
 

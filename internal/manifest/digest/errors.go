@@ -8,7 +8,7 @@ import (
 )
 
 // Sentinel errors; concrete errors wrap them, test with errors.Is. The
-// snapshot package gives them its own names too: a manifest that cannot be
+// manifest package gives them its own names too: a manifest that cannot be
 // read is as corrupt as a file that does not match its digest.
 var (
 	// ErrCorrupt: a file of the checkpoint is damaged or missing.

@@ -37,7 +37,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Cause is the message without the remedy, for a report that prints the
-// remedy itself (snapshot.StepError).
+// remedy itself (report.StepError).
 func (e *Error) Cause() string { return fmt.Sprintf("%s: %s", e.Err, e.Detail) }
 
 // RemedyText is the remedy alone.
