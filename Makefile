@@ -69,15 +69,18 @@ deps:
 installer-image: build
 	$(GO) run ./internal/installer/image -bin $(BIN)/cryo -name $(INSTALLER_IMAGE) -o $(BIN)/cryo-installer.tar
 
-# The tests must leave no process behind: contrib/leftovers.sh compares the
-# processes before and after, and fails the run on any that stayed.
+# The tests must leave no process behind: `go test` runs with a random
+# CRYO_TEST_RUN, which every process it starts inherits, and
+# contrib/leftovers.sh fails the run on any process born since that carries
+# it (or has an ancestor that does). Other shells' processes do not count.
 test: deps build failpoints fake
 	$(GO) vet ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s ./internal/confine
 	@bash contrib/leftovers.sh before $(BIN)/procs.before
 	cd contrib/release/deb && $(GO) test -count=1 ./...
-	$(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
-		bash contrib/leftovers.sh after $(BIN)/procs.before || rc=1; exit $$rc
+	run=$$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n'); \
+		CRYO_TEST_RUN=$$run $(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
+		bash contrib/leftovers.sh after $(BIN)/procs.before $$run || rc=1; exit $$rc
 
 test-unit: build fake
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)

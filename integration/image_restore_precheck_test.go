@@ -76,11 +76,34 @@ func TestRestoreDirContainerCheckpoint(t *testing.T) {
 	if out, err := d.ctrBinErr(d.ctrWithOptions(), "task", "checkpoint", "--exit", "--image-path", dir, app); err != nil {
 		t.Fatalf("ctr task checkpoint --image-path %s: %v\n%s", dir, err, out)
 	}
-	out := bareCryoFails(t, fakeDriverEnv(t, ""), "restore", "--dir", dir)
+	env := fakeDriverEnv(t, "")
+	out := bareCryoFails(t, env, "restore", "--dir", dir)
 	t.Logf("%s", out)
-	wantIn(t, out, "a container's checkpoint", "pid 1 of its own pid namespace", "WithRestoreImagePath", "nothing was restored")
-	if strings.Contains(out, "stop process_api") || strings.Contains(out, "(pid 1)") {
-		t.Fatalf("the remedy is to stop init:\n%s", out)
+	wantIn(t, out, "a container's checkpoint", "pid 1 of its own pid namespace", "nothing was restored",
+		"remedy: checkpoint the running container as an image instead: `ctr container checkpoint --task --rw CONTAINER REF`")
+	notTypedRemedy(t, out)
+
+	// An image of it would restore as a process tree and be refused
+	// late: the build refuses it, and the store stays empty.
+	store := filepath.Join(t.TempDir(), "store")
+	out = bareCryoFails(t, env, "image", "build", dir, "localhost/ckpt/imagepath:1", "--store", store)
+	t.Logf("%s", out)
+	wantIn(t, out, "build of localhost/ckpt/imagepath:1 failed", "pid 1 of its own pid namespace",
+		"an image of it would hold no container", "remedy: checkpoint the running container as an image instead: `ctr container checkpoint --task")
+	notTypedRemedy(t, out)
+	if ls := bareCryo(t, env, "image", "ls", "--store", store, "-q"); strings.TrimSpace(ls) != "" {
+		t.Fatalf("image ls after the refused build: %q", ls)
+	}
+}
+
+// notTypedRemedy fails unless out's remedy is one a user can type: no Go
+// code, and not to stop init.
+func notTypedRemedy(t *testing.T, out string) {
+	t.Helper()
+	for _, bad := range []string{"stop process_api", "(pid 1)", "WithRestoreImagePath(", "NewTask("} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("the remedy says %q:\n%s", bad, out)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +51,7 @@ netns = "none"
 [engine]
 cgroup_manager = "cgroupfs"
 events_logger = "file"
-`)
+`+conmonEnvVars())
 	lines := append([]string{"CRYO_RUNC=/usr/sbin/runc"}, fakeDriverEnv(t, p.faults)...)
 	podmanWriteFile(t, p.envFile, strings.Join(append(lines, extraEnv...), "\n")+"\n")
 	p.env = []string{"CONTAINERS_CONF=" + conf}
@@ -60,6 +61,17 @@ events_logger = "file"
 	t.Cleanup(func() { p.cleanup(t) })
 	p.importImage(t)
 	return p
+}
+
+// conmonEnvVars passes `make test`'s CRYO_TEST_RUN on to conmon, which
+// Podman starts with an environment of its own: conmon is the parent of
+// the container's processes, and through it contrib/leftovers.sh knows
+// them as the test run's.
+func conmonEnvVars() string {
+	if run := os.Getenv("CRYO_TEST_RUN"); run != "" {
+		return fmt.Sprintf("conmon_env_vars = [%q]\n", "CRYO_TEST_RUN="+run)
+	}
+	return ""
 }
 
 func podmanWriteFile(t *testing.T, path, data string) {

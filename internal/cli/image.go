@@ -158,6 +158,9 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := ociimage.CheckRef(o.Ref); err != nil {
+		return err
+	}
 	st, err := createStore(ctx, cmd)
 	if err != nil {
 		return err
@@ -172,6 +175,9 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer src.Close()
+	if err := checkBuildSource(o.Ref, src); err != nil {
+		return err
+	}
 	d, sum, err := ociimage.Build(ctx, st, src, o)
 	if err != nil {
 		return err

@@ -22,7 +22,8 @@ func imageExportCommand() *cobra.Command {
 (the CRIU images with cryo's manifest), config.dump, spec.dump, stats-dump
 and, for containers, rootfs-diff.tar. "checkpointctl inspect|show" reads it
 for every kind (process, Podman, containerd, kubelet) with the right name,
-creation time and sizes, and "podman container restore --import" restores
+creation time and sizes, "cryo restore --import FILE.tar" restores it (bare
+processes and containers), and "podman container restore --import" restores
 the Podman kind. A bare process gets a config.dump and spec.dump written
 from what cryo recorded.
 

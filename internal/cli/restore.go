@@ -16,7 +16,7 @@ import (
 // restoreCommand restores a bare-process checkpoint, detached, or an image.
 func restoreCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "restore --dir DIR [flags]\n  cryo restore --image REF [flags]",
+		Use:   "restore --dir DIR [flags]\n  cryo restore --image REF [flags]\n  cryo restore --import FILE [flags]",
 		Short: "restore a process tree checkpointed by `cryo checkpoint`, or a checkpoint image",
 		Long: `Verifies DIR before touching anything: the manifest, the sha256 of every
 image file, and that this host has the GPUs, free GPU memory and driver the
@@ -38,16 +38,24 @@ With --image, REF is a checkpoint image of the local store (pulled first
 with --pull), restored as "cryo image restore REF" does: a containerd
 checkpoint into the containerd at --address, as container --name, on the
 GPUs of --gpus if given; a bare-process checkpoint onto the GPUs of
---gpu-map if given.`,
+--gpu-map if given.
+
+With --import, FILE is a checkpoint archive ("cryo image export",
+"podman container checkpoint --export", "ctr image export"): unpacked into a
+private work directory under the restore directory, within the bounds of an
+image restore, checked as a directory is, restored as above, and removed
+afterwards. --dir given a file restores it as --import does.`,
 		Example: `  cryo restore --dir /var/lib/ckpt/train
   cryo restore --dir /var/lib/ckpt/train --gpu-map GPU-aaaa…=GPU-bbbb… --print-stats
-  cryo restore --image registry.example:5000/ckpt/train:v1 --pull`,
+  cryo restore --image registry.example:5000/ckpt/train:v1 --pull
+  cryo image export /var/lib/ckpt/train train.tar && cryo restore --import train.tar`,
 		Args: noArgs,
 		RunE: restoreRun,
 	}
 	fs := cmd.Flags()
 	fs.String("dir", "", "the image directory `DIR` written by \"cryo checkpoint\"")
 	fs.String("image", "", "restore the checkpoint image `REF` instead (see \"cryo image restore\")")
+	fs.String("import", "", "restore the checkpoint archive `FILE` instead (\"cryo image export\", \"podman container checkpoint --export\")")
 	fs.Bool("pull", false, "--image: pull REF from its registry first")
 	fs.Bool("shell-job", false, "restore into this terminal and session (as given at checkpoint)")
 	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
@@ -65,9 +73,12 @@ GPUs of --gpus if given; a bare-process checkpoint onto the GPUs of
 }
 
 func restoreRun(cmd *cobra.Command, _ []string) error {
-	dir, ref := fString(cmd, "dir"), fString(cmd, "image")
-	if (dir == "") == (ref == "") {
-		return usageErrorf(cmd, "give one of --dir DIR and --image REF")
+	dir, ref, file := fString(cmd, "dir"), fString(cmd, "image"), fString(cmd, "import")
+	if given(dir, ref, file) != 1 {
+		return usageErrorf(cmd, "give one of --dir DIR, --image REF and --import FILE")
+	}
+	if file != "" {
+		return restoreImport(cmd, file)
 	}
 	if ref != "" {
 		if err := refNotPath(cmd, "--image", ref); err != nil {
@@ -77,6 +88,9 @@ func restoreRun(cmd *cobra.Command, _ []string) error {
 	}
 	if err := checkPath(dir); err != nil {
 		return err
+	}
+	if isArchive(dir) {
+		return restoreDirArchive(cmd, dir)
 	}
 	return restoreDir(cmd, dir)
 }

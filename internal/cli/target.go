@@ -49,7 +49,11 @@ func refNotPath(cmd *cobra.Command, what, target string) error {
 	if err != nil || !isPath {
 		return err
 	}
-	return usageRemedy(cmd, fmt.Errorf("%s takes an image of the store, and %s is a path", what, target), fmt.Sprintf("`cryo restore --dir %s` for a checkpoint directory, or `cryo image build %s REF` first", target, target))
+	remedy := fmt.Sprintf("`cryo restore --dir %s` for a checkpoint directory, or `cryo image build %s REF` first", target, target)
+	if isArchive(target) {
+		remedy = fmt.Sprintf("`cryo restore --import %s` for a checkpoint archive, or `cryo image build %s REF` first", target, target)
+	}
+	return usageRemedy(cmd, fmt.Errorf("%s takes an image of the store, and %s is a path", what, target), remedy)
 }
 
 // checkPath opens path to find out whether cryo may read it: Stat alone

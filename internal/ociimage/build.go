@@ -50,6 +50,9 @@ type BuildOptions struct {
 // checkpoint without cryo's manifest, and one whose files do not match it:
 // packing a corrupt checkpoint only moves the failure to another host.
 func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
+	if err := CheckRef(o.Ref); err != nil {
+		return ocispec.Descriptor{}, nil, err
+	}
 	if err := requireManifest(src, o.Ref); err != nil {
 		return ocispec.Descriptor{}, nil, err
 	}

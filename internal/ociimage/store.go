@@ -62,11 +62,23 @@ func (s *Store) Resolve(ctx context.Context, ref string) (ocispec.Descriptor, er
 
 // Remove untags ref and deletes the blobs no other tag uses.
 func (s *Store) Remove(ctx context.Context, ref string) error {
-	if _, err := s.Resolve(ctx, ref); err != nil {
+	d, err := s.Resolve(ctx, ref)
+	if err != nil {
 		return err
 	}
 	if err := s.oci.Untag(ctx, ref); err != nil {
 		return fmt.Errorf("remove %s: %w", ref, err)
+	}
+	// Untag keeps the manifest in index.json under its digest, which keeps
+	// it and its blobs reachable: delete it unless another tag names it.
+	shared, err := s.tagged(ctx, d)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", ref, err)
+	}
+	if !shared {
+		if err := s.oci.Delete(ctx, d); err != nil {
+			return fmt.Errorf("remove %s: delete its manifest: %w", ref, err)
+		}
 	}
 	if err := s.oci.GC(ctx); err != nil {
 		return fmt.Errorf("remove %s: collect unused blobs: %w", ref, err)
@@ -82,4 +94,25 @@ func (s *Store) List(ctx context.Context) ([]string, error) {
 		return nil
 	})
 	return out, err
+}
+
+// tagged reports whether some tag of the store still names d.
+func (s *Store) tagged(ctx context.Context, d ocispec.Descriptor) (bool, error) {
+	tags, err := s.List(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tags {
+		if t == d.Digest.String() {
+			continue
+		}
+		o, err := s.oci.Resolve(ctx, t)
+		if err != nil {
+			return false, err
+		}
+		if o.Digest == d.Digest {
+			return true, nil
+		}
+	}
+	return false, nil
 }

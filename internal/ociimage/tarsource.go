@@ -26,6 +26,15 @@ var (
 // pages and the rootfs diff are created with their sizes but not read:
 // enough to summarise the checkpoint, not to build or restore it.
 func openExportTar(path, tmp string, skeleton bool) (*Source, error) {
+	extract := archive.Extract
+	if skeleton {
+		extract = func(r io.Reader, dir string) error { return archive.ExtractSkeleton(r, dir, isBulk) }
+	}
+	return openExportTarWith(path, tmp, extract)
+}
+
+// openExportTarWith is openExportTar with its extraction.
+func openExportTarWith(path, tmp string, extract func(io.Reader, string) error) (*Source, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint archive: %w", err)
@@ -36,10 +45,6 @@ func openExportTar(path, tmp string, skeleton bool) (*Source, error) {
 		return nil, fmt.Errorf("extract checkpoint archive: %w", err)
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	extract := archive.Extract
-	if skeleton {
-		extract = func(r io.Reader, dir string) error { return archive.ExtractSkeleton(r, dir, isBulk) }
-	}
 	if err := extractAny(f, dir, extract); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("extract checkpoint archive %s: %w", path, err)
