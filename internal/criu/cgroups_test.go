@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/bundle"
 )
 
 // A spec without a cgroup namespace restores with manage-cgroups=ignore for
@@ -88,5 +90,43 @@ func TestConfineCgroupsForeign(t *testing.T) {
 	}
 	if err := undo(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A container that names a CRIU configuration of its own keeps its lines
+// through a restore that adds cryo's: they come first in cryo's file, and
+// afterwards the annotation names the container's own file again and
+// cryo's file holds its lines alone.
+func TestAdoptForeign(t *testing.T) {
+	own := filepath.Join(t.TempDir(), "mine.conf")
+	if err := os.WriteFile(own, []byte("log-file=mine.log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := bundleWith(t, `{"ociVersion":"1.0.2","annotations":{"org.criu.config":"`+own+`"}}`)
+	undo, err := AdoptForeign(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddConfig(b, "action-script /x.sh"); err != nil {
+		t.Fatalf("after adopting: %v", err)
+	}
+	if got := confLines(t, b); got != "log-file=mine.log|action-script /x.sh" {
+		t.Fatalf("during the restore: %q", got)
+	}
+	if err := undo(); err != nil {
+		t.Fatal(err)
+	}
+	if got := confLines(t, b); got != "log-file=mine.log" {
+		t.Fatalf("after the restore: %q", got)
+	}
+	spec, err := bundle.ReadRaw(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := spec.Annotation(ConfigAnnotation); got != own {
+		t.Fatalf("annotation after the restore: %q, want %q", got, own)
+	}
+	if data, _ := os.ReadFile(own); string(data) != "log-file=mine.log\n" {
+		t.Fatalf("the container's own file changed: %q", data)
 	}
 }

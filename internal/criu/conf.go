@@ -69,6 +69,48 @@ func AddConfig(dir string, lines ...string) ([]string, error) {
 	return all[len(have):], nil
 }
 
+// AdoptForeign lets cryo add lines for one restore to a container whose
+// config.json names a CRIU configuration of its own: cryo's file in the
+// bundle takes that file's lines, first, so that they still apply as
+// before (over runc's RPC options), and the annotation names cryo's file
+// until the returned function names the container's own again and leaves
+// cryo's file holding its lines alone (runc's state of the restored
+// container names the file it restored with). A container without one
+// gets a function that does nothing.
+func AdoptForeign(dir string) (undo func() error, err error) {
+	none := func() error { return nil }
+	conf, spec, err := confOf(dir)
+	if err != nil {
+		return none, err
+	}
+	own, _ := spec.Annotation(ConfigAnnotation)
+	if own == "" || own == conf {
+		return none, nil
+	}
+	lines, err := readLines(own)
+	if err != nil {
+		return none, err
+	}
+	if err := writeLines(conf, lines); err != nil {
+		return none, err
+	}
+	spec.SetAnnotation(ConfigAnnotation, conf)
+	if err := spec.Write(dir); err != nil {
+		return none, err
+	}
+	return func() error {
+		if err := writeLines(conf, lines); err != nil {
+			return err
+		}
+		_, spec, err := confOf(dir)
+		if err != nil {
+			return err
+		}
+		spec.SetAnnotation(ConfigAnnotation, own)
+		return spec.Write(dir)
+	}, nil
+}
+
 // RemoveConfig takes lines out of cryo's CRIU configuration in the bundle
 // in dir, if config.json names it: an option meant for one restore must
 // not apply to the container's later checkpoints.

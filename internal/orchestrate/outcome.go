@@ -177,8 +177,12 @@ func (c *checkpoint) goneOutcome(outcome string) (string, report.Fate, string) {
 
 // foundSuspended are the CUDA processes this run found checkpointed (by
 // `cryo cuda suspend`, or a GPU-free pause) and leaves so: held on purpose.
+// A checkpoint without a manifest (not taken by cryo) has none.
 func foundSuspended(m *manifest.Manifest) map[int]bool {
 	held := map[int]bool{}
+	if m == nil {
+		return held
+	}
 	for _, p := range m.Processes {
 		if p.State == cuda.StateCheckpointed.String() {
 			held[p.PID] = true

@@ -41,3 +41,11 @@ func TestCheckedOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A checkpoint without a cryo manifest (CRIU's own dump) holds no process
+// suspended on purpose: the check after its restore must not need one.
+func TestFoundSuspendedWithoutManifest(t *testing.T) {
+	if held := foundSuspended(nil); len(held) != 0 {
+		t.Fatalf("held %v without a manifest", held)
+	}
+}

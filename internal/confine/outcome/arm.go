@@ -18,8 +18,9 @@ const ScriptName = "cryo-criu-verify.sh"
 // Armed is a restore whose CRIU runs the check at pre-resume; Disarm
 // takes that out of the bundle again.
 type Armed struct {
-	bundle string
-	line   string // the configuration line Arm added, "" if it was there
+	bundle  string
+	line    string       // the configuration line Arm added, "" if it was there
+	unadopt func() error // names the container's own CRIU configuration again
 }
 
 // Arm makes CRIU run the check at pre-resume of the next restore of the
@@ -43,11 +44,17 @@ func Arm(bundle, id, action string) (Armed, error) {
 		return Armed{}, err
 	}
 	line := "action-script " + script
-	added, err := criu.AddConfig(bundle, line)
+	// A container that names a CRIU configuration of its own keeps its
+	// lines, in cryo's file for this restore (criu.AdoptForeign).
+	unadopt, err := criu.AdoptForeign(bundle)
 	if err != nil {
 		return Armed{}, fmt.Errorf("%w: the restored tasks cannot be checked before they run", err)
 	}
-	a := Armed{bundle: bundle}
+	added, err := criu.AddConfig(bundle, line)
+	if err != nil {
+		return Armed{}, errors.Join(fmt.Errorf("%w: the restored tasks cannot be checked before they run", err), unadopt())
+	}
+	a := Armed{bundle: bundle, unadopt: unadopt}
 	if len(added) > 0 {
 		a.line = line
 	}
@@ -58,10 +65,14 @@ func Arm(bundle, id, action string) (Armed, error) {
 // a later checkpoint of the container must not run it. The script and
 // the verdict stay for the reader of the restore's outcome.
 func (a Armed) Disarm() error {
-	if a.line == "" {
-		return nil
+	var err error
+	if a.line != "" {
+		err = criu.RemoveConfig(a.bundle, a.line)
 	}
-	return criu.RemoveConfig(a.bundle, a.line)
+	if a.unadopt != nil {
+		err = errors.Join(err, a.unadopt())
+	}
+	return err
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
