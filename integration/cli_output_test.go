@@ -269,3 +269,44 @@ func TestCLIDynamicCompletion(t *testing.T) {
 	out, _, _ = cryoSplit(t, env, "__complete", "image", "ls", "--format", "")
 	wantIn(t, out, "json\t", "text\t")
 }
+
+// A checkpoint's result is its directory, on stdout with or without -q,
+// and --print-stats's table follows it there; the message that says what
+// was written goes to stderr.
+func TestCLICheckpointStdout(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	p := bareStartFakeApp(t, env, nil)
+	img := filepath.Join(t.TempDir(), "img")
+	stdout, stderr, code := cryoSplit(t, env, "checkpoint", "--leave-running", "--print-stats", "--pid", strconv.Itoa(p.pid), "--dir", img)
+	if code != 0 || !strings.HasPrefix(stdout, img+"\n") || len(stdout) == len(img)+1 {
+		t.Fatalf("checkpoint --print-stats: exit %d, stdout %q, want the directory then the stats\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "written to "+img) || strings.Contains(stdout, "written to") {
+		t.Fatalf("checkpoint: stderr %q, stdout %q", stderr, stdout)
+	}
+	p.waitTicks(t, p.lastTick(t)+2)
+}
+
+// `cryo cuda resume $(cryo ps -q)` names every CUDA process; only the
+// suspended ones are resumed and counted, the running one is skipped with
+// its state, and a resume with none suspended does nothing and exits 0.
+func TestCLIResumeOnlySuspended(t *testing.T) {
+	requireRoot(t)
+	env := fakeDriverEnv(t, "")
+	a, b := bareStartFakeApp(t, env, nil), bareStartFakeApp(t, env, nil)
+	pa, pb := strconv.Itoa(a.pid), strconv.Itoa(b.pid)
+	if _, stderr, code := cryoSplit(t, env, "cuda", "suspend", pa); code != 0 {
+		t.Fatalf("cuda suspend %s: exit %d\n%s", pa, code, stderr)
+	}
+	stdout, stderr, code := cryoSplit(t, env, "cuda", "resume", pa, pb)
+	if code != 0 || !strings.Contains(stderr, "resumed 1 process in") || !strings.Contains(stderr, "skipping pid "+pb+": running, not suspended") {
+		t.Fatalf("cuda resume of one suspended and one running: exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = cryoSplit(t, env, "cuda", "resume", "-q", pa, pb)
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "skipping pid") {
+		t.Fatalf("cuda resume -q with none suspended: exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	a.waitTicks(t, a.lastTick(t)+2)
+	b.waitTicks(t, b.lastTick(t)+2)
+}

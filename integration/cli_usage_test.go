@@ -64,6 +64,20 @@ func TestCLINotPermitted(t *testing.T) {
 	}
 	wantIn(t, out.String(), "not running as root", "remedy: run as root")
 
+	// cuda suspend and resume as nobody: the same 77 and words, not a raw
+	// "permission denied" with exit 1.
+	for _, verb := range []string{"suspend", "resume"} {
+		cmd = exec.Command(cryoBin(t, "cryo"), "cuda", verb, "1")
+		cmd.Env = append(os.Environ(), fakeDriverEnv(t, "")...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out.Reset()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if code := exitCode(cmd.Run()); code != 77 {
+			t.Fatalf("non-root cuda %s: exit %d, want 77:\n%s", verb, code, out.String())
+		}
+		wantIn(t, out.String(), "not running as root", "remedy: run as root")
+	}
+
 	// A checkpoint directory only root may read: `cryo inspect` as another
 	// user says permission denied (77), not "holds neither CRIU images".
 	dir := t.TempDir()

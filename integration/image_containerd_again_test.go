@@ -5,6 +5,7 @@ package integration
 // restores again, the counter going on each time.
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,6 +28,12 @@ func TestImageContainerdCheckpointAgain(t *testing.T) {
 			ref, gpu0 := "localhost/ckpt/again-"+v.dir+":1", standInNode(t, 0)
 			n.cryo(t, "image", "build", "--containerd", ckpt, ref)
 			wantIn(t, n.cryo(t, "image", "restore", "--containerd", "--name", clone, "--gpus", gpu0, ref), "restored container "+clone)
+			// The name in use is refused before anything is created, with
+			// the status Podman's name in use gets (2).
+			_, stderr, code := cryoSplit(t, n.imgNode.env, n.withAt([]string{"image", "restore", "--containerd", "--name", clone, "--gpus", gpu0, ref})...)
+			if code != 2 || !strings.Contains(stderr, "container name in use: container "+clone+" already exists") {
+				t.Fatalf("image restore --name %s in use: exit %d, want 2:\n%s", clone, code, stderr)
+			}
 			time.Sleep(time.Second) // it runs a while, ticking unseen
 
 			// Second round: ctr checkpoints the restored task, and that

@@ -59,12 +59,12 @@ locking".`,
 	fs.Bool("leave-running", false, "keep the processes running after the dump (CUDA resumed)")
 	fs.Bool("tcp-established", false, "checkpoint established TCP connections")
 	fs.Bool("shell-job", false, "the tree is attached to a terminal or is not a session leader")
-	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics")
-	fs.BoolP("quiet", "q", false, "no progress or messages on stderr; only the image directory on stdout")
+	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the directory")
+	fs.BoolP("quiet", "q", false, "no progress or messages on stderr (the image directory is printed on stdout either way)")
 	addLockTimeout(fs)
 	addCopyTimeout(fs)
 	addAllowIPC(fs)
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.pid}} {{.dir}}")
 	return cmd
 }
 
@@ -108,15 +108,16 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if asJSON {
 		return printJSON(stdout, res)
 	}
-	if fBool(cmd, "quiet") {
-		// The directory alone, for `d=$(cryo checkpoint -q …)`; a process
-		// left suspended is still said, it needs the user.
-		stillSuspendedNote(cmd, m)
-		_, err := fmt.Fprintln(stdout, dir)
+	// The directory is the result, on stdout with or without -q, as
+	// restore's pid is; -q drops the messages on stderr only.
+	if !fBool(cmd, "quiet") {
+		fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
+	}
+	// A process left suspended is said even with -q: it needs the user.
+	stillSuspendedNote(cmd, m)
+	if _, err := fmt.Fprintln(stdout, dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
-	stillSuspendedNote(cmd, m)
 	if fBool(cmd, "print-stats") {
 		printStats(stdout, res.Steps, res.CRIU)
 	}
@@ -129,8 +130,8 @@ func stillSuspendedNote(cmd *cobra.Command, m *manifest.Manifest) {
 	}
 }
 
-// finishRun completes a checkpoint interrupted after its dump; quiet
-// prints only the directory.
+// finishRun completes a checkpoint interrupted after its dump and prints
+// its directory on stdout; quiet drops the message on stderr.
 func finishRun(ctx context.Context, dir string, quiet bool) error {
 	m, err := orchestrate.New(orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger()), orchestrate.WithFrontEnd(words.Remedies)).FinishCheckpoint(ctx, dir)
 	if errors.Is(err, orchestrate.ErrNothingToFinish) {
@@ -140,10 +141,9 @@ func finishRun(ctx context.Context, dir string, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	if quiet {
-		_, err := fmt.Fprintln(stdout, dir)
-		return err
+	if !quiet {
+		fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))
 	}
-	fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))
-	return nil
+	_, err = fmt.Fprintln(stdout, dir)
+	return err
 }

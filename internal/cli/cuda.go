@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/procfs"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -79,7 +82,7 @@ error per PID. Exits 1 if a PID could not be queried.`,
 		RunE:    cudaState,
 	}
 	addDriverFlags(cmd.Flags())
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.pid}} {{.state}}")
 	return cmd
 }
 
@@ -120,8 +123,13 @@ checkpointed or from locked. --gpu-map OLD-UUID=NEW-UUID (repeatable) passes a
 GPU map to the driver as given (driver 580 or later): it must be a one-to-one
 map over exactly the GPUs the process sees, or the driver answers
 CUDA_ERROR_INVALID_VALUE and the process stays suspended. "cryo restore
---gpu-map" completes a partial map for you.`,
-		Example: "  cryo cuda resume 4242\n  cryo cuda resume --gpu-map GPU-aaaa…=GPU-bbbb… 4242",
+--gpu-map" completes a partial map for you.
+
+A PID whose CUDA is running is skipped with a message, so that
+"cryo cuda resume $(cryo ps -q)" resumes the suspended processes of the
+host and counts those alone; with none suspended it does nothing and
+exits 0.`,
+		Example: "  cryo cuda resume 4242\n  cryo cuda resume --gpu-map GPU-aaaa…=GPU-bbbb… 4242\n  cryo cuda resume $(cryo ps -q)",
 		Args:    minArgs(1),
 		RunE:    cudaResume,
 	}
@@ -224,13 +232,18 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	d := newDriver(cmd)
 	targets, err := cudaTargets(ctx, d, pids)
 	if err != nil {
-		return err
+		return notRootCUDA(verb, err)
+	}
+	if verb == "resume" {
+		if targets = suspendedOnly(ctx, d, targets); len(targets) == 0 {
+			return nothingSuspended(cmd, asJSON)
+		}
 	}
 	// A checkpoint in progress owns its processes: suspending or resuming
 	// them under it would corrupt its image.
 	l, err := orchestrator(cmd).LockPIDs("cuda "+verb, targets)
 	if err != nil {
-		return fmt.Errorf("%s: %w; nothing was done", verb, err)
+		return notRootCUDA(verb, fmt.Errorf("%s: %w; nothing was done", verb, err))
 	}
 	defer l.Release()
 	var res *cudaSetResults
@@ -243,7 +256,7 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 		err = checkSet(ctx, d, targets, verb)
 	}
 	if err != nil {
-		err = fmt.Errorf("%s: %w", verb, err)
+		err = notRootCUDA(verb, fmt.Errorf("%s: %w", verb, err))
 	}
 	switch {
 	case asJSON:
@@ -283,4 +296,47 @@ func checkSet(ctx context.Context, d *cuda.Driver, pids []int, verb string) erro
 	}
 	return report.WithRemedy(fmt.Errorf("checked after the %s: %s", verb, strings.Join(bad, "; ")),
 		fmt.Sprintf("run `cryo cuda state %d` to see where each process stands", pids[0]))
+}
+
+// notRootCUDA turns a permission refusal met by a non-root caller (the
+// processes' /proc files, cryo's lock directory, the driver's attach) into
+// the not-permitted refusal the other commands give: exit 77, "run as
+// root", instead of a raw "permission denied" and exit 1.
+func notRootCUDA(verb string, err error) error {
+	if err == nil || os.Geteuid() == 0 || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return &precheck.Error{Err: precheck.ErrNotRoot,
+		Detail: fmt.Sprintf("cryo cuda %s attaches to the processes and takes cryo's locks, which needs root (uid %d): %v", verb, os.Geteuid(), err),
+		Remedy: "run as root (sudo)"}
+}
+
+// suspendedOnly keeps the processes a resume has work for: checkpointed or
+// locked. `cryo cuda resume $(cryo ps -q)` names every CUDA process of the
+// host; the running ones are skipped with a message, so that the count
+// printed is of the processes whose state changed. One the driver cannot
+// answer for is kept: the resume reports what it finds.
+func suspendedOnly(ctx context.Context, d *cuda.Driver, pids []int) []int {
+	out := make([]int, 0, len(pids))
+	for _, pid := range pids {
+		st, err := d.State(ctx, pid)
+		if err == nil && st != cuda.StateCheckpointed && st != cuda.StateLocked {
+			fmt.Fprintf(messages(), "skipping pid %d: %s, not suspended\n", pid, st)
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// nothingSuspended is a resume with nothing to do: not a failure, the
+// processes are where the user wants them.
+func nothingSuspended(cmd *cobra.Command, asJSON bool) error {
+	if asJSON {
+		return printJSON(stdout, []cudaSetResult{})
+	}
+	if !fBool(cmd, "quiet") {
+		fmt.Fprintln(messages(), "resumed 0 processes: none of them is suspended")
+	}
+	return nil
 }

@@ -12,7 +12,7 @@ import (
 // addSetOutputFlags are the output flags of cuda suspend and resume:
 // --json for scripts, -q for `cryo cuda resume $(cryo cuda suspend -q …)`.
 func addSetOutputFlags(cmd *cobra.Command) {
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.pid}} {{.state_before}} {{.state_after}}")
 	cmd.Flags().BoolP("quiet", "q", false, "no progress on stderr; only the pids handled on stdout, one a line")
 }
 

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,7 +71,10 @@ The checks:
                          UUID, compute capability and free memory
   containerd shim        for each running containerd (or the installed one), the
                          containerd-shim-cryo-v2 it would start (first on its own
-                         PATH, else next to its binary): it must be this cryo
+                         PATH, else next to its binary): it must be this cryo;
+                         --address (default $CONTAINERD_ADDRESS) checks only the
+                         daemon listening there, here and in "containerd cri"
+                         and "annotation restore"
   containerd cri         the CRI runtime handler of type io.containerd.cryo.v2 in
                          containerd's effective configuration ("containerd
                          config dump"), its runtime_path, and pod_annotations
@@ -89,7 +94,8 @@ The checks:
 		RunE:    doctorRun,
 	}
 	addDriverFlags(cmd.Flags())
-	addFormatFlags(cmd)
+	cmd.Flags().String("address", "", "check only the containerd that listens on socket `PATH` (default $CONTAINERD_ADDRESS, else every running containerd)")
+	addFormatFlags(cmd, "{{range .checks}}{{println .status .name}}{{end}}")
 	return cmd
 }
 
@@ -102,7 +108,8 @@ func doctorRun(cmd *cobra.Command, _ []string) error {
 	// hangs is no help.
 	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 	defer cancel()
-	r := doctor.Run(ctx, doctor.Options{Config: cfg, Driver: newDriver(cmd)})
+	addr := cmp.Or(fString(cmd, "address"), os.Getenv("CONTAINERD_ADDRESS"))
+	r := doctor.Run(ctx, doctor.Options{Config: cfg, Driver: newDriver(cmd), ContainerdAddress: addr})
 	if asJSON {
 		err = printJSON(stdout, r)
 	} else {

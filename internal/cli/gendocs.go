@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -68,8 +69,9 @@ script that ` + "`cryo-runc`" + ` injects.
 
 Flags may come before or after the arguments. Every command has ` + "`--help`" + `,
 and ` + "`cryo help COMMAND`" + ` prints the same. Results go to stdout (a pid, a
-digest, JSON with ` + "`--json`" + ` or ` + "`--format json`" + `), progress and messages to
-stderr. Errors name what failed, the step, and one remedy.
+directory, a digest, JSON with ` + "`--json`" + ` or ` + "`--format json`" + `, and the
+tables of ` + "`--print-stats`" + `), with or without ` + "`-q`" + `; progress, messages and
+logs go to stderr, and ` + "`-q`" + ` silences them. Errors name what failed, the step, and one remedy.
 
 Shell completion: ` + "`cryo completion bash > /etc/bash_completion.d/cryo`" + ` (also
 zsh, fish, powershell). Man pages: ` + "`cryo gen-docs --man /usr/local/share/man/man1`" + `;
@@ -192,7 +194,17 @@ func mdText(s string) string {
 
 func flagUsages(fs *pflag.FlagSet) string {
 	fs.SortFlags = true
-	return fs.FlagUsagesWrapped(100)
+	return wrappedFlags(fs, 100)
+}
+
+// optionalValue is pflag's rendering of a flag whose value may be left
+// out (NoOptDefVal " ", as --store of "inspect list"): ` DIR[=" "]`.
+var optionalValue = regexp.MustCompile(` ([A-Z][A-Z_]*)\[=" "\]`)
+
+// wrappedFlags is the flag table of help and docs, with an optional value
+// written as it is typed, "--store[=DIR]", padded to keep the columns.
+func wrappedFlags(fs *pflag.FlagSet, width int) string {
+	return optionalValue.ReplaceAllString(fs.FlagUsagesWrapped(width), "[=$1]    ")
 }
 
 // anchor is GitHub's heading anchor for "cryo image build".

@@ -144,7 +144,7 @@ is pulled from its registry (--authfile, --plain-http apply).`,
 	fs.Bool("insecure", false, "")
 	_ = fs.MarkHidden("insecure")
 	fs.String("authfile", "", "with --runnable, auth `FILE` for the base image's registry (then $REGISTRY_AUTH_FILE and the usual files)")
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.ref}} {{.digest}}")
 	return cmd
 }
 
@@ -283,7 +283,7 @@ func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Cont
 	}
 	addStoreFlag(cmd.Flags())
 	addRemoteFlags(cmd.Flags())
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.ref}} {{.digest}}")
 	return cmd
 }
 
@@ -297,7 +297,7 @@ func imageRemoveCommand() *cobra.Command {
 	}
 	addStoreFlag(cmd.Flags())
 	cmd.Flags().BoolP("quiet", "q", false, "print nothing; the exit status says whether every REF was removed")
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.ref}}")
 	return cmd
 }
 
@@ -392,7 +392,7 @@ func addContainerdRestoreFlags(fs *pflag.FlagSet) {
 	fs.String("log", "", "containerd: `FILE` for the restored task's stdout and stderr (default: discarded)")
 	fs.String("runtime", "", "containerd: runtime `TYPE` (default: "+ctrd.CryoRuntime+"; the checkpoint's is never used)")
 	fs.String("snapshotter", "", "containerd: `SNAPSHOTTER` (default: containerd's; the checkpoint's is never used)")
-	fs.Bool("net-host", false, "containerd: the restored container shares the host's network namespace (as `ctr run --net-host`), which a checkpoint of a container that shared it needs; never taken from the checkpoint")
+	fs.Bool("net-host", false, "containerd: the restored container shares the host's network namespace (as ctr run --net-host does), which a checkpoint of a container that shared it needs; never taken from the checkpoint")
 	fs.StringArray("mount", nil, "containerd: give the restored container the mount `SPEC` (type=bind,src=HOST-DIR,dst=PATH[,options=rbind:ro]; repeatable); the checkpoint's mounts are never carried")
 	fs.String("gpus", "", "containerd: give the restored container the GPUs of `LIST` instead of the recorded ones: indexes as nvidia-smi prints them (1 or 0,1), UUIDs, or device node paths (/dev/nvidia1); cryo remaps CUDA onto them")
 }

@@ -26,7 +26,7 @@ the manifest digest. Only manifests are read.`,
 	}
 	addStoreFlag(cmd.Flags())
 	cmd.Flags().BoolP("quiet", "q", false, "print the references only")
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.ref}} {{.digest}}")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,14 +82,14 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 	fs.String("dir", "", "work directory `DIR` for the unpacked checkpoint, kept afterwards (default: a new one under /var/lib/cryo/restore, removed)")
 	fs.Bool("shell-job", false, "bare process: restore into this terminal")
 	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
-	fs.Bool("print-stats", false, "bare process: print the time of each step and CRIU's statistics")
+	fs.Bool("print-stats", false, "bare process: print the time of each step and CRIU's statistics on stdout, after the pid")
 	addGPUMapFlag(fs)
 	addCopyTimeout(fs)
 	addContainerdRestoreFlags(fs)
 	addPodmanRestoreFlags(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.pid}}")
 	return cmd
 }
 
@@ -216,7 +217,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		Options: containerdOptions(cmd),
 		Name:    fString(cmd, "name"), Runtime: fString(cmd, "runtime"), Snapshotter: fString(cmd, "snapshotter"),
 		LogPath:   fString(cmd, "log"),
-		Log:       func(f string, a ...any) { fmt.Fprintf(messages(), f+"\n", a...) },
+		Log:       restoreLog(messages(), fBool(cmd, "quiet")),
 		GPUs:      splitGPUs(fString(cmd, "gpus")),
 		Inventory: cuda.New(runtimeDriverOptions()).Inventory,
 		Mounts:    mounts,
@@ -229,7 +230,9 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 	if asJSON {
 		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
 	}
-	fmt.Fprintf(messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
+	if !fBool(cmd, "quiet") {
+		fmt.Fprintf(messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
+	}
 	fmt.Fprintln(stdout, res.PID)
 	return nil
 }
@@ -279,3 +282,15 @@ func tarDir(dir, tarPath string) error {
 }
 
 func runtimeDriverOptions() cuda.Options { return orchestrate.DriverOptions(cfg) }
+
+// restoreLog prints the containerd restore's lines on w; quiet keeps only
+// its warnings (a base image that changed), which need the user, and drops
+// the steps it narrates.
+func restoreLog(w io.Writer, quiet bool) func(string, ...any) {
+	return func(f string, a ...any) {
+		if quiet && !strings.HasPrefix(f, "warning:") {
+			return
+		}
+		fmt.Fprintf(w, f+"\n", a...)
+	}
+}

@@ -67,7 +67,7 @@ of the local store has its details read with --decryption-key.
 	addDecryptFlags(fs)
 	fs.Bool("verify", false, "hash every file against the checkpoint's manifest and report the first that differs")
 	addSectionFlags(fs)
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.source}} {{.kind}}")
 	return cmd
 }
 

@@ -49,7 +49,7 @@ ls", from their manifests alone).`,
 	// --store alone means the default store: a bare flag, not one that
 	// swallows the DIR after it.
 	cmd.Flags().Lookup("store").NoOptDefVal = " "
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.target}} {{.size}}")
 	return cmd
 }
 

@@ -14,12 +14,22 @@ import (
 )
 
 // addFormatFlags gives a command Podman's --format (text or json) and --json
-// as its short form: scripts read the JSON, people the text.
-func addFormatFlags(cmd *cobra.Command) {
-	cmd.Flags().String("format", "text", "output `FORMAT`: text, json, or a Go template over the JSON fields, as Podman's (e.g. '{{.pid}} {{.state}}'; one line per item of a list)")
+// as its short form: scripts read the JSON, people the text. example is a
+// template over this command's own JSON fields: the help shows it, and
+// TestFormatExamples runs it on the command's result, so that the one
+// example a user copies works.
+func addFormatFlags(cmd *cobra.Command, example string) {
+	cmd.Flags().String("format", "text", "output `FORMAT`: text, json, or a Go template over the JSON fields, as Podman's (e.g. '"+example+"'; one line per item of a list)")
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[formatExample] = example
 	cmd.Flags().Bool("json", false, "print JSON (same as --format json)")
 	_ = cmd.RegisterFlagCompletionFunc("format", completeFormat)
 }
+
+// formatExample is the annotation that holds a command's --format example.
+const formatExample = "cryo.format-example"
 
 // jsonOutput says whether the command should print JSON, refusing a format
 // it does not know before anything is done.

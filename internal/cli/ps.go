@@ -72,7 +72,7 @@ Exits 0 even when some state is unknown; 1 only when /proc cannot be read.`,
 	fs.BoolP("quiet", "q", false, "print the pids only, one a line")
 	fs.Duration("timeout", 3*time.Second, "deadline of each driver query (and of the GPU inventory)")
 	fs.String("libcuda", cfg.LibCUDA, "`PATH` of the CUDA driver library (default libcuda.so.1; $"+config.EnvLibCUDA+")")
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{range .processes}}{{println .pid .state}}{{end}}")
 	return cmd
 }
 

@@ -59,7 +59,7 @@ afterwards. --dir given a file restores it as --import does.`,
 	fs.Bool("pull", false, "--image: pull REF from its registry first")
 	fs.Bool("shell-job", false, "restore into this terminal and session (as given at checkpoint)")
 	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
-	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics")
+	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the pid")
 	addGPUMapFlag(fs)
 	addCopyTimeout(fs)
 	addStoreFlag(fs)
@@ -68,7 +68,7 @@ afterwards. --dir given a file restores it as --import does.`,
 	addPodmanRestoreFlags(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.pid}} {{.seconds}}")
 	return cmd
 }
 
@@ -161,7 +161,7 @@ func printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
 	}
 	fmt.Fprintln(stdout, r.PID)
 	if fBool(cmd, "print-stats") {
-		printRestoreStats(messages(), r.Steps, r.CRIU)
+		printRestoreStats(stdout, r.Steps, r.CRIU)
 	}
 }
 

@@ -96,7 +96,7 @@ way was rolled back, and checked).`,
 	}
 	root.SetVersionTemplate(version.Long() + "\n")
 	// Flag help wrapped to the terminal: some flags need a sentence.
-	cobra.AddTemplateFunc("wrapFlags", func(fs *pflag.FlagSet) string { return fs.FlagUsagesWrapped(helpWidth()) })
+	cobra.AddTemplateFunc("wrapFlags", func(fs *pflag.FlagSet) string { return wrappedFlags(fs, helpWidth()) })
 	tmpl := root.UsageTemplate()
 	tmpl = strings.ReplaceAll(tmpl, ".LocalFlags.FlagUsages", "wrapFlags .LocalFlags")
 	tmpl = strings.ReplaceAll(tmpl, ".InheritedFlags.FlagUsages", "wrapFlags .InheritedFlags")

@@ -46,7 +46,7 @@ records the cryo version that wrote it (see "cryo inspect").`,
 			return nil
 		},
 	}
-	addFormatFlags(cmd)
+	addFormatFlags(cmd, "{{.version}} {{.go}}")
 	return cmd
 }
 

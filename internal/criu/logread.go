@@ -2,9 +2,11 @@ package criu
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -143,4 +145,25 @@ func CopyLog(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// badSize is CRIU's file validation on restore (files-reg.c,
+// validate_file): a file the checkpoint had open is now of another size.
+var badSize = regexp.MustCompile(`File (.+) has bad size (\d+) \(expect (\d+)\)`)
+
+// KnownRemedy is the remedy of a cause line (LogCause) whose fix cryo
+// knows, or "": the caller's generic "read the CRIU log" is the fallback.
+func KnownRemedy(line string) string {
+	if m := badSize.FindStringSubmatch(line); m != nil {
+		return fmt.Sprintf("the file %s changed since the checkpoint (%s bytes now, %s then; CRIU reopens each file the processes had open and checks its size): put it back as it was (a log written to since: save a copy, then truncate -s %s %s), then retry", m[1], m[2], m[3], m[3], m[1])
+	}
+	return ""
+}
+
+// RemedyOf is KnownRemedy of err's message; "" for no error.
+func RemedyOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return KnownRemedy(err.Error())
 }

@@ -20,6 +20,9 @@ const annotationCheck = "annotation restore"
 // a warning, since any pod in it reads whatever they reach under its
 // repositories.
 func (e *env) checkAnnotationRestore(c containerdHost) []Check {
+	if c.missing != "" {
+		return []Check{e.notAtAddress(annotationCheck, c)}
+	}
 	if !c.found() {
 		return []Check{{Name: annotationCheck, Status: Skip, Detail: noContainerd}}
 	}

@@ -20,6 +20,9 @@ const noContainerd = "containerd not installed (not running, not on PATH)"
 // runtime entry of each running daemon, or of the installed containerd's
 // default configuration when none runs.
 func (e *env) checkContainerd(ctx context.Context, c containerdHost) []Check {
+	if c.missing != "" {
+		return []Check{e.notAtAddress("containerd shim", c), e.notAtAddress("containerd cri", c)}
+	}
 	if !c.found() {
 		return []Check{
 			{Name: "containerd shim", Status: Skip, Detail: noContainerd},
@@ -147,4 +150,11 @@ func quoteAll(names []string) string {
 		q[i] = quote(n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// notAtAddress is a containerd check for an --address that no running
+// containerd listens on.
+func (e *env) notAtAddress(name string, c containerdHost) Check {
+	return Check{name, Warn, "no running containerd listens on " + e.address + " (" + c.missing + ")",
+		"pass the --address of a running containerd (or unset CONTAINERD_ADDRESS to check them all)"}
 }

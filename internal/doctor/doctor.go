@@ -45,7 +45,10 @@ type Options struct {
 	// cryo-runc that is this file (or a copy of it) is cryo's own; "": the
 	// running executable.
 	Self string
-	Host Host
+	// ContainerdAddress limits the containerd checks to the daemon that
+	// listens on this socket; "": every running containerd.
+	ContainerdAddress string
+	Host              Host
 }
 
 // Host names the places Run reads; empty fields take the real ones.
@@ -94,14 +97,15 @@ func Run(ctx context.Context, opts Options) Report {
 
 // env is one run's resolved options.
 type env struct {
-	cfg    config.Config
-	driver *cuda.Driver
-	self   string
-	host   Host
+	cfg     config.Config
+	driver  *cuda.Driver
+	self    string
+	address string // Options.ContainerdAddress
+	host    Host
 }
 
 func newEnv(opts Options) *env {
-	e := &env{cfg: opts.Config, driver: opts.Driver, self: opts.Self, host: opts.Host}
+	e := &env{cfg: opts.Config, driver: opts.Driver, self: opts.Self, address: opts.ContainerdAddress, host: opts.Host}
 	if e.driver == nil {
 		e.driver = cuda.New(orchestrate.DriverOptions(opts.Config))
 	}

@@ -21,6 +21,9 @@ type frontEnds struct {
 type containerdHost struct {
 	daemons []daemon
 	binary  string // a containerd binary: the first daemon's, else PATH's
+	// missing is set when the --address asked for is none of the running
+	// daemons': what runs instead ("pid 42 on /run/containerd/containerd.sock").
+	missing string
 }
 
 func (c containerdHost) found() bool { return len(c.daemons) > 0 || c.binary != "" }
@@ -30,6 +33,8 @@ type daemon struct {
 	pid    int
 	exe    string
 	config string // its --config, else the default file
+	// address is the socket it listens on (daemonAddress).
+	address string
 	// path is the PATH containerd looks shims up in; pathKnown is false
 	// when its environment could not be read (not root).
 	path      string
@@ -38,7 +43,11 @@ type daemon struct {
 
 func (e *env) findFrontEnds() frontEnds {
 	f := frontEnds{podman: e.look("podman")}
-	f.containerd.daemons = findDaemons(e.host.Proc, e.host.ContainerdConfig)
+	all := findDaemons(e.host.Proc, e.host.ContainerdConfig)
+	f.containerd.daemons = atAddress(all, e.address)
+	if e.address != "" && len(f.containerd.daemons) == 0 {
+		f.containerd.missing = describeDaemons(all)
+	}
 	if len(f.containerd.daemons) > 0 {
 		f.containerd.binary = f.containerd.daemons[0].exe
 	} else {
@@ -64,9 +73,11 @@ func findDaemons(proc, defaultConfig string) []daemon {
 		d := daemon{pid: pid, config: defaultConfig}
 		d.exe, _ = os.Readlink(filepath.Join(dir, "exe"))
 		d.exe = strings.TrimSuffix(d.exe, " (deleted)")
-		if c := configFlag(readNul(filepath.Join(dir, "cmdline"))); c != "" {
+		args := readNul(filepath.Join(dir, "cmdline"))
+		if c := configFlag(args); c != "" {
 			d.config = c
 		}
+		d.address = daemonAddress(args, d.config)
 		if environ := readNul(filepath.Join(dir, "environ")); environ != nil {
 			d.path, d.pathKnown = config.Lookup(environ, "PATH"), true
 		}
@@ -104,4 +115,17 @@ func readNul(path string) []string {
 		out = append(out, string(f))
 	}
 	return out
+}
+
+// describeDaemons names each daemon by pid and socket, for a --address
+// that none of them listens on.
+func describeDaemons(ds []daemon) string {
+	if len(ds) == 0 {
+		return "no containerd runs"
+	}
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, "pid "+strconv.Itoa(d.pid)+" on "+d.address)
+	}
+	return "running: " + strings.Join(parts, ", ")
 }

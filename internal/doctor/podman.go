@@ -54,18 +54,22 @@ func (e *env) checkPodman(ctx context.Context, podman string) []Check {
 	return []Check{e.checkWrapper(ctx), e.checkPodmanRuntime(ctx), e.checkEnvFile(true)}
 }
 
-// checkWrapper: `podman --runtime cryo-runc` finds the wrapper on PATH.
+// checkWrapper: cryo-runc is installed where contrib/podman's runtime entry
+// names it. Podman does not look a runtime up on PATH: `podman --runtime
+// cryo-runc` fails ("default OCI runtime \"cryo-runc\" not found") even
+// with cryo-runc on PATH; it takes a name of containers.conf or a full
+// path, and the detail says the full path that works.
 func (e *env) checkWrapper(ctx context.Context) Check {
 	p := e.look(wrapperBinary)
 	fix := "ln -s " + e.self + " /usr/local/bin/" + wrapperBinary
 	if p == "" {
-		return Check{wrapperBinary, Warn, wrapperBinary + " not on PATH: `podman --runtime " + wrapperBinary + "` fails", fix}
+		return Check{wrapperBinary, Warn, wrapperBinary + " not on PATH (contrib/podman/containers.conf names /usr/local/bin/" + wrapperBinary + ")", fix}
 	}
 	what, ours := e.identify(ctx, p)
 	if !ours {
 		return Check{wrapperBinary, Warn, what, "ln -sf " + e.self + " " + p}
 	}
-	return Check{Name: wrapperBinary, Status: OK, Detail: what}
+	return Check{Name: wrapperBinary, Status: OK, Detail: what + "; by path: `podman --runtime " + p + "`"}
 }
 
 // podmanRuntimes is Podman's merged [engine] configuration: runtime names
@@ -150,7 +154,11 @@ func (e *env) checkPodmanRuntime(ctx context.Context) Check {
 		if pr.problem != nil {
 			detail += "; unreadable: " + pr.problem.Error()
 		}
-		return Check{"podman runtime", Warn, detail + ": only `podman --runtime /full/path/to/" + wrapperBinary + "` works", podmanConfFix}
+		works := "only a full path works (`podman --runtime /usr/local/bin/" + wrapperBinary + "`)"
+		if p := e.look(wrapperBinary); p != "" {
+			works = "only `podman --runtime " + p + "` works (Podman does not look runtimes up on PATH)"
+		}
+		return Check{"podman runtime", Warn, detail + ": " + works, podmanConfFix + ", then use `podman --runtime cryo`"}
 	}
 	where := fmt.Sprintf("runtime %q (%s)", name, pr.from[name])
 	if pr.dflt == name {
@@ -164,7 +172,7 @@ func (e *env) checkPodmanRuntime(ctx context.Context) Check {
 		if !ours {
 			return Check{"podman runtime", Warn, where + " runs " + what, "ln -sf " + e.self + " " + p}
 		}
-		return Check{Name: "podman runtime", Status: OK, Detail: where + " runs " + what}
+		return Check{Name: "podman runtime", Status: OK, Detail: where + " runs " + what + ": `podman --runtime " + name + "`"}
 	}
 	return Check{"podman runtime", Fail, where + ": none of " + strings.Join(pr.paths[name], ", ") + " exists: `podman --runtime " + name + "` fails",
 		"ln -s " + e.self + " " + firstOr(pr.paths[name], "/usr/local/bin/"+wrapperBinary)}

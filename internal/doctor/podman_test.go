@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -27,14 +28,18 @@ func TestPodman(t *testing.T) {
 
 	want(t, f.env().checkWrapper(ctx), Warn, "not on PATH", "ln -s "+f.opts.Self+" /usr/local/bin/cryo-runc")
 	f.link(f.opts.Self, "bin/cryo-runc")
-	want(t, f.env().checkWrapper(ctx), OK, "this cryo")
+	// Podman takes a runtime's name from containers.conf or a full path,
+	// never a bare name from PATH: doctor suggests only what works.
+	wantNot(t, f.env().checkWrapper(ctx), "`podman --runtime cryo-runc`")
+	want(t, f.env().checkWrapper(ctx), OK, "this cryo", "`podman --runtime "+f.path("bin/cryo-runc")+"`")
 
-	want(t, check(), Warn, "no [engine.runtimes] entry for cryo-runc", "containers.conf.d/cryo.conf")
+	want(t, check(), Warn, "no [engine.runtimes] entry for cryo-runc", "only `podman --runtime "+f.path("bin/cryo-runc")+"` works", "containers.conf.d/cryo.conf, then use `podman --runtime cryo`")
+	wantNot(t, check(), "`podman --runtime cryo-runc`")
 	f.write("etc/containers/containers.conf", "[engine]\nruntime = \"cryo\"\n[engine.runtimes]\ncryo = [\""+f.path("nowhere/cryo-runc")+"\"]\n")
 	want(t, check(), Fail, `runtime "cryo"`, "podman --runtime cryo` fails")
 
 	f.write("etc/containers/containers.conf.d/cryo.conf", sprintf(podmanConf, f.path("bin/cryo-runc")))
-	want(t, check(), OK, "cryo.conf", "Podman's default runtime", "this cryo")
+	want(t, check(), OK, "cryo.conf", "Podman's default runtime", "this cryo", "`podman --runtime cryo`")
 
 	copyFile(t, "/bin/false", f.path("other/cryo-runc"))
 	f.write("etc/containers/containers.conf.d/zz.conf", sprintf(podmanConf, f.path("other/cryo-runc")))
@@ -93,3 +98,11 @@ func TestPodmanConfFiles(t *testing.T) {
 }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// wantNot fails when c says fragment, in its detail or its fix.
+func wantNot(t *testing.T, c Check, fragment string) {
+	t.Helper()
+	if strings.Contains(c.Detail+" fix: "+c.Fix, fragment) {
+		t.Errorf("%s: %q says %q", c.Name, c.Detail+" fix: "+c.Fix, fragment)
+	}
+}

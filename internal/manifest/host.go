@@ -112,7 +112,10 @@ func checkDriver(src, host cuda.Inventory) error {
 		return nil
 	}
 	if host.DriverVersion == "" {
-		return &HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s; this host has no NVIDIA driver (NVML found no driver)", src.DriverVersion)}
+		// No GPU is listed for a host without a driver: a remedy pointing
+		// at "the GPUs above" would point at nothing.
+		return report.WithRemedy(&HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s; this host has no NVIDIA driver (NVML found no driver)", src.DriverVersion)},
+			fmt.Sprintf("install the NVIDIA driver (%s or later) and load it (nvidia-smi lists the GPUs then), or restore on a host that has it", src.DriverVersion))
 	}
 	if compareVersions(host.DriverVersion, src.DriverVersion) < 0 {
 		return report.WithRemedy(&HostError{Detail: fmt.Sprintf("restore needs NVIDIA driver ≥ %s (CUDA %s); this host has driver %s (CUDA %s)",

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,7 +117,8 @@ func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.
 	}
 	d, rc, err := repo.FetchReference(ctx, tagOf(repo))
 	if err != nil {
-		return nil, d, &StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: "check the reference, the registry address, --plain-http or --tls-verify and your credentials"}
+		remedy := cmp.Or(registryRemedy(err, ref), "check the reference "+ref+" and the registry's address")
+		return nil, d, &StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: remedy}
 	}
 	defer rc.Close()
 	data, err := content.ReadAll(rc, d)
@@ -183,6 +185,9 @@ func transfer(ctx context.Context, step, ref string, o TransferOptions, p *trans
 		}
 	}
 	remedy := "check the registry and retry; blobs already transferred are kept"
+	if r := registryRemedy(err, ref); r != "" {
+		remedy = r + "; blobs already transferred are kept"
+	}
 	if errors.Is(err, ErrIntegrity) {
 		remedy = "the registry holds damaged data: rebuild and push the image again"
 	}

@@ -234,6 +234,9 @@ func bareRestoreRemedy(err error) string {
 	case strings.Contains(msg, "inherit session from"):
 		return "run `cryo restore --shell-job` from the terminal the job is to run on (its stdin must be that terminal)"
 	}
+	if r := criu.RemedyOf(err); r != "" {
+		return r
+	}
 	return "read the CRIU log from its first error line, then retry; the checkpoint itself was not changed"
 }
 

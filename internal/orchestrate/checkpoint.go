@@ -210,9 +210,12 @@ func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), err
 func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 
 // find lists the target's processes and the CUDA ones among them, and
-// checks that CRIU can dump them.
+// checks that CRIU can dump them (and, without CUDA, that they fit).
 func (c *checkpoint) find(ctx context.Context) error {
-	return c.findWith(ctx, preflightDump)
+	if err := c.findWith(ctx, preflightDump); err != nil || c.m.HasCUDA() {
+		return err // with CUDA, inventory checks the space, GPU memory known
+	}
+	return c.checkSpace()
 }
 
 // findWith is find with its own check of the processes found (nil: none).
@@ -315,7 +318,10 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 	// What no restore could give back is refused whatever the flags say:
 	// checked on what the manifest records, which for a process a GPU-free
 	// pause suspended is what it held before that suspend.
-	return cuda.CheckVisible(recordedGPUs(c.m.Processes), inv)
+	if err := cuda.CheckVisible(recordedGPUs(c.m.Processes), inv); err != nil {
+		return err
+	}
+	return c.checkSpace()
 }
 
 // recordedGPUs is the GPU view of each process as the manifest records it.

@@ -64,5 +64,8 @@ func (o *Orchestrator) dumpRemedy(err error) string {
 	if w, ok := o.remedy(refusalOf(err)); ok {
 		return w
 	}
+	if r := criu.RemedyOf(err); r != "" {
+		return r
+	}
 	return "read the CRIU log from its first error line, then retry"
 }

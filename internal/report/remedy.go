@@ -1,5 +1,10 @@
 package report
 
+import (
+	"errors"
+	"strings"
+)
+
 // Remedied is a cause that knows its one remedy (a refused pre-check, a
 // cause made by WithRemedy): the report prints Cause and uses RemedyText
 // in place of its own.
@@ -25,10 +30,24 @@ type remedied struct {
 	remedy string
 }
 
-func (e *remedied) Error() string      { return Render(e.err.Error(), e.remedy) }
+func (e *remedied) Error() string      { return Render(e.Cause(), e.remedy) }
 func (e *remedied) Unwrap() error      { return e.err }
-func (e *remedied) Cause() string      { return e.err.Error() }
 func (e *remedied) RemedyText() string { return e.remedy }
+
+// Cause is the message without a remedy: a remedy of the error wrapped
+// (a device node's "load the NVIDIA driver" under a restore's "pass
+// --gpus") gives way to this one, which knows more of what was asked, so
+// that the message ends with one remedy, not two.
+func (e *remedied) Cause() string {
+	msg := e.err.Error()
+	var inner Remedied
+	if errors.As(e.err, &inner) {
+		if tail := remedySep + inner.RemedyText(); strings.HasSuffix(msg, tail) {
+			return strings.TrimSuffix(msg, tail)
+		}
+	}
+	return msg
+}
 
 // Render is how a cause and its remedy read together when the cause is
 // printed on its own: the one place that writes "; remedy: ". A Remedied

@@ -1,10 +1,12 @@
 package runcwrap
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 
 	"github.com/cryo-gpu/cryo/internal/confine/outcome"
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -48,7 +50,7 @@ func outcomeErr(o crOpts, err error) error {
 
 // outcomeRemedy is a failed restore's remedy.
 func outcomeRemedy(err error) string {
-	return outcome.RemedyFor(err, "read CRIU's log from its first Error line; the checkpoint itself was not changed")
+	return outcome.RemedyFor(err, cmp.Or(criu.RemedyOf(err), "read CRIU's log from its first Error line; the checkpoint itself was not changed"))
 }
 
 // outcomeStep records the check's duration in the restore's steps.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
@@ -91,5 +92,19 @@ func toGRPC(err error, precondition bool) error {
 	if precondition && errdefs.Resolve(err) == errdefs.ErrUnknown {
 		err = fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, err)
 	}
-	return errgrpc.ToGRPC(err)
+	return messageOnly(errgrpc.ToGRPC(err))
+}
+
+// messageOnly drops the status details errgrpc attaches for each error of
+// a multi-error chain (a manifest.HostError wraps ErrIncompatibleHost and
+// the matcher's ErrNoMatchingGPU): containerd's client joins them to the
+// message, which then ended with "host cannot restore this checkpoint" and
+// "no matching GPU" again after cryo's full report. The code keeps the
+// class; the message is the whole report, once.
+func messageOnly(err error) error {
+	s, ok := status.FromError(err)
+	if !ok || len(s.Details()) == 0 {
+		return err
+	}
+	return status.New(s.Code(), s.Message()).Err()
 }

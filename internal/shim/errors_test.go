@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/imagetrust"
@@ -53,5 +55,21 @@ func TestToGRPCClasses(t *testing.T) {
 		if !strings.Contains(got.Message(), c.err.Error()) {
 			t.Errorf("message %q lost %q", got.Message(), c.err)
 		}
+	}
+}
+
+// A refusal whose error joins several (a HostError wraps the host
+// sentinel and the matcher's) reaches containerd's client as cryo's report
+// once: no status details that the client appends as more lines.
+func TestToGRPCMessageOnce(t *testing.T) {
+	match := fmt.Errorf("%w: restore needs 1× NVIDIA H100 (sm_90); this host offers 1× NVIDIA A100 (sm_80)", cuda.ErrNoMatchingGPU)
+	err := fmt.Errorf("restore of app failed at step verify: %w", &manifest.HostError{Detail: match.Error(), Err: match})
+	got := errgrpc.ToNative(toGRPC(err, true))
+	msg := got.Error()
+	if strings.Contains(msg, "\n") || strings.Count(msg, "no matching GPU") != 1 || strings.Contains(msg, manifest.ErrIncompatibleHost.Error()) {
+		t.Fatalf("client's message %q, want cryo's report once", msg)
+	}
+	if !errdefs.IsFailedPrecondition(got) {
+		t.Fatalf("class %v, want failed precondition", got)
 	}
 }

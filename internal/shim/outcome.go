@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"github.com/containerd/log"
 
 	"github.com/cryo-gpu/cryo/internal/confine/outcome"
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 )
@@ -54,5 +56,5 @@ func outcomeStep(bundle string, m *manifest.Manifest) {
 
 // outcomeRemedy is a failed restore's remedy.
 func outcomeRemedy(err error) string {
-	return outcome.RemedyFor(err, "read CRIU's log from its first Error line; the checkpoint itself was not changed")
+	return outcome.RemedyFor(err, cmp.Or(criu.RemedyOf(err), "read CRIU's log from its first Error line; the checkpoint itself was not changed"))
 }

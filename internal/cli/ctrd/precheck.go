@@ -3,7 +3,6 @@ package ctrd
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -12,11 +11,14 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrNameInUse: a container of the restored one's name exists already.
-var ErrNameInUse = errors.New("container name in use")
+// It is the pre-check's sentinel, refused as Podman's name in use is: a
+// pre-check refusal of the invocation, exit 2, whichever runtime holds it.
+var ErrNameInUse = precheck.ErrNameInUse
 
 // PrecheckOptions are what a restore can check before the checkpoint is
 // unpacked: an image's annotations name the container and its base image.
@@ -63,7 +65,8 @@ func nameFree(ctx context.Context, c *client.Client, o Options, name string) err
 		return nil
 	}
 	if _, err := c.LoadContainer(ctx, name); err == nil {
-		return report.WithRemedy(fmt.Errorf("container %s already exists in containerd namespace %q: %w", name, o.Namespace, ErrNameInUse), fmt.Sprintf("pass --name NEW, or remove it (ctr -n %s container rm %s)", o.Namespace, name))
+		return &precheck.Error{Err: ErrNameInUse, Detail: fmt.Sprintf("container %s already exists in containerd namespace %q", name, o.Namespace),
+			Remedy: fmt.Sprintf("pass --name NEW, or remove it (ctr -n %s container rm %s)", o.Namespace, name)}
 	}
 	return nil
 }

@@ -130,7 +130,7 @@ func extract(ctx context.Context, r io.Reader, dir string, o Options, bulk func(
 			return nil
 		}
 		if err != nil {
-			return stopped(ctx, fmt.Errorf("read tar: %w", err))
+			return stopped(ctx, corrupt(fmt.Errorf("read tar: %w", err)))
 		}
 		if err := lim.check(hdr.Name, hdr.Linkname); err != nil {
 			return err
@@ -314,12 +314,26 @@ func writeFile(r io.Reader, target string, size int64) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("extract %s: %w", filepath.Base(target), err)
+		return corrupt(fmt.Errorf("extract %s: %w", filepath.Base(target), err))
 	}
 	if n != size {
-		return fmt.Errorf("extract %s: %d of %d bytes: %w", filepath.Base(target), n, size, io.ErrUnexpectedEOF)
+		return corrupt(fmt.Errorf("extract %s: %d of %d bytes: %w", filepath.Base(target), n, size, io.ErrUnexpectedEOF))
 	}
 	return nil
+}
+
+// ErrCorrupt: the archive ends inside an entry or holds what is no tar
+// header: a copy cut short, or a file that is not a tar at all.
+var ErrCorrupt = errors.New("truncated or corrupt archive")
+
+// corrupt gives a truncated or garbage archive its remedy; any other
+// error (a full disk, a cancelled read) is returned as it is.
+func corrupt(err error) error {
+	if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, tar.ErrHeader) {
+		return err
+	}
+	return report.WithRemedy(fmt.Errorf("%w (%w)", err, ErrCorrupt),
+		"the archive is cut short or is not a tar: copy it again (its size and sha256 should match the original's), or export the checkpoint again")
 }
 
 // symlink allows only relative targets without a ".." component. A

@@ -175,3 +175,20 @@ func TestExtractSkeleton(t *testing.T) {
 		t.Fatalf("got %v, want ErrUnsafeEntry", err)
 	}
 }
+
+// A tar cut short (inside an entry, or inside a header) and bytes that are
+// no tar are refused as a corrupt archive with the remedy, not as Go's
+// bare "unexpected EOF" / "invalid tar header".
+func TestExtractCorrupt(t *testing.T) {
+	whole := tarOf(t, ent{name: "a/pages-1.img", typ: tar.TypeReg, body: strings.Repeat("x", 4096)}).Bytes()
+	for name, data := range map[string][]byte{
+		"cut inside an entry": whole[:512+1000],
+		"cut inside a header": whole[:100],
+		"garbage":             bytes.Repeat([]byte("not a tar "), 200),
+	} {
+		err := Extract(bytes.NewReader(data), t.TempDir())
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "remedy: the archive is cut short or is not a tar") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
