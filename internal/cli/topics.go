@@ -41,6 +41,10 @@ beneath it (docs/podman.md). A flag of the CLI wins over its variable.
                        cryo's own record shows unchanged, and written by no
                        one, since cryo hashed it on this host (see "cryo help
                        digests")
+  CRYO_SPACE_CHECK     0: checkpoint even where the dump's estimate (every
+                       page, zeros included) exceeds the free space of the
+                       image directory; by default that is refused before
+                       anything is suspended
   CRYO_STAMP_DIR       where those records live (default /var/lib/cryo/verified;
                        must be root's alone)
   CRYO_LOCK_DIR        the per-target lock files (default /run/cryo/locks)

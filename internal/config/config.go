@@ -35,6 +35,7 @@ const (
 	EnvGPUFreePause = "CRYO_GPU_FREE_PAUSE" // 0: pause freezes only, CUDA keeps its GPU memory
 	EnvDigestWatch  = "CRYO_DIGEST_WATCH"   // 0: hash after the dump instead of during it
 	EnvVerify       = "CRYO_VERIFY"         // full: always re-hash; default auto (trust a valid record)
+	EnvSpaceCheck   = "CRYO_SPACE_CHECK"    // 0: checkpoint even where the estimate exceeds the free space
 	EnvStampDir     = "CRYO_STAMP_DIR"      // verification records; default /var/lib/cryo/verified
 	EnvImageStore   = "CRYO_IMAGE_STORE"    // the local image store; default /var/lib/cryo/images
 	EnvRestoreDir   = "CRYO_RESTORE_DIR"    // work directories of restores; default /var/lib/cryo/restore
@@ -95,9 +96,13 @@ type Config struct {
 	// writes them.
 	HashAfterDump bool
 	VerifyFull    bool
-	StampDir      string
-	ImageStore    string
-	RestoreDir    string
+	// NoSpaceCheck skips the refusal of a checkpoint whose estimate
+	// exceeds the free space: the estimate counts every page, and cryo's
+	// CRIU leaves all-zero ones out (an inference server's KV cache).
+	NoSpaceCheck bool
+	StampDir     string
+	ImageStore   string
+	RestoreDir   string
 	// AnnotationRestore is the annotation restore policy's file ("": off);
 	// LoadAnnotationPolicy reads it.
 	AnnotationRestore string
@@ -165,6 +170,7 @@ func parse(environ []string) Config {
 		FreezeOnlyPause:     env[EnvGPUFreePause] == "0",
 		HashAfterDump:       env[EnvDigestWatch] == "0",
 		VerifyFull:          env[EnvVerify] == "full",
+		NoSpaceCheck:        env[EnvSpaceCheck] == "0",
 		StampDir:            cmp.Or(env[EnvStampDir], DefaultStampDir),
 		ImageStore:          imageStore(env),
 		RestoreDir:          cmp.Or(env[EnvRestoreDir], DefaultRestoreDir),
