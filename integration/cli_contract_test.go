@@ -250,11 +250,7 @@ func TestCLIFailureAndInterruptExitCodes(t *testing.T) {
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "dump")
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	os.Remove(hold)
+	interruptHeld(t, cmd, hold, out, syscall.SIGINT)
 	err := cmd.Wait()
 	if code := exitCode(err); code != 130 {
 		t.Fatalf("interrupted checkpoint: exit %d, want 130:\n%s", code, out)

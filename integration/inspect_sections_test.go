@@ -95,8 +95,7 @@ func TestInspectInterruptedBeforeDump(t *testing.T) {
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "dump")
-	cmd.Process.Signal(syscall.SIGINT)
-	os.Remove(hold)
+	interruptHeld(t, cmd, hold, out, syscall.SIGINT)
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("the interrupted checkpoint succeeded:\n%s", out)
 	}

@@ -16,16 +16,17 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // startHeldCheckpoint starts `cryo checkpoint` of p into img, held before
 // step (CRYO_TEST_HOLD, in the build with failpoints), and waits until it
 // is held there.
-func startHeldCheckpoint(t *testing.T, env []string, p *bareProc, img, step string) (*exec.Cmd, string, *strings.Builder) {
+func startHeldCheckpoint(t *testing.T, env []string, p *bareProc, img, step string) (*exec.Cmd, string, *testsupport.Buffer) {
 	t.Helper()
 	hold := filepath.Join(t.TempDir(), "hold")
 	cmd := exec.Command(failpointBin(t, "cryo"), "checkpoint", "--pid", strconv.Itoa(p.pid), "--dir", img)
-	out := &strings.Builder{}
+	out := &testsupport.Buffer{}
 	cmd.Env = append(append(os.Environ(), env...), "CRYO_TEST_HOLD="+step+":"+hold)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -37,6 +38,21 @@ func startHeldCheckpoint(t *testing.T, env []string, p *bareProc, img, step stri
 		return err == nil
 	})
 	return cmd, hold, out
+}
+
+// interruptHeld sends sig to a checkpoint held by startHeldCheckpoint and
+// releases the hold once cryo has said it got the signal: released
+// earlier, the held step could start before the interrupt is seen, and a
+// dump that has started runs to its end.
+func interruptHeld(t *testing.T, cmd *exec.Cmd, hold string, out *testsupport.Buffer, sig syscall.Signal) {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, bareTimeout, "cryo to take the signal", func() bool {
+		return strings.Contains(out.String(), "received: stopping")
+	})
+	os.Remove(hold)
 }
 
 // bareRestoreVerified restores img and checks that the app continues with
@@ -217,9 +233,7 @@ func TestInterruptedCheckpointLeavesNoImages(t *testing.T) {
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	cmd, hold, out := startHeldCheckpoint(t, env, p, img, "digests")
-	cmd.Process.Signal(syscall.SIGINT)
-	time.Sleep(200 * time.Millisecond)
-	os.Remove(hold)
+	interruptHeld(t, cmd, hold, out, syscall.SIGINT)
 	if code := exitCode(cmd.Wait()); code != 130 {
 		t.Fatalf("interrupted checkpoint: exit %d, want 130:\n%s", code, out)
 	}
