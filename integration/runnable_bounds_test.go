@@ -223,15 +223,7 @@ func padImage(t *testing.T, reg *imgRegistry, repo, man string, files int, runna
 func pushConfigWith(ctx context.Context, t *testing.T, r *remote.Repository, config ocispec.Descriptor, diffID digest.Digest) ocispec.Descriptor {
 	t.Helper()
 	var c map[string]any
-	rc, err := r.Fetch(ctx, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(rc).Decode(&c)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fetchBlobJSON(ctx, t, r, config, &c)
 	rootfs, _ := c["rootfs"].(map[string]any)
 	if rootfs == nil {
 		t.Fatalf("config %s has no rootfs", config.Digest)
@@ -252,15 +244,7 @@ func pushConfigWith(ctx context.Context, t *testing.T, r *remote.Repository, con
 func pushConfigLabel(ctx context.Context, t *testing.T, r *remote.Repository, config ocispec.Descriptor, key, value string) ocispec.Descriptor {
 	t.Helper()
 	var c ocispec.Image
-	rc, err := r.Fetch(ctx, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(rc).Decode(&c)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fetchBlobJSON(ctx, t, r, config, &c)
 	if c.Config.Labels == nil {
 		c.Config.Labels = map[string]string{}
 	}
@@ -272,6 +256,19 @@ func pushConfigLabel(ctx context.Context, t *testing.T, r *remote.Repository, co
 	d := content.NewDescriptorFromBytes(config.MediaType, out)
 	push(ctx, t, r, d, out)
 	return d
+}
+
+// fetchBlobJSON decodes the blob of d in r into v.
+func fetchBlobJSON(ctx context.Context, t *testing.T, r *remote.Repository, d ocispec.Descriptor, v any) {
+	t.Helper()
+	rc, err := r.Fetch(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if err := json.NewDecoder(rc).Decode(v); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func fetchJSON(ctx context.Context, t *testing.T, r *remote.Repository, ref string, v any) {
