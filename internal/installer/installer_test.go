@@ -234,3 +234,27 @@ func TestInstallRefusesSchema1(t *testing.T) {
 }
 
 func errorsAs(err error, target **Error) bool { return errors.As(err, target) }
+
+// A plain file where the drop-in's directory must be (a real ENOTDIR):
+// the install fails at the record step, names the path and the remedy
+// that fits, and does not restart containerd; once the file is gone, the
+// same install succeeds.
+func TestInstallDropInDirIsAFile(t *testing.T) {
+	h := newHost(t, "version = 3\n")
+	confd := filepath.Dir(h.o.DropIn)
+	write(t, confd, "not a directory\n", 0o644)
+	_, err := Install(context.Background(), h.o)
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Step != "record" || ie.Target != h.o.DropIn || !strings.Contains(ie.Remedy, "move aside the file") {
+		t.Fatalf("install with %s a file: %v, want the record step's error for %s with its remedy", confd, err, h.o.DropIn)
+	}
+	if h.restarts.Load() != 0 {
+		t.Errorf("containerd restarted %d times by a failed install", h.restarts.Load())
+	}
+	if err := os.Remove(confd); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Install(context.Background(), h.o); err != nil || !res.Changed || h.restarts.Load() != 1 {
+		t.Fatalf("install once the file is gone: %+v, %v, %d restart(s); want a change and 1", res, err, h.restarts.Load())
+	}
+}
