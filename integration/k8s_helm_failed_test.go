@@ -7,8 +7,9 @@ package integration
 // the installer's error in a Warning event on the node; a pod of the
 // RuntimeClass cryo bound to it is refused by the kubelet (the
 // RuntimeClass's nodeSelector, which the API server's RuntimeClass
-// admission merged into the pod, does not match the node); once the cause
-// is gone, the DaemonSet's next pod installs and labels the node ready.
+// admission merged into the pod, does not match the node); the installer
+// tries again every retryInterval, with no new event for the same cause,
+// and once the cause is gone it labels the node ready, in the same pod.
 
 import (
 	"os"
@@ -32,7 +33,7 @@ func (c *k8sCluster) blockDropIn(hn helmNode) func() {
 
 // testHelmFailed runs once the DaemonSet's pod started on a node whose
 // drop-in directory is blocked; it leaves the node labelled ready after
-// fixing the cause (unblock) and replacing the pod.
+// fixing the cause (unblock).
 func testHelmFailed(c *k8sCluster, unblock func()) {
 	took := time.Now()
 	waitFor(c.t, 3*time.Minute, "cryo.io/runtime=failed", func() bool { return c.nodeLabels()["cryo.io/runtime"] == "failed" })
@@ -50,22 +51,33 @@ func testHelmFailed(c *k8sCluster, unblock func()) {
 	c.t.Logf("the node's event: %s", reason)
 	testHelmKeptOff(c)
 
+	waitFor(c.t, time.Minute, "the installer to try again and fail for the same cause", func() bool {
+		out, err := c.kubectlErr("logs", "-n", helmNamespace, helmDaemonSet+"-node")
+		return err == nil && strings.Contains(out, "install failed again")
+	})
 	unblock()
 	took = time.Now()
-	c.kubectl("delete", "pod", "-n", helmNamespace, helmDaemonSet+"-node", "--wait=true", "--timeout=2m")
-	c.playDaemonSetController()
-	// The new pod labels the node installing before it installs.
-	waitFor(c.t, 3*time.Minute, "the new installer to take the failed label off", func() bool {
-		return c.nodeLabels()["cryo.io/runtime"] != "failed"
+	// The installer tries again every retryInterval (2 s here): the same
+	// pod labels the node ready once the cause is gone.
+	waitFor(c.t, 2*time.Minute, "the installer's retry to label the node ready", func() bool {
+		return c.nodeLabels()["cryo.io/runtime"] == "ready"
 	})
-	c.waitNodeLabel("ready")
-	c.t.Logf("cause fixed, installer pod replaced: cryo.io/runtime=ready %s later", time.Since(took).Round(time.Millisecond))
+	c.t.Logf("cause fixed: cryo.io/runtime=ready %s later, same pod", time.Since(took).Round(time.Millisecond))
+	logs := c.kubectl("logs", "-n", helmNamespace, helmDaemonSet+"-node")
+	wantIn(c.t, logs, "trying the install again (--retry 2s)", "labelled node "+k8sNodeName+" cryo.io/runtime=ready")
+	var failed, ready int
 	for _, l := range strings.Split(c.events("default", k8sNodeName), "\n") {
-		if strings.HasPrefix(l, "CryoReady: ") {
-			return
+		switch {
+		case strings.HasPrefix(l, "CryoInstallFailed: "):
+			failed++
+		case strings.HasPrefix(l, "CryoReady: "):
+			ready++
 		}
 	}
-	c.t.Errorf("no CryoReady event on the node after the fix:\n%s", c.events("default", k8sNodeName))
+	if failed != 1 || ready != 1 {
+		c.t.Errorf("events on the node: %d CryoInstallFailed, %d CryoReady; want one of each (one per cause):\n%s",
+			failed, ready, c.events("default", k8sNodeName))
+	}
 }
 
 // testHelmKeptOff: a cryo pod bound to the failed node carries the

@@ -195,6 +195,7 @@ func (c *k8sCluster) helmValues(hn helmNode) string {
 		"env": []any{map[string]string{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
 			map[string]string{"name": "KUBERNETES_SERVICE_PORT", "value": port}},
 		"terminationGracePeriodSeconds": 60,
+		"retryInterval":                 "2s", // a failed install is tried again soon (k8s_helm_failed_test.go)
 		// The kubelet runs in a mount namespace of its own (startKubelet):
 		// the tmpfs of a service account token volume would not reach
 		// containerd. The pod gets the same token (TokenRequest, for the

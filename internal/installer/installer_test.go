@@ -258,3 +258,40 @@ func TestInstallDropInDirIsAFile(t *testing.T) {
 		t.Fatalf("install once the file is gone: %+v, %v, %d restart(s); want a change and 1", res, err, h.restarts.Load())
 	}
 }
+
+// With --wait, a failed install is tried again every --retry: the same
+// cause is logged as failing again (one event per cause, not one per
+// try), and once the cause is gone the next try succeeds.
+func TestRetryAfterFailure(t *testing.T) {
+	h := newHost(t, "version = 3\n")
+	confd := filepath.Dir(h.o.DropIn)
+	write(t, confd, "not a directory\n", 0o644)
+	var log bytes.Buffer
+	f := &cmdFlags{o: h.o, noDoctor: true, retry: 10 * time.Millisecond}
+	f.o.Log = &log
+	code, msg := f.attempt(nil, "")
+	if code != 1 || !strings.Contains(msg, "not a directory") || !strings.Contains(log.String(), "install failed: ") {
+		t.Fatalf("first try: %d %q\n%s", code, msg, log.String())
+	}
+	select {
+	case <-f.retryAfter(code):
+	case <-time.After(5 * time.Second):
+		t.Fatal("no retry after a failed install")
+	}
+	if again, msg2 := f.attempt(nil, msg); again != 1 || msg2 != msg || !strings.Contains(log.String(), "install failed again: ") {
+		t.Fatalf("second try, same cause: %d %q\n%s", again, msg2, log.String())
+	}
+	if err := os.Remove(confd); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := f.attempt(nil, msg); code != 0 || msg != "" {
+		t.Fatalf("after the fix: %d %q\n%s", code, msg, log.String())
+	}
+	if f.retryAfter(0) != nil {
+		t.Error("a retry after a successful install")
+	}
+	f.retry = 0
+	if f.retryAfter(1) != nil {
+		t.Error("a retry with --retry 0")
+	}
+}
