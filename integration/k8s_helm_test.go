@@ -112,8 +112,8 @@ func TestKubeletHelm(t *testing.T) {
 	t.Logf("node labelled %s=ready %s after helm install", "cryo.io/runtime", time.Since(took).Round(time.Millisecond))
 	c.checkInstalled(hn, pid, bystander)
 
-	testHelmCryoPod(c, hn)
-	testHelmUpgrade(c, hn, helm, chart, releaseOf(t))
+	reg := testHelmCryoPod(c, hn)
+	testHelmUpgrade(c, hn, helm, chart, releaseOf(t), reg)
 
 	// helm uninstall deletes the DaemonSet; its pod, stopped, finds it gone
 	// and reverts the node.
@@ -141,7 +141,7 @@ func TestKubeletHelm(t *testing.T) {
 // testHelmCryoPod: a pod of the RuntimeClass cryo runs on the labelled
 // node under the shim the installer put there, is checkpointed through
 // the kubelet's API, and a pod whose image is the checkpoint carries on.
-func testHelmCryoPod(c *k8sCluster, hn helmNode) {
+func testHelmCryoPod(c *k8sCluster, hn helmNode) *privateRegistry {
 	reg := startPrivateRegistry(c.t)
 	c.kubectl("create", "secret", "docker-registry", pullSecret, "-n", nsApps, "--docker-server="+reg.addr,
 		"--docker-username="+privateUser, "--docker-password="+privatePassword)
@@ -160,6 +160,7 @@ func testHelmCryoPod(c *k8sCluster, hn helmNode) {
 	}
 	c.t.Logf("restored under the installed runtime: ticks %d…%d (checkpoint after tick %d)", ticks[0], lastOf(ticks), ck.before)
 	c.kubectl("delete", "pod", "-n", nsApps, "restored", "--wait=true", "--timeout=2m")
+	return reg
 }
 
 // plainPod is appPod under the node's default runtime (runc).

@@ -187,7 +187,7 @@ func releaseOf(t testing.TB) helmRel {
 // install record still holds the node's state from before cryo, so that
 // uninstall restores it (TestKubeletHelm's last check). helm rollback then
 // puts A back.
-func testHelmUpgrade(c *k8sCluster, hn helmNode, helm, chart string, a helmRel) {
+func testHelmUpgrade(c *k8sCluster, hn helmNode, helm, chart string, a helmRel, reg *privateRegistry) {
 	b := c.buildRelease("b", upgradeVersion)
 	c.wantRelease(hn, a)
 	c.runPod(appPod(nsApps, "steady", c.app, podOpts{}))
@@ -216,7 +216,7 @@ func testHelmUpgrade(c *k8sCluster, hn helmNode, helm, chart string, a helmRel) 
 	if got := c.kubectl("get", "runtimeclass", "cryo", "-o", "jsonpath={.metadata.uid}"); got != rc {
 		c.t.Errorf("RuntimeClass cryo is a new object after the upgrade (uid %s, was %s)", got, rc)
 	}
-	testHelmMixedShims(c, hn, a)
+	testHelmMixedShims(c, hn, a, reg)
 	c.kubectl("delete", "pod", "-n", nsApps, "steady", "plain", "--wait=true", "--timeout=2m")
 
 	took = time.Now()
@@ -235,8 +235,9 @@ func testHelmUpgrade(c *k8sCluster, hn helmNode, helm, chart string, a helmRel) 
 // testHelmMixedShims: after the upgrade the running cryo pod's shim is
 // still A's (its binary, replaced on disk, reads deleted), the pods of
 // both runtimes tick on, the kubelet's checkpoint of the cryo pod works
-// through A's shim, and a new cryo pod runs under B's shim.
-func testHelmMixedShims(c *k8sCluster, hn helmNode, a helmRel) {
+// through A's shim and restores under B's, and a new cryo pod runs under
+// B's shim.
+func testHelmMixedShims(c *k8sCluster, hn helmNode, a helmRel, reg *privateRegistry) {
 	installed := filepath.Join(hn.host, "usr/local/bin/cryo")
 	if exe := c.shimExe(nsApps, "steady"); exe != installed+" (deleted)" {
 		c.t.Errorf("the running cryo pod's shim runs %q; want A's replaced binary, %q", exe, installed+" (deleted)")
@@ -244,12 +245,14 @@ func testHelmMixedShims(c *k8sCluster, hn helmNode, a helmRel) {
 	c.waitTicks(nsApps, "steady", 2)
 	c.waitTicks(nsApps, "plain", 2)
 	took := time.Now()
+	before := lastOf(c.logTicks(nsApps, "steady"))
 	archive := c.checkpoint(nsApps, "steady", "app")
 	c.t.Logf("kubelet checkpoint of the cryo pod under A's shim after the upgrade: %s in %s", archive, time.Since(took).Round(time.Millisecond))
 	if got := archiveCryoVersion(c.t, archive); got != a.version {
 		c.t.Errorf("the checkpoint's manifest says cryo %q wrote it; want A's shim, %s", got, a.version)
 	}
 	c.waitTicks(nsApps, "steady", 2)
+	testHelmCarriedOver(c, hn, reg, archive, before)
 	c.runPod(appPod(nsApps, "fresh", c.app, podOpts{}))
 	c.waitPod(nsApps, "fresh", "Running")
 	if exe := c.shimExe(nsApps, "fresh"); exe != installed {
@@ -257,4 +260,26 @@ func testHelmMixedShims(c *k8sCluster, hn helmNode, a helmRel) {
 	}
 	c.waitTicks(nsApps, "fresh", 2)
 	c.kubectl("delete", "pod", "-n", nsApps, "fresh", "--wait=true", "--timeout=2m")
+}
+
+// testHelmCarriedOver: the checkpoint A's shim wrote, as a runnable image,
+// restores in a pod under B's shim and carries on from its tick: the way
+// to move a running pod onto the new release.
+func testHelmCarriedOver(c *k8sCluster, hn helmNode, reg *privateRegistry, archive string, before int) {
+	tag := reg.addr + "/ckpt/helm-upgrade:v1"
+	builder := newNode(c.t, nil)
+	wantIn(c.t, builder.cryo(c.t, "image", "build", "--runnable", archive, tag), "built "+tag)
+	auth := reg.authFile(c.t, c.t.TempDir(), privatePassword)
+	ref := byDigest(tag, builder.cryo(c.t, "image", "push", "--authfile", auth, tag))
+	c.runPod(appPod(nsApps, "carried", ref, podOpts{pullSecret: pullSecret}))
+	c.waitPod(nsApps, "carried", "Running")
+	if exe := c.shimExe(nsApps, "carried"); exe != filepath.Join(hn.host, "usr/local/bin/cryo") {
+		c.t.Errorf("the pod restored from A's checkpoint runs under %q; want B's shim", exe)
+	}
+	c.waitTicks(nsApps, "carried", 2)
+	if first := c.logTicks(nsApps, "carried")[0]; first <= before {
+		c.t.Errorf("the restored pod's first tick %d; want one after %d (the checkpoint)", first, before)
+	}
+	c.t.Log("A's checkpoint restored under B's shim and carried on")
+	c.kubectl("delete", "pod", "-n", nsApps, "carried", "--wait=true", "--timeout=2m")
 }
