@@ -295,3 +295,44 @@ func TestRetryAfterFailure(t *testing.T) {
 		t.Error("a retry with --retry 0")
 	}
 }
+
+// A release whose image ships CRIU, then one that ships none: the second
+// install puts the node's own criu back (here the node had one of its
+// own), and the record no longer names it; going back to the first
+// installs it again, and uninstall leaves the node as it was.
+func TestUpgradeDropsWhatTheReleaseNoLongerShips(t *testing.T) {
+	h := newHost(t, configV3)
+	nodeCRIU := filepath.Join(h.o.Prefix, "sbin", "criu")
+	write(t, nodeCRIU, "the node's own criu", 0o755)
+	before := h.tree()
+	shipped := filepath.Join(h.o.Source, "sbin", "criu")
+	write(t, shipped, "criu of release A", 0o755)
+	if _, err := Install(context.Background(), h.o); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(nodeCRIU); string(got) != "criu of release A" {
+		t.Fatalf("release A's criu not installed: %q", got)
+	}
+	if err := os.Remove(shipped); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Install(context.Background(), h.o)
+	if err != nil {
+		t.Fatalf("install of a release without CRIU: %v", err)
+	}
+	if got, _ := os.ReadFile(nodeCRIU); string(got) != "the node's own criu" || !strings.Contains(strings.Join(res.Files, " "), nodeCRIU) {
+		t.Fatalf("after the release without CRIU: %s holds %q (files %q); want the node's own back", nodeCRIU, got, res.Files)
+	}
+	rec, err := loadRecord(h.o.Defaults())
+	if err != nil || rec.has(filepath.Join(h.o.Prefix, "sbin", "criu")) {
+		t.Fatalf("the record still names %s (%v)", nodeCRIU, err)
+	}
+	write(t, shipped, "criu of release A", 0o755)
+	if _, err := Install(context.Background(), h.o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Uninstall(context.Background(), h.o); err != nil {
+		t.Fatal(err)
+	}
+	same(t, before, h.tree())
+}
