@@ -5,6 +5,9 @@
 # sources file that exists only while the script runs (add_suites): no apt
 # source is left behind.
 #
+#   Go (go.mod's version)   if none as new is found: trixie's golang-1.24-go
+#                  fetches that toolchain through the Go module proxy into
+#                  /usr/local/go, linked from /usr/local/bin/go
 #   CRIU 4.2.1     built from Debian sid's source (bookworm's 3.17 fails on
 #                  kernels >= 6.13 with "Unexpected rt vDSO area bounds", and
 #                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16) with
