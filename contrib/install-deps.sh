@@ -416,8 +416,8 @@ go_of() {
 # install_go makes sure a Go as new as go.mod's "go" line is on PATH: a fresh
 # Debian has none (bookworm's golang is 1.19, too old for cryo and too old
 # to fetch a newer toolchain itself). It installs trixie's golang-1.24-go,
-# lets that Go fetch the toolchain go.mod names as a module (golang.org/
-# toolchain) through the Go module proxy, copies it to /usr/local/go and
+# lets that Go fetch the toolchain go.mod names (a module, GOTOOLCHAIN)
+# through the Go module proxy, copies it to /usr/local/go and
 # links /usr/local/bin/go. A Go already new enough is kept.
 install_go() {
 	local want go have boot=/usr/lib/go-1.24/bin/go work
@@ -442,7 +442,7 @@ install_go() {
 	GOTOOLCHAIN=go$want GOPATH=$work/gopath GOCACHE=$work/cache GOFLAGS=-modcacherw "$boot" version >/dev/null ||
 		{ rm -rf "$work"; die "could not fetch Go $want (GOTOOLCHAIN); check the network and GOPROXY"; }
 	rm -rf /usr/local/go
-	cp -a "$work"/gopath/pkg/mod/golang.org/toolchain@v0.0.1-go"$want".linux-*/. /usr/local/go
+	cp -a "$work"/gopath/pkg/mod/*/toolchain@v0.0.1-go"$want".linux-*/. /usr/local/go
 	chmod -R u+w "$work" && rm -rf "$work"
 	ln -sfn /usr/local/go/bin/go /usr/local/bin/go
 	say "Go $(/usr/local/go/bin/go env GOVERSION) installed in /usr/local/go (linked from /usr/local/bin/go)"
