@@ -5,6 +5,9 @@
 # sources file that exists only while the script runs (add_suites): no apt
 # source is left behind.
 #
+#   Go (go.mod's version)   if none as new is found: trixie's golang-1.24-go
+#                  fetches that toolchain through the Go module proxy into
+#                  /usr/local/go, linked from /usr/local/bin/go
 #   CRIU 4.2.1     built from Debian sid's source (bookworm's 3.17 fails on
 #                  kernels >= 6.13 with "Unexpected rt vDSO area bounds", and
 #                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16) with
@@ -410,11 +413,47 @@ go_of() {
 	[ -x "$go" ] && "$go" version -m "$1" 2>/dev/null | awk '$1 == "mod" {print $2, $3}'
 }
 
+# install_go makes sure a Go as new as go.mod's "go" line is on PATH: a fresh
+# Debian has none (bookworm's golang is 1.19, too old for cryo and too old
+# to fetch a newer toolchain itself). It installs trixie's golang-1.24-go,
+# lets that Go fetch the toolchain go.mod names (a module, GOTOOLCHAIN)
+# through the Go module proxy, copies it to /usr/local/go and
+# links /usr/local/bin/go. A Go already new enough is kept.
+install_go() {
+	local want go have boot=/usr/lib/go-1.24/bin/go work
+	want=$(awk '$1 == "go" { print $2; exit }' "$(dirname "$0")/../go.mod")
+	go=$(command -v go || echo /usr/local/go/bin/go)
+	if [ -x "$go" ]; then
+		have=$("$go" env GOVERSION 2>/dev/null | sed 's/^go//')
+		if [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ]; then
+			say "Go $have present ($go)"
+			return 0
+		fi
+	fi
+	if [ ! -x "$boot" ]; then
+		need_suite trixie
+		apt_update
+		say "installing golang-1.24-go from trixie to fetch Go $want"
+		apt-get install -y -qq --no-install-recommends -t trixie golang-1.24-go >/dev/null ||
+			die "apt-get install golang-1.24-go from trixie failed"
+	fi
+	work=$(mktemp -d)
+	say "fetching the Go $want toolchain through the Go module proxy into /usr/local/go"
+	GOTOOLCHAIN=go$want GOPATH=$work/gopath GOCACHE=$work/cache GOFLAGS=-modcacherw "$boot" version >/dev/null ||
+		{ rm -rf "$work"; die "could not fetch Go $want (GOTOOLCHAIN); check the network and GOPROXY"; }
+	rm -rf /usr/local/go
+	cp -a "$work"/gopath/pkg/mod/*/toolchain@v0.0.1-go"$want".linux-*/. /usr/local/go
+	chmod -R u+w "$work" && rm -rf "$work"
+	ln -sfn /usr/local/go/bin/go /usr/local/bin/go
+	say "Go $(/usr/local/go/bin/go env GOVERSION) installed in /usr/local/go (linked from /usr/local/bin/go)"
+}
+
 main() {
 	apt_install runc iptables podman conmon slirp4netns fuse-overlayfs containernetworking-plugins \
 		docker-registry uidmap zstd ca-certificates git make gcc libc6-dev busybox-static curl jq iproute2 util-linux \
 		bash-completion tmux bats gawk patchelf debootstrap
 	check_cni
+	install_go
 	install_criu
 	mkdir -p "$CRYO_DEPS"
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"

@@ -4,11 +4,12 @@ package integration
 // containerd starts without cryo's runtime, the chart's DaemonSet runs
 // the installer image (make installer-image, imported with ctr), and the
 // installer copies cryo onto the node, adds the runtime to containerd
-// through a drop-in, restarts containerd (a running pod keeps running),
+// through a drop-in (first on a node where it cannot write the drop-in:
+// labelled failed, k8s_helm_failed_test.go), restarts containerd (a running pod keeps running),
 // passes cryo doctor and labels the node cryo.io/runtime=ready; a pod of
 // the RuntimeClass cryo then runs under the installed shim, is
 // checkpointed through the kubelet and restored from its image; helm
-// upgrade rolls the DaemonSet without touching the node or containerd;
+// upgrade to another cryo (k8s_helm_upgrade_test.go) and helm rollback;
 // helm uninstall leaves the node's files as they were, byte for byte.
 //
 // The cluster has no controller manager: the test plays the DaemonSet
@@ -101,16 +102,18 @@ func TestKubeletHelm(t *testing.T) {
 	bystander := c.criContainers(nsApps, "bystander")[0].Id
 	pid := c.containerdPid(hn)
 
+	unblock := c.blockDropIn(hn)
 	took := time.Now()
 	c.helm(helm, "install", helmRelease, chart, "-n", helmNamespace, "-f", hn.values)
 	c.writeToken(hn)
 	c.playDaemonSetController()
+	testHelmFailed(c, unblock)
 	c.waitNodeLabel("ready")
 	t.Logf("node labelled %s=ready %s after helm install", "cryo.io/runtime", time.Since(took).Round(time.Millisecond))
 	c.checkInstalled(hn, pid, bystander)
 
-	testHelmCryoPod(c, hn)
-	testHelmUpgrade(c, hn, helm, chart)
+	reg := testHelmCryoPod(c, hn)
+	testHelmUpgrade(c, hn, helm, chart, releaseOf(t), reg)
 
 	// helm uninstall deletes the DaemonSet; its pod, stopped, finds it gone
 	// and reverts the node.
@@ -138,7 +141,7 @@ func TestKubeletHelm(t *testing.T) {
 // testHelmCryoPod: a pod of the RuntimeClass cryo runs on the labelled
 // node under the shim the installer put there, is checkpointed through
 // the kubelet's API, and a pod whose image is the checkpoint carries on.
-func testHelmCryoPod(c *k8sCluster, hn helmNode) {
+func testHelmCryoPod(c *k8sCluster, hn helmNode) *privateRegistry {
 	reg := startPrivateRegistry(c.t)
 	c.kubectl("create", "secret", "docker-registry", pullSecret, "-n", nsApps, "--docker-server="+reg.addr,
 		"--docker-username="+privateUser, "--docker-password="+privatePassword)
@@ -157,32 +160,7 @@ func testHelmCryoPod(c *k8sCluster, hn helmNode) {
 	}
 	c.t.Logf("restored under the installed runtime: ticks %d…%d (checkpoint after tick %d)", ticks[0], lastOf(ticks), ck.before)
 	c.kubectl("delete", "pod", "-n", nsApps, "restored", "--wait=true", "--timeout=2m")
-}
-
-// testHelmUpgrade: helm upgrade rolls the DaemonSet; the old installer,
-// stopped while its DaemonSet lives, leaves the node as it is, and the new
-// one finds nothing to change: containerd is not restarted and a cryo pod
-// runs on through the rollout.
-func testHelmUpgrade(c *k8sCluster, hn helmNode, helm, chart string) {
-	c.runPod(appPod(nsApps, "steady", c.app, podOpts{}))
-	c.waitPod(nsApps, "steady", "Running")
-	pid, before := c.containerdPid(hn), c.helmSnapshot(hn)
-	c.helm(helm, "upgrade", helmRelease, chart, "-n", helmNamespace, "-f", hn.values, "--set-string", "podAnnotations.rollout=2")
-	pod := helmDaemonSet + "-node"
-	c.kubectl("delete", "pod", "-n", helmNamespace, pod, "--wait=true", "--timeout=2m")
-	if got := c.nodeLabels()["cryo.io/runtime"]; got != "ready" {
-		c.t.Fatalf("after the old installer stopped in a rollout: cryo.io/runtime=%q, want ready", got)
-	}
-	c.checkSame(before, c.helmSnapshot(hn))
-	c.playDaemonSetController()
-	c.waitNodeLabel("ready")
-	if got := c.containerdPid(hn); got != pid {
-		c.t.Errorf("the rollout restarted containerd (pid %d, was %d): its configuration did not change", got, pid)
-	}
-	c.checkSame(before, c.helmSnapshot(hn))
-	c.waitTicks(nsApps, "steady", 2)
-	c.kubectl("delete", "pod", "-n", nsApps, "steady", "--wait=true", "--timeout=2m")
-	c.t.Log("helm upgrade: the node kept cryo, containerd ran on, the cryo pod ticked through it")
+	return reg
 }
 
 // plainPod is appPod under the node's default runtime (runc).
@@ -218,6 +196,7 @@ func (c *k8sCluster) helmValues(hn helmNode) string {
 		"env": []any{map[string]string{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
 			map[string]string{"name": "KUBERNETES_SERVICE_PORT", "value": port}},
 		"terminationGracePeriodSeconds": 60,
+		"retryInterval":                 "2s", // a failed install is tried again soon (k8s_helm_failed_test.go)
 		// The kubelet runs in a mount namespace of its own (startKubelet):
 		// the tmpfs of a service account token volume would not reach
 		// containerd. The pod gets the same token (TokenRequest, for the
@@ -274,8 +253,15 @@ func (c *k8sCluster) loadInstallerImage() {
 // with criu (if not "") as the CRIU it ships.
 func (c *k8sCluster) loadInstallerImageAs(ref, criu string) {
 	c.t.Helper()
+	c.loadInstallerImageFrom(ref, cryoBin(c.t, "cryo"), criu)
+}
+
+// loadInstallerImageFrom builds and imports the installer image of the
+// cryo binary bin as ref.
+func (c *k8sCluster) loadInstallerImageFrom(ref, bin, criu string) {
+	c.t.Helper()
 	archive := filepath.Join(c.dir, "installer-"+filepath.Base(strings.ReplaceAll(ref, ":", "-"))+".tar")
-	args := []string{"-C", repoRoot(), "run", "./internal/installer/image", "-bin", cryoBin(c.t, "cryo"), "-name", ref, "-o", archive}
+	args := []string{"-C", repoRoot(), "run", "./internal/installer/image", "-bin", bin, "-name", ref, "-o", archive}
 	if criu != "" {
 		args = append(args, "-criu", criu)
 	}

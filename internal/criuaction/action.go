@@ -45,7 +45,6 @@ var steps = map[string]step{
 // restored root task, CRTOOLS_INIT_PID. A non-zero exit aborts the dump or
 // restore at pre-dump and pre-restore.
 func Run() int {
-	action := os.Getenv("CRTOOLS_SCRIPT_ACTION")
 	// The script runs in CRIU's process group, which is runc's: a Ctrl-C
 	// or hangup meant for the runtime's caller (or its supervisor's
 	// SIGTERM) reaches it too. An action stopped halfway (CUDA half
@@ -54,22 +53,59 @@ func Run() int {
 	// deadlines, and CRIU, if the signal ended it, leaves the rest to the
 	// resume watcher (its own session). So the script lets them pass.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGPIPE)
-	if b := os.Getenv(config.EnvBundle); action == verifyAction && b != "" {
-		return verify(b) // whoever orchestrates: see verify
-	}
-	if os.Getenv(config.EnvOrchestrated) == "1" || os.Getenv(config.EnvOutcomeOnly) == "1" {
-		return 0 // cryo-runc runs the orchestration itself, or the script only checks
+	env := envNow()
+	action := env.action
+	switch decide(env) {
+	case doVerify:
+		return verify(env.bundle) // whoever orchestrates: see verify
+	case doNothing:
+		return 0
 	}
 	o, err := newOrchestrator()
 	if err != nil {
 		logf("%s: %v", action, err)
 		return 1
 	}
-	f := steps[action]
-	if !firstRun(action) || f == nil {
+	if !firstRun(action) {
 		return 0
 	}
-	return runStep(action, o, f)
+	return runStep(action, o, steps[action])
+}
+
+// decision is what one run of the action script does.
+type decision int
+
+const (
+	doNothing decision = iota // an action cryo does not act on, or one it leaves to cryo-runc
+	doVerify                  // the outcome check at pre-resume
+	doStep                    // one of steps, the orchestration's part of a direct runc checkpoint or restore
+)
+
+// actionEnv is what decide reads: CRIU's variable and cryo's.
+type actionEnv struct {
+	action       string // CRTOOLS_SCRIPT_ACTION
+	bundle       string // CRYO_BUNDLE: the bundle the outcome check reads
+	orchestrated string // CRYO_ORCHESTRATED
+	outcomeOnly  string // CRYO_OUTCOME_ONLY
+}
+
+func envNow() actionEnv {
+	return actionEnv{action: os.Getenv("CRTOOLS_SCRIPT_ACTION"), bundle: os.Getenv(config.EnvBundle),
+		orchestrated: os.Getenv(config.EnvOrchestrated), outcomeOnly: os.Getenv(config.EnvOutcomeOnly)}
+}
+
+// decide chooses: the outcome check at pre-resume wherever a bundle is
+// named, whoever orchestrates; nothing else when cryo-runc orchestrates
+// the run itself or the script exists only for the check; else the step
+// for the action, if cryo has one.
+func decide(e actionEnv) decision {
+	if e.action == verifyAction && e.bundle != "" {
+		return doVerify
+	}
+	if e.orchestrated == "1" || e.outcomeOnly == "1" || steps[e.action] == nil {
+		return doNothing
+	}
+	return doStep
 }
 
 // RunWatcher runs the resume watcher that pre-dump starts (startWatcher)

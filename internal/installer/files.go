@@ -52,7 +52,11 @@ func installFiles(o Options, rec *record, res *Result) error {
 func copyIn(o Options, rec *record, res *Result, from, to string, required bool) error {
 	data, err := os.ReadFile(from)
 	if errors.Is(err, fs.ErrNotExist) && !required {
-		return nil
+		// An earlier release may have shipped it (an upgrade to an image
+		// without CRIU, a rollback): what cryo put there goes back to what
+		// the node had, so that the node holds nothing this release does
+		// not own.
+		return forget(o, rec, res, to)
 	}
 	if err != nil {
 		return stepErr("copy", from, err, "run the installer from cryo's installer image (make installer-image)")
@@ -64,6 +68,24 @@ func copyIn(o Options, rec *record, res *Result, from, to string, required bool)
 	if changed {
 		o.logf("installed %s", to)
 		res.Files = append(res.Files, to)
+	}
+	return nil
+}
+
+// forget puts the host path to back as it was before cryo, if the record
+// holds it, and drops it from the record.
+func forget(o Options, rec *record, res *Result, to string) error {
+	for i, c := range rec.Changes {
+		if c.Path != to {
+			continue
+		}
+		if err := rec.revertOne(c); err != nil {
+			return stepErr("revert", to, err, "restore it by hand from "+rec.path)
+		}
+		rec.Changes = append(rec.Changes[:i:i], rec.Changes[i+1:]...)
+		o.logf("reverted %s: this release ships none", to)
+		res.Files = append(res.Files, to)
+		return rec.save()
 	}
 	return nil
 }

@@ -234,3 +234,105 @@ func TestInstallRefusesSchema1(t *testing.T) {
 }
 
 func errorsAs(err error, target **Error) bool { return errors.As(err, target) }
+
+// A plain file where the drop-in's directory must be (a real ENOTDIR):
+// the install fails at the record step, names the path and the remedy
+// that fits, and does not restart containerd; once the file is gone, the
+// same install succeeds.
+func TestInstallDropInDirIsAFile(t *testing.T) {
+	h := newHost(t, "version = 3\n")
+	confd := filepath.Dir(h.o.DropIn)
+	write(t, confd, "not a directory\n", 0o644)
+	_, err := Install(context.Background(), h.o)
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Step != "record" || ie.Target != h.o.DropIn || !strings.Contains(ie.Remedy, "move aside the file") {
+		t.Fatalf("install with %s a file: %v, want the record step's error for %s with its remedy", confd, err, h.o.DropIn)
+	}
+	if h.restarts.Load() != 0 {
+		t.Errorf("containerd restarted %d times by a failed install", h.restarts.Load())
+	}
+	if err := os.Remove(confd); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Install(context.Background(), h.o); err != nil || !res.Changed || h.restarts.Load() != 1 {
+		t.Fatalf("install once the file is gone: %+v, %v, %d restart(s); want a change and 1", res, err, h.restarts.Load())
+	}
+}
+
+// With --wait, a failed install is tried again every --retry: the same
+// cause is logged as failing again (one event per cause, not one per
+// try), and once the cause is gone the next try succeeds.
+func TestRetryAfterFailure(t *testing.T) {
+	h := newHost(t, "version = 3\n")
+	confd := filepath.Dir(h.o.DropIn)
+	write(t, confd, "not a directory\n", 0o644)
+	var log bytes.Buffer
+	f := &cmdFlags{o: h.o, noDoctor: true, retry: 10 * time.Millisecond}
+	f.o.Log = &log
+	code, msg := f.attempt(nil, "")
+	if code != 1 || !strings.Contains(msg, "not a directory") || !strings.Contains(log.String(), "install failed: ") {
+		t.Fatalf("first try: %d %q\n%s", code, msg, log.String())
+	}
+	select {
+	case <-f.retryAfter(code):
+	case <-time.After(5 * time.Second):
+		t.Fatal("no retry after a failed install")
+	}
+	if again, msg2 := f.attempt(nil, msg); again != 1 || msg2 != msg || !strings.Contains(log.String(), "install failed again: ") {
+		t.Fatalf("second try, same cause: %d %q\n%s", again, msg2, log.String())
+	}
+	if err := os.Remove(confd); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := f.attempt(nil, msg); code != 0 || msg != "" {
+		t.Fatalf("after the fix: %d %q\n%s", code, msg, log.String())
+	}
+	if f.retryAfter(0) != nil {
+		t.Error("a retry after a successful install")
+	}
+	f.retry = 0
+	if f.retryAfter(1) != nil {
+		t.Error("a retry with --retry 0")
+	}
+}
+
+// A release whose image ships CRIU, then one that ships none: the second
+// install puts the node's own criu back (here the node had one of its
+// own), and the record no longer names it; going back to the first
+// installs it again, and uninstall leaves the node as it was.
+func TestUpgradeDropsWhatTheReleaseNoLongerShips(t *testing.T) {
+	h := newHost(t, configV3)
+	nodeCRIU := filepath.Join(h.o.Prefix, "sbin", "criu")
+	write(t, nodeCRIU, "the node's own criu", 0o755)
+	before := h.tree()
+	shipped := filepath.Join(h.o.Source, "sbin", "criu")
+	write(t, shipped, "criu of release A", 0o755)
+	if _, err := Install(context.Background(), h.o); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(nodeCRIU); string(got) != "criu of release A" {
+		t.Fatalf("release A's criu not installed: %q", got)
+	}
+	if err := os.Remove(shipped); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Install(context.Background(), h.o)
+	if err != nil {
+		t.Fatalf("install of a release without CRIU: %v", err)
+	}
+	if got, _ := os.ReadFile(nodeCRIU); string(got) != "the node's own criu" || !strings.Contains(strings.Join(res.Files, " "), nodeCRIU) {
+		t.Fatalf("after the release without CRIU: %s holds %q (files %q); want the node's own back", nodeCRIU, got, res.Files)
+	}
+	rec, err := loadRecord(h.o.Defaults())
+	if err != nil || rec.has(filepath.Join(h.o.Prefix, "sbin", "criu")) {
+		t.Fatalf("the record still names %s (%v)", nodeCRIU, err)
+	}
+	write(t, shipped, "criu of release A", 0o755)
+	if _, err := Install(context.Background(), h.o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Uninstall(context.Background(), h.o); err != nil {
+		t.Fatal(err)
+	}
+	same(t, before, h.tree())
+}

@@ -20,9 +20,9 @@ install copies cryo onto the host mounted at --host-root, adds cryo's
 runtime to containerd through a drop-in, restarts containerd if that
 changed, runs "cryo doctor" on the host and labels the node
 cryo.io/runtime=ready (or =failed, the reason in an event). With --wait it
-then stays, and when it is stopped because its DaemonSet is gone (helm
-uninstall), it reverts the node. uninstall reverts what install recorded,
-byte for byte.
+then stays, trying a failed install again every --retry, and when it is
+stopped because its DaemonSet is gone (helm uninstall), it reverts the
+node. uninstall reverts what install recorded, byte for byte.
 `
 
 // Main runs `cryo node …` on args (after "node"); it returns the exit code.
@@ -47,6 +47,7 @@ func Main(args []string) int {
 type cmdFlags struct {
 	o                     Options
 	restart               string
+	retry                 time.Duration
 	node, ds, ns          string
 	label, wait, noDoctor bool
 }
@@ -70,6 +71,7 @@ func parseFlags(name string, args []string) *cmdFlags {
 	fs.BoolVar(&f.label, "label", true, "label the node through the API (needs --node and the pod's service account)")
 	fs.BoolVar(&f.noDoctor, "no-doctor", false, "do not run cryo doctor after install")
 	fs.BoolVar(&f.wait, "wait", false, "install: stay until stopped, then revert the node if the DaemonSet is gone")
+	fs.DurationVar(&f.retry, "retry", time.Minute, "with --wait: after a failed install, try again this often (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return nil
 	}
@@ -112,11 +114,7 @@ func (f *cmdFlags) install(ctx context.Context) int {
 		// the node while it installs.
 		f.report(n.Label(context.Background(), "installing"))
 	}
-	res, err := Install(context.Background(), f.o)
-	if err == nil && !f.noDoctor {
-		err = Doctor(context.Background(), f.o)
-	}
-	code := f.verdict(n, res, err)
+	code, failure := f.attempt(n, "")
 	if !f.wait {
 		return code
 	}
@@ -126,15 +124,50 @@ func (f *cmdFlags) install(ctx context.Context) int {
 		defer cancel()
 		gone = n.WatchGone(wctx, f.ns, f.ds)
 	}
-	select {
-	case <-gone:
-		f.logf("DaemonSet %s/%s deleted: removing the node's label", f.ns, f.ds)
-		f.report(n.Label(context.Background(), ""))
-		<-ctx.Done()
-		return f.uninstallWith(nil) // the label went already
-	case <-ctx.Done():
-		return f.stopped(n)
+	for {
+		select {
+		case <-gone:
+			f.logf("DaemonSet %s/%s deleted: removing the node's label", f.ns, f.ds)
+			f.report(n.Label(context.Background(), ""))
+			<-ctx.Done()
+			return f.uninstallWith(nil) // the label went already
+		case <-ctx.Done():
+			return f.stopped(n)
+		case <-f.retryAfter(code):
+			f.logf("trying the install again (--retry %s)", f.retry)
+			code, failure = f.attempt(n, failure)
+		}
 	}
+}
+
+// attempt installs and runs the doctor, labels the node and says what
+// happened; it returns the exit code and the failure's message ("" if
+// none). A failure whose message is last's is not reported again in an
+// event: a node that keeps failing for one cause gets one event.
+func (f *cmdFlags) attempt(n *Node, last string) (int, string) {
+	res, err := Install(context.Background(), f.o)
+	if err == nil && !f.noDoctor {
+		err = Doctor(context.Background(), f.o)
+	}
+	if err != nil && err.Error() == last {
+		f.logf("install failed again: %v", err)
+		return 1, last
+	}
+	code := f.verdict(n, res, err)
+	if err != nil {
+		return code, err.Error()
+	}
+	return code, ""
+}
+
+// retryAfter is a channel that fires once --retry after a failed install
+// (code not 0), or nil: a node whose cause is fixed (a file moved aside,
+// containerd back) becomes ready without a new pod.
+func (f *cmdFlags) retryAfter(code int) <-chan time.Time {
+	if code == 0 || f.retry <= 0 {
+		return nil
+	}
+	return time.After(f.retry)
 }
 
 // verdict labels the node after an install and says what happened.

@@ -114,6 +114,9 @@ func (r *record) remember(path, kind string, config bool) error {
 		}
 	}
 	c, err := snapshot(r.o.onHost(path))
+	if errors.Is(err, syscall.ENOTDIR) {
+		return stepErr("record", path, err, "move aside the file that stands where a directory of this path must be")
+	}
 	if err != nil {
 		return stepErr("record", path, err, "check the host path's permissions")
 	}

@@ -61,25 +61,61 @@ func Main(args []string) int {
 	// of a checkpoint or its rollback: the write fails and is dropped.
 	// Caught, not ignored, so that an exec'd runc gets the default back.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	if c.command == "" && wantsVersion(args) {
+	switch route(c, args) {
+	case routeVersion:
 		return w.version()
-	}
-	switch c.command {
-	case "checkpoint":
+	case routeCheckpoint:
 		return w.checkpoint(ctx)
-	case "restore":
+	case routeRestore:
 		w.prepare()
 		return w.restore(ctx)
-	case "pause":
+	case routePause:
 		return w.pauseCmd(ctx)
-	case "resume":
+	case routeResume:
 		return w.resumeCmd(ctx)
-	case "delete":
+	case routeDelete:
 		return w.deleteCmd()
-	case "create", "run":
+	case routeCreate:
 		w.prepare()
 	}
 	return w.exec()
+}
+
+// A path is what cryo-runc does with one command line.
+type path int
+
+const (
+	routeExec       path = iota // handed to runc as it came (exec)
+	routeVersion                // runc's version, then cryo's
+	routeCheckpoint             // cryo's checkpoint around runc checkpoint
+	routeRestore                // the manifest checked, then runc restore, then CUDA resumed
+	routePause                  // CUDA suspended, then runc pause
+	routeResume                 // runc resume, then CUDA resumed
+	routeDelete                 // runc delete, then cryo's leftovers of the container
+	routeCreate                 // the bundle prepared (CRYO_CRIU_HOOKS), then exec
+)
+
+// route chooses the path by the command word alone: runc's own flags
+// after it (even -v, --version or --help) are runc's to read.
+func route(c cmdline, args []string) path {
+	if c.command == "" && wantsVersion(args) {
+		return routeVersion
+	}
+	switch c.command {
+	case "checkpoint":
+		return routeCheckpoint
+	case "restore":
+		return routeRestore
+	case "pause":
+		return routePause
+	case "resume":
+		return routeResume
+	case "delete":
+		return routeDelete
+	case "create", "run":
+		return routeCreate
+	}
+	return routeExec
 }
 
 // exec hands the command to the real runc; it returns only on failure.
