@@ -85,6 +85,12 @@ func TestRestoreDeadlineUnpack(t *testing.T) {
 // padCheckpoint stores, as ref+"-padded", ref's checkpoint with n empty
 // files added to its CRIU images tar, and returns the new name.
 func padCheckpoint(t *testing.T, d *daemon, ref string, n int) string {
+	return rewriteCheckpoint(t, d, ref, ref+"-padded", func(data []byte) []byte { return paddedTar(t, data, n) })
+}
+
+// rewriteCheckpoint stores, as name, ref's checkpoint with its CRIU images
+// tar rewritten by edit, and returns name.
+func rewriteCheckpoint(t *testing.T, d *daemon, ref, name string, edit func([]byte) []byte) string {
 	t.Helper()
 	ctx, done, err := d.client.WithLease(namespacedCtx())
 	if err != nil {
@@ -107,7 +113,7 @@ func padCheckpoint(t *testing.T, d *daemon, ref string, n int) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		idx.Manifests[i] = writeTestBlob(ctx, t, cs, m.MediaType, paddedTar(t, data, n), nil)
+		idx.Manifests[i] = writeTestBlob(ctx, t, cs, m.MediaType, edit(data), nil)
 		found = true
 	}
 	if !found {
@@ -122,7 +128,6 @@ func padCheckpoint(t *testing.T, d *daemon, ref string, n int) string {
 		labels[fmt.Sprintf("containerd.io/gc.ref.content.m.%d", i)] = m.Digest.String()
 	}
 	target := writeTestBlob(ctx, t, cs, img.Target.MediaType, raw, labels)
-	name := ref + "-padded"
 	if _, err := d.client.ImageService().Create(ctx, images.Image{Name: name, Target: target, Labels: img.Labels}); err != nil {
 		t.Fatal(err)
 	}

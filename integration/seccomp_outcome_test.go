@@ -7,8 +7,12 @@ package integration
 // check stands between an edited seccomp.img and a running workload.
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +20,9 @@ import (
 	"time"
 
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/seccomp"
+	"github.com/containerd/containerd/v2/client"
 	ctrdseccomp "github.com/containerd/containerd/v2/contrib/seccomp"
+	"github.com/containerd/containerd/v2/pkg/cio"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
@@ -91,6 +97,112 @@ func TestSeccompOutcomeKillsWeakenedBody(t *testing.T) {
 	}
 	nothingLeft(t, c.id, c.root, img+"-rwork")
 	filtersLeft(t)
+}
+
+// The same through containerd's shim: a task checkpoint of a container
+// under containerd's default profile, its seccomp.img weakened in
+// containerd's content store, restored into a container of that profile.
+func TestSeccompOutcomeKillsWeakenedBodyShim(t *testing.T) {
+	d := newDaemon(t, ctrdVersions[1], false)
+	d.envExtra = []string{"PATH=" + filepath.Dir(failpointBin(t, "containerd-shim-cryo-v2")) + ":" + binDir() + ":" + d.bin + ":/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"CRYO_TEST_SKIP_CONFINE=1"}
+	d.start()
+	d.importTestImage()
+	d.startApp(d.newContainerWith("sc-src", nil, ctrdseccomp.WithDefaultProfile()))
+	ref, _ := d.taskCheckpoint("sc-src")
+	weak := rewriteCheckpoint(t, d, ref, ref+"-weak", func(data []byte) []byte {
+		return editedTar(t, data, func(dir string) { weakenSeccompImage(t, dir) })
+	})
+	ctx := namespacedCtx()
+	ckpt, err := d.client.GetImage(ctx, weak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := d.newContainerWith("sc-dst", nil, ctrdseccomp.WithDefaultProfile())
+	task, err := dst.NewTask(ctx, cio.LogFile(d.logPath("sc-dst")), client.WithTaskCheckpoint(ckpt))
+	if err != nil {
+		t.Fatalf("create the restored task: %v\n%s", err, lastLines(d.log(), 30))
+	}
+	if err := task.Start(ctx); err == nil {
+		t.Fatalf("the restore was not refused")
+	} else {
+		t.Logf("refused: %v", err)
+		for _, w := range []string{"the restored tasks were checked before they ran and killed", "seccomp filter is ALLOW for", "nothing was restored"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("the refusal lacks %q", w)
+			}
+		}
+	}
+	time.Sleep(time.Second)
+	if data, _ := os.ReadFile(d.logPath("sc-dst")); strings.Contains(string(data), "tick") {
+		t.Errorf("the restored workload ran:\n%s", data)
+	}
+	if _, err := task.Delete(ctx); err != nil {
+		t.Errorf("delete the refused task: %v", err)
+	}
+	nothingLeft(t, "sc-dst", "", "")
+	filtersLeft(t)
+}
+
+// editedTar is the tar data unpacked into a directory, edited there by
+// edit, and packed again (regular files and directories, as CRIU's images
+// are).
+func editedTar(t *testing.T, data []byte, edit func(dir string)) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			b, err := io.ReadAll(tr)
+			if err != nil || os.MkdirAll(filepath.Dir(p), 0o700) != nil || os.WriteFile(p, b, os.FileMode(h.Mode)&0o777) != nil {
+				t.Fatalf("unpack %s: %v", h.Name, err)
+			}
+		default:
+			t.Fatalf("%s: a tar entry of type %c in a checkpoint", h.Name, h.Typeflag)
+		}
+	}
+	edit(dir)
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		h, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		h.Name, _ = filepath.Rel(dir, p)
+		if err := tw.WriteHeader(h); err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil {
+			_, err = tw.Write(b)
+		}
+		return err
+	})
+	if err != nil || tw.Close() != nil {
+		t.Fatalf("pack the edited checkpoint: %v", err)
+	}
+	return out.Bytes()
 }
 
 // An unmodified checkpoint restores into its own spec, and the outcome
