@@ -115,6 +115,10 @@ func (c *nestedContainer) run(op, cg string, args ...string) {
 		s.Process.Args = []string{"/bin/sh", "-c", "(while :; do sleep 0.3; done) & while :; do sleep 0.2; done"}
 		s.Root.Readonly = false
 		s.Linux.CgroupsPath = cg
+		// The host's network, as the GPU tests run: CRIU checkpoints a
+		// network namespace of the container's own only where ip and
+		// iptables work (gpu_clone_test.go), and cgroups are the point here.
+		s.Linux.Namespaces = withoutNS(s.Linux.Namespaces, specs.NetworkNamespace)
 	})
 	rwRunDetached(c.t, c.env, c.cryoRunc, append([]string{"--root", c.root, op, "-d", "--bundle", c.bundle}, append(args, c.id)...)...)
 }
