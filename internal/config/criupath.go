@@ -37,16 +37,8 @@ func CRIUFirst(environ []string, criu string) []string {
 	return append(out, "PATH="+dir+":"+path)
 }
 
-// SeccompDir is $CRYO_CRIU_SECCOMP_DIR in environ, or DefaultSeccompDir.
-func SeccompDir(environ []string) string {
-	if d := Lookup(environ, EnvCRIUSeccompDir); d != "" {
-		return d
-	}
-	return DefaultSeccompDir
-}
-
 // WithSeccompDir returns environ with $CRYO_CRIU_SECCOMP_DIR set (to
-// SeccompDir), for the runc that cryo-runc and the shim run: CRIU inherits
+// DefaultSeccompDir unless it is), for the runc that cryo-runc and the shim run: CRIU inherits
 // it through runc and writes the restored threads' seccomp filters there
 // for the outcome check (contrib/criu patch 0005), in a directory of its
 // own pid, so one value serves every restore at once.

@@ -43,11 +43,6 @@ func Arm(bundle, id, action string) (Armed, error) {
 	if err := os.Remove(filepath.Join(bundle, VerdictFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Armed{}, err
 	}
-	// CRIU writes the restored threads' seccomp filters below this
-	// directory, in one of its own pid (ReadFilters).
-	if err := os.MkdirAll(config.SeccompDir(os.Environ()), 0o700); err != nil {
-		return Armed{}, fmt.Errorf("%w: CRIU cannot write the restored threads' seccomp filters", err)
-	}
 	line := "action-script " + script
 	// A container that names a CRIU configuration of its own keeps its
 	// lines, in cryo's file for this restore (criu.AdoptForeign).
