@@ -12,12 +12,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/mnt"
 	"github.com/containerd/containerd/v2/client"
+	ctrdseccomp "github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -172,7 +175,10 @@ int main(void) {
 `
 
 // The check's cost for a container with 200 threads, from the verdict it
-// leaves in the bundle, on a restore that must pass it.
+// leaves in the bundle, on a restore that must pass it: without seccomp,
+// and under containerd's default profile, where CRIU also fetches and
+// writes every thread's filter (patch 0005) and the check reads and
+// evaluates them.
 func TestOutcomeCost200Threads(t *testing.T) {
 	requireRoot(t)
 	src := filepath.Join(t.TempDir(), "threads.c")
@@ -181,7 +187,17 @@ func TestOutcomeCost200Threads(t *testing.T) {
 	}
 	bin := filepath.Join(filepath.Dir(src), "threads")
 	run(t, time.Minute, nil, "gcc", "-O2", "-static", "-pthread", "-o", bin, src)
-	c := newCFContainer(t, func(s *specs.Spec) { s.Process.Args = []string{"/bin/threads"} })
+	t.Run("plain", func(t *testing.T) { outcomeCost(t, bin, false) })
+	t.Run("seccomp", func(t *testing.T) { outcomeCost(t, bin, true) })
+}
+
+func outcomeCost(t *testing.T, bin string, withSeccomp bool) {
+	c := newCFContainer(t, func(s *specs.Spec) {
+		s.Process.Args = []string{"/bin/threads"}
+		if withSeccomp {
+			s.Linux.Seccomp = ctrdseccomp.DefaultProfile(s)
+		}
+	})
 	copyFile(t, bin, filepath.Join(c.bundle, "rootfs/bin/threads"), 0o755)
 	c.start()
 	img := c.checkpoint()
@@ -206,6 +222,9 @@ func TestOutcomeCost200Threads(t *testing.T) {
 		t.Fatalf("verdict %s: want a pass over 201 threads", data)
 	}
 	t.Logf("outcome check: %d task(s), %d threads in %.2f ms (%.2f ms CPU)", v.Tasks, v.Threads, v.Seconds*1000, v.CPU*1000)
+	if withSeccomp {
+		t.Logf("CRIU's fetch and write of the filters: %.2f ms", criuFilterWrite(t, filepath.Join(img+"-rwork", "restore.log")))
+	}
 	waitFor(t, 10*time.Second, "the restore's steps", func() bool { return strings.Contains(c.out.String(), "verify restored") })
 	for _, l := range strings.Split(c.out.String(), "\n") {
 		if strings.Contains(l, "verify restored") {
@@ -215,6 +234,22 @@ func TestOutcomeCost200Threads(t *testing.T) {
 	if v.Seconds > 0.5 {
 		t.Errorf("the check took %.0f ms for %d threads; it must stay in milliseconds", v.Seconds*1000, v.Threads)
 	}
+}
+
+// criuFilterWrite is the time patch 0005 logs for its fetch and write of
+// the filters, in ms.
+func criuFilterWrite(t *testing.T, log string) float64 {
+	t.Helper()
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`seccomp filters: \d+ filter\(s\) of \d+ thread\(s\) written to \S+ in (\d+) us`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("%s has no line of CRIU patch 0005's: is it in? (CRYO_CRIU)", log)
+	}
+	us, _ := strconv.Atoi(string(m[1]))
+	return float64(us) / 1000
 }
 
 // The hostile pass's first escape: the mountpoints image's entry of a

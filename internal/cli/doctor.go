@@ -61,6 +61,9 @@ The checks:
   criu zero              whether the CRIU leaves all-zero pages out of the
                          dump (patch 0004); without it, zeroed GPU memory
                          (an unused KV cache) is written in full
+  criu seccomp           whether the CRIU hands the restored threads' seccomp
+                         filters to cryo's check (patch 0005); without it,
+                         restores into a spec with seccomp are refused
   runc criu              the criu runc would run: runc looks it up on PATH by
                          name, and cryo-runc and the shim put $CRYO_CRIU's
                          directory first there; another CRIU warns

@@ -64,12 +64,16 @@ const (
 	EnvWatchPID     = "CRYO_WATCH_CRIU_PID"
 	EnvWatchStart   = "CRYO_WATCH_CRIU_START"
 	EnvWatchPIDs    = "CRYO_WATCH_PIDS"
+	// EnvCRIUSeccompDir is where cryo's CRIU writes the restored threads'
+	// seccomp filters for the outcome check (contrib/criu patch 0005).
+	EnvCRIUSeccompDir = "CRYO_CRIU_SECCOMP_DIR"
 )
 
 // Defaults of the paths above.
 const (
 	DefaultEnvFile    = "/etc/cryo/cryo-runc.env"
 	DefaultLockDir    = "/run/cryo/locks"
+	DefaultSeccompDir = "/run/cryo/seccomp"
 	DefaultStampDir   = "/var/lib/cryo/verified"
 	DefaultImageStore = "/var/lib/cryo/images"
 	DefaultRestoreDir = "/var/lib/cryo/restore"

@@ -36,3 +36,15 @@ func CRIUFirst(environ []string, criu string) []string {
 	}
 	return append(out, "PATH="+dir+":"+path)
 }
+
+// WithSeccompDir returns environ with $CRYO_CRIU_SECCOMP_DIR set (to
+// DefaultSeccompDir unless it is), for the runc that cryo-runc and the shim run: CRIU inherits
+// it through runc and writes the restored threads' seccomp filters there
+// for the outcome check (contrib/criu patch 0005), in a directory of its
+// own pid, so one value serves every restore at once.
+func WithSeccompDir(environ []string) []string {
+	if Lookup(environ, EnvCRIUSeccompDir) != "" {
+		return environ
+	}
+	return append(append([]string(nil), environ...), EnvCRIUSeccompDir+"="+DefaultSeccompDir)
+}

@@ -88,7 +88,7 @@ func check(dir string) (outcome.Verdict, []int) {
 	case errors.As(err, &viol):
 		v.Violation = viol
 	default:
-		v.Error = err.Error()
+		v.Error, v.NoFilters = err.Error(), errors.Is(err, outcome.ErrNoFilters)
 	}
 	return v, pids
 }
@@ -110,8 +110,30 @@ func want() (outcome.Want, error) {
 	if err != nil {
 		return outcome.Want{}, err
 	}
+	f, err := restoredFilters()
+	if err != nil {
+		return outcome.Want{}, err
+	}
 	return outcome.Want{Cgroups: cg, HostNS: outcome.HostNamespaces("/proc/1", "/proc/self"), OOMScoreAdj: oom, Limits: lim,
-		Tracer: os.Getppid()}, nil
+		Tracer: os.Getppid(), Filters: f}, nil
+}
+
+// restoredFilters reads the seccomp filters CRIU (this script's parent)
+// fetched for the restored threads, and removes them: nil when CRIU was
+// given no directory or wrote none there (a CRIU without cryo's patch),
+// which a spec with seccomp refuses.
+func restoredFilters() (outcome.Filters, error) {
+	top := os.Getenv(config.EnvCRIUSeccompDir)
+	if top == "" {
+		return nil, nil
+	}
+	dir := outcome.FiltersDir(top, os.Getppid())
+	defer os.RemoveAll(dir)
+	f, err := outcome.ReadFilters(dir)
+	if errors.Is(err, outcome.ErrNoFilters) {
+		return nil, nil
+	}
+	return f, err
 }
 
 func countThreads(pids []int) int {

@@ -36,7 +36,7 @@ func (e *env) checkCRIU(ctx context.Context) []Check {
 	if err := info.Check(); err != nil {
 		res[0] = Check{"criu", Fail, err.Error(), criuFix}
 	}
-	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), criuHold(info.Path), criuZero(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
+	return append(res, e.criuCheck(ctx, info.Path), criuFill(info.Path), criuHold(info.Path), criuZero(info.Path), criuSeccomp(info.Path), runcCRIU(e.cfg.Environ, e.cfg.CRIU, info.Path))
 }
 
 // runcCRIU: containers are dumped and restored by runc, which runs the
@@ -226,6 +226,17 @@ func criuZero(path string) Check {
 	return patchCheck("criu zero", path, "cryo_zero_pages",
 		"cryo's CRIU: all-zero pages of private memory are left out of the dump (contrib/criu, patch 0004)",
 		"this CRIU dumps all-zero pages: a checkpoint of mostly empty GPU memory (an unused KV cache) is as large, and as slow to write, as the memory")
+}
+
+// criuSeccomp: the check of the restored tasks compares their seccomp
+// filters, as the kernel reports them, with the spec's; only CRIU, their
+// tracer at pre-resume, can read them, and cryo's CRIU writes them out
+// (patch 0005). Without it, every restore into a spec with seccomp is
+// refused. The patch's variable names itself in the binary.
+func criuSeccomp(path string) Check {
+	return patchCheck("criu seccomp", path, "CRYO_CRIU_SECCOMP_DIR",
+		"cryo's CRIU: it hands the restored threads' seccomp filters to the check before they run (contrib/criu, patch 0005)",
+		"this CRIU cannot hand the restored threads' seccomp filters to cryo's check: every restore into a container whose spec has seccomp (Docker's, Podman's and the kubelet's RuntimeDefault profiles) is refused")
 }
 
 // patchCheck is the check named name of one of cryo's CRIU patches, known

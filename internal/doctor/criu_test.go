@@ -29,3 +29,19 @@ func TestCRIUZero(t *testing.T) {
 		t.Errorf("no CRIU: %+v", c)
 	}
 }
+
+// criuSeccomp tells cryo's CRIU (patch 0005's variable is in the binary)
+// from another, with which restores under a seccomp spec are refused.
+func TestCRIUSeccomp(t *testing.T) {
+	dir := t.TempDir()
+	patched, stock := filepath.Join(dir, "patched"), filepath.Join(dir, "stock")
+	if os.WriteFile(patched, []byte("\x7fELF...CRYO_CRIU_SECCOMP_DIR..."), 0o755) != nil || os.WriteFile(stock, []byte("\x7fELF...mem_dirty_track..."), 0o755) != nil {
+		t.Fatal("write the fake binaries")
+	}
+	if c := criuSeccomp(patched); c.Status != OK || !strings.Contains(c.Detail, "patch 0005") {
+		t.Errorf("cryo's CRIU: %+v", c)
+	}
+	if c := criuSeccomp(stock); c.Status != Warn || !strings.Contains(c.Detail, "refused") || !strings.Contains(c.Fix, "make deps") {
+		t.Errorf("stock CRIU: %+v", c)
+	}
+}

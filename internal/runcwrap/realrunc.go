@@ -63,9 +63,9 @@ func (w *wrapper) execRunc() error {
 }
 
 // runcEnv is cryo-runc's environment with $CRYO_CRIU's directory first on
-// PATH, where runc looks for criu.
+// PATH, where runc looks for criu, and CRIU's seccomp filter directory.
 func (w *wrapper) runcEnv() []string {
-	return config.CRIUFirst(w.cfg.Environ, w.cfg.CRIU)
+	return config.WithSeccompDir(config.CRIUFirst(w.cfg.Environ, w.cfg.CRIU))
 }
 
 // runcCmd is runc as a child with this process's stdio and cryo-runc's environment

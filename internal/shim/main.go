@@ -56,4 +56,8 @@ func criuFirstOnPath() {
 	if p := config.Lookup(env, "PATH"); p != os.Getenv("PATH") {
 		os.Setenv("PATH", p)
 	}
+	// And CRIU's seccomp filter directory, for the outcome check.
+	if os.Getenv(config.EnvCRIUSeccompDir) == "" {
+		os.Setenv(config.EnvCRIUSeccompDir, config.DefaultSeccompDir)
+	}
 }

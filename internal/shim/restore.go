@@ -39,12 +39,18 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 		return s.createFresh(ctx, r)
 	}
 	started := time.Now()
-	pending, err := s.checkRestore(ctx, r)
+	rctx, cancel, err := s.withCheckpointDeadline(ctx, r)
+	defer cancel()
+	var pending pendingRestore
+	if err == nil {
+		pending, err = s.checkRestore(rctx, r)
+	}
 	if err != nil {
 		removeContainerdCopy(ctx, r.ID, containerdCopy(r))
 		log.G(ctx).WithError(err).Error("cryo: restore refused")
 		return nil, toGRPC(err, true)
 	}
+	pending.deadline, _ = orchestrate.RestoreDeadline(rctx)
 	resp, err := s.TTRPCTaskService.Create(ctx, r)
 	if err != nil {
 		removeContainerdCopy(ctx, r.ID, containerdCopy(r))

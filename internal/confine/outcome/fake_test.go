@@ -252,7 +252,16 @@ func TestFakeTrees(t *testing.T) {
 			ts := []fakeTask{runcTask(100, 101), runcTask(102)}
 			spec, w := runcSpec(), runcWant
 			w.Limits = map[string]uint64{"RLIMIT_CPU": unlimited, "RLIMIT_NPROC": 4096}
+			// Every thread has the real filter of a runc container, and
+			// the spec its seccomp (seccomp_test.go).
+			chain, sc := realChain(t)
+			spec.Linux.Seccomp, w.Filters = sc, Filters{}
 			tc.edit(ts, spec, &w)
+			for _, task := range ts {
+				for _, tid := range task.tids {
+					w.Filters[tid] = chain
+				}
+			}
 			w.Spec = spec
 			proc := writeFake(t, ts)
 			if tc.name == "dev node" {

@@ -40,6 +40,10 @@ type Want struct {
 	// (CRIU, at pre-resume): a thread that is not could be running while
 	// it is read.
 	Tracer int
+	// Filters are the restored threads' seccomp chains as CRIU fetched
+	// them from the kernel (ReadFilters); nil when CRIU wrote none, which
+	// a spec with seccomp refuses (ErrNoFilters).
+	Filters Filters
 }
 
 // Check returns nil when no task of pids (the restored tree, its root
@@ -50,7 +54,7 @@ func Check(proc string, pids []int, w Want) error {
 	if w.Spec == nil || len(pids) == 0 {
 		return fmt.Errorf("outcome: nothing to check (no spec or no task)")
 	}
-	c := &checker{proc: proc, w: w, g: grantedBy(w.Spec), rootNS: map[string]uint64{}}
+	c := newChecker(proc, w)
 	for i, pid := range pids {
 		if err := c.task(pid, i == 0); err != nil {
 			return err
@@ -65,6 +69,12 @@ type checker struct {
 	w      Want
 	g      granted
 	rootNS map[string]uint64 // the root task's namespaces, which every task shares
+	// seccomp is the verdict on each distinct chain (chainKey).
+	seccomp map[string]error
+}
+
+func newChecker(proc string, w Want) *checker {
+	return &checker{proc: proc, w: w, g: grantedBy(w.Spec), rootNS: map[string]uint64{}, seccomp: map[string]error{}}
 }
 
 // task checks one process: each thread's credentials, cgroups and
@@ -78,7 +88,7 @@ func (c *checker) task(pid int, root bool) error {
 	}
 	for _, tid := range tids {
 		t := taskRef{pid: pid, tid: tid, dir: filepath.Join(dir, "task", strconv.Itoa(tid))}
-		for _, f := range []func(taskRef) error{c.status, c.cgroups, c.namespaces} {
+		for _, f := range []func(taskRef) error{c.status, c.filters, c.cgroups, c.namespaces} {
 			if err := f(t); err != nil {
 				return err
 			}

@@ -52,8 +52,7 @@ func selfSpec(t *testing.T) (*specs.Spec, Want) {
 // checkProcess runs every check but the root task's mount table and /dev
 // (the child shares the host's) on pid.
 func checkProcess(pid int, w Want) error {
-	c := &checker{proc: "/proc", w: w, g: grantedBy(w.Spec), rootNS: map[string]uint64{}}
-	return c.task(pid, false)
+	return newChecker("/proc", w).task(pid, false)
 }
 
 func TestRealProcess(t *testing.T) {

@@ -155,10 +155,8 @@ func (c *checker) caps(t taskRef, st map[string]string) error {
 	return nil
 }
 
-// privs checks no_new_privs and the seccomp mode and filter count: the
-// filters' bodies were compared with the spec's before the restore
-// (package confine), and at pre-resume CRIU is the tracer, so
-// PTRACE_SECCOMP_GET_FILTER is not cryo's to call.
+// privs checks no_new_privs and the seccomp mode and filter count; the
+// filters' bodies are checked apart (filters), from what CRIU fetched.
 func (c *checker) privs(t taskRef, st map[string]string) error {
 	sp := c.w.Spec
 	if sp.Process != nil && sp.Process.NoNewPrivileges && st["NoNewPrivs"] != "1" {
@@ -171,6 +169,12 @@ func (c *checker) privs(t taskRef, st map[string]string) error {
 	if st["Seccomp"] != "2" || n < 1 {
 		got := fmt.Sprintf("mode %s with %d filter(s)", st["Seccomp"], n)
 		return violation(t, "seccomp", got, "the spec's filter (mode 2, at least 1 filter)")
+	}
+	// The chain CRIU fetched must be the one the kernel counts: a chain
+	// with a filter left out would be checked as weaker than it is, or
+	// stronger.
+	if chain, ok := c.w.Filters[t.tid]; c.w.Filters != nil && (!ok || len(chain) != n) {
+		return fmt.Errorf("outcome: %s: the kernel reports %d seccomp filter(s), CRIU wrote %d: %w", t.label(), n, len(chain), ErrNoFilters)
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ type Verdict struct {
 	Seconds   float64    `json:"seconds"`     // wall time, which the restore waits
 	CPU       float64    `json:"cpu_seconds"` // of it, this process's CPU time (user and system)
 	Killed    bool       `json:"killed"`      // the restored tree was killed
+	// NoFilters: Error is an ErrNoFilters (the remedy is CRIU's).
+	NoFilters bool `json:"no_filters,omitempty"`
 }
 
 // Err is the failed check's error: the *Violation (which wraps
@@ -36,6 +38,8 @@ func (v *Verdict) Err() error {
 		return nil
 	case v.Violation != nil:
 		return fmt.Errorf("%w: %w", ErrRefused, v.Violation)
+	case v.NoFilters:
+		return fmt.Errorf("%w: %w", ErrRefused, noFilters(v.Error))
 	default:
 		return fmt.Errorf("%w: %s", ErrRefused, v.Error)
 	}
@@ -48,11 +52,20 @@ const Remedy = "restore the checkpoint into a container whose spec grants what t
 // RemedyFor is a failed restore's remedy: Remedy when the check refused
 // it, else otherwise.
 func RemedyFor(err error, otherwise string) string {
+	if errors.Is(err, ErrNoFilters) {
+		return RemedyNoFilters
+	}
 	if errors.Is(err, ErrRefused) {
 		return Remedy
 	}
 	return otherwise
 }
+
+// noFilters is an ErrNoFilters read back from a verdict.
+type noFilters string
+
+func (e noFilters) Error() string { return string(e) }
+func (e noFilters) Unwrap() error { return ErrNoFilters }
 
 // ErrRefused marks a restore whose restored tasks the check killed.
 var ErrRefused = errors.New("the restored tasks were checked before they ran and killed")
