@@ -51,9 +51,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !cp.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.release(ctx, &cp)
 	}
-	if controllerutil.AddFinalizer(&cp, cryov1.CleanupFinalizer) {
-		// The update's event brings the next round.
-		return ctrl.Result{}, r.Update(ctx, &cp)
+	if orig := cp.DeepCopy(); controllerutil.AddFinalizer(&cp, cryov1.CleanupFinalizer) {
+		// The patch's event brings the next round.
+		return ctrl.Result{}, r.Patch(ctx, &cp, lockedPatch(orig))
 	}
 	now := r.now()
 	switch {
@@ -69,10 +69,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // node: nothing of it exists outside the API. An assigned one waits for
 // the agent on its node (see v1alpha1.CleanupFinalizer).
 func (r *Reconciler) release(ctx context.Context, cp *cryov1.Checkpoint) error {
+	orig := cp.DeepCopy()
 	if cp.Status.Node != "" || !controllerutil.RemoveFinalizer(cp, cryov1.CleanupFinalizer) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Update(ctx, cp))
+	return client.IgnoreNotFound(r.Patch(ctx, cp, lockedPatch(orig)))
+}
+
+// lockedPatch is a merge patch from orig that fails on a newer object:
+// it sends only what changed (an Update would send the whole spec back,
+// re-encoded), and the finalizer list is replaced as a whole, so it must
+// be the list of the object read.
+func lockedPatch(orig *cryov1.Checkpoint) client.Patch {
+	return client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
 }
 
 // deadline fails a Checkpoint past its timeout and otherwise comes back

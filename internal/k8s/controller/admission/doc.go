@@ -1,5 +1,5 @@
 // Package admission holds cryo's admission webhooks, served by the
-// controller's process:
+// controller's process.
 //
 //   - Checkpoints (mutating, on create, failurePolicy Fail): refuses a
 //     Checkpoint whose pod or push Secret is not a plain name of its own

@@ -89,7 +89,11 @@ func (h *Pods) restore(ctx context.Context, pod *corev1.Pod, name string) ([]jso
 		return nil, fmt.Sprintf("container %s differs from the one Checkpoint %s was taken of (compatibility key %s, the checkpoint's %s): image, command, args, env, ports, mounts, GPUs or security context changed",
 			container, name, short(key), short(cp.Status.CompatibilityKey)), nil
 	}
-	return h.patch(pod, idx, &cp), "", nil
+	sched, why, err := h.scheduling(ctx, pod)
+	if why != "" || err != nil {
+		return nil, why, err
+	}
+	return append(h.patch(pod, idx, &cp), sched...), "", nil
 }
 
 // patch replaces the container's image by the checkpoint's, runs the pod
