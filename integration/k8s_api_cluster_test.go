@@ -72,14 +72,15 @@ func startAPICluster(t *testing.T) *apiCluster {
 	return a
 }
 
-// chartRBAC creates the controller's service account and rights from
-// the Helm chart (helm template) and a kubeconfig that impersonates that
+// chartRBAC creates the controller's service account and rights, and
+// the policy that keeps the requester, from the Helm chart (helm
+// template), and a kubeconfig that impersonates that
 // service account: the controller runs with exactly the chart's RBAC.
 func (a *apiCluster) chartRBAC() {
 	a.t.Helper()
 	helm := requireHelm(a.t)
 	out, err := runErr(time.Minute, nil, helm, "template", helmRelease, filepath.Join(repoRoot(), "deploy", "helm", "cryo"),
-		"-n", helmNamespace, "--show-only", "templates/controller-rbac.yaml")
+		"-n", helmNamespace, "--show-only", "templates/controller-rbac.yaml", "--show-only", "templates/checkpoint-policy.yaml")
 	if err != nil {
 		a.t.Fatalf("helm template: %v\n%s", err, out)
 	}
