@@ -282,7 +282,9 @@ func testRestoreFrom(t *testing.T, a *apiCluster, src *corev1.Pod) {
 	}
 	a.succeed(t, apiWarm, time.Now(), []cryov1.GPU{{Model: apiGPU, Count: 1, MemoryMiB: 143771}})
 
+	start := time.Now()
 	pod := a.replica(t, nil)
+	t.Logf("a replica restored from %s created in %s", apiWarm, time.Since(start).Round(time.Millisecond))
 	c := pod.Spec.Containers[0]
 	if c.Image != apiDigest || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "cryo" ||
 		pod.Annotations[cryov1.RestoredFromAnnotation] != apiWarm || pod.Spec.NodeSelector["cryo.io/runtime"] != "ready" {
@@ -394,6 +396,7 @@ func testWebhookDown(t *testing.T, a *apiCluster) {
 	if pod.Spec.Containers[0].Image != "busybox" || pod.Annotations[cryov1.RestoredFromAnnotation] != "" {
 		t.Errorf("replica with the webhook down: image %q, annotations %v; want it as its template", pod.Spec.Containers[0].Image, pod.Annotations)
 	}
+	t.Logf("a replica created with the webhook down in %s", time.Since(start).Round(time.Millisecond))
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("creating a pod with the webhook down took %s", d)
 	}
