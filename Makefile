@@ -17,7 +17,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/cryo-gpu/cryo/internal/
 
 INSTALLER_IMAGE ?= localhost/cryo/installer:$(VERSION)
 
-.PHONY: all build failpoints fake deps deps-demo installer-image test test-unit test-integration demo dist release gpu-test bench docs clean help
+.PHONY: all build failpoints fake deps deps-demo installer-image test test-unit test-integration demo dist release gpu-test bench docs generate clean help
 
 all: build
 
@@ -36,6 +36,7 @@ help:
 	@echo "make gpu-test    run the GPU acceptance tests (on a GPU host, from the bundle)"
 	@echo "make bench       run the GPU benchmarks (integration/gpu/bench.sh, on a GPU host)"
 	@echo "make docs        regenerate docs/cli.md (the command tree) and docs/architecture.md (the packages)"
+	@echo "make generate    regenerate the Kubernetes API's deep copies and its CRD (deploy/helm/cryo/crds)"
 	@echo "make clean       remove bin/ and dist/"
 
 build:
@@ -118,6 +119,15 @@ bench:
 docs: build
 	$(BIN)/cryo gen-docs --markdown docs/cli.md
 	$(GO) run ./internal/archdoc -o docs/architecture.md
+
+# The Kubernetes API (api/v1alpha1): deep copies and the CRD in the chart's
+# crds/, by controller-gen, built from the tools module (tools/go.mod) so
+# that its dependencies stay out of cryo's; api/v1alpha1's test fails when
+# either is stale.
+generate:
+	cd tools && $(GO) build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+	$(BIN)/controller-gen object paths=./api/...
+	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/helm/cryo/crds
 
 clean:
 	rm -rf $(BIN) $(DIST)

@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criuaction"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/installer"
+	"github.com/cryo-gpu/cryo/internal/k8s/controller"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
@@ -69,6 +70,12 @@ var personalities = []personality{
 	// is a front end of its own (internal/installer) and not a command of
 	// the CLI's tree.
 	{name: "node installer", chosen: firstArg("node"), run: runInstaller},
+	// Started by the Helm chart's controller Deployment (deploy/helm/cryo):
+	// `cryo k8s controller`, the Checkpoint controller and the admission
+	// webhooks in one process (internal/k8s/controller). Chosen by its
+	// first two arguments: a front end of its own, like the installer,
+	// beside the other `cryo k8s` programs of the cluster.
+	{name: "cluster controller", chosen: firstArgs("k8s", "controller"), run: runController},
 }
 
 // init chooses the personalities that must run before main; see
@@ -106,6 +113,24 @@ func either(a, b func() bool) func() bool { return func() bool { return a() || b
 func firstArg(word string) func() bool {
 	return func() bool { return len(os.Args) > 1 && os.Args[1] == word }
 }
+
+// firstArgs chooses a personality by its first arguments, as firstArg.
+func firstArgs(words ...string) func() bool {
+	return func() bool {
+		if len(os.Args) <= len(words) {
+			return false
+		}
+		for i, w := range words {
+			if os.Args[i+1] != w {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// runController runs `cryo k8s controller …`.
+func runController() int { return controller.Main(os.Args[3:]) }
 
 // runInstaller runs `cryo node …`.
 func runInstaller() int { return installer.Main(os.Args[2:]) }
