@@ -116,6 +116,8 @@ func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.C
 	if err != nil {
 		o.log().Warn("pause record unreadable: CUDA is not resumed", "id", t.ID, "error", err)
 	}
+	// Resume is two steps, not a table: a failpoint holds it before each.
+	failpoint(o, "resume", StepThaw)
 	if _, err := o.step(ctx, t.ID, StepThaw, thaw); err != nil {
 		if r != nil && !o.anyAlive(r.pids()) {
 			o.removePause(t.ID) // the processes are gone (a checkpoint with --exit)
@@ -126,6 +128,7 @@ func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.C
 	if r == nil {
 		return nil
 	}
+	failpoint(o, "resume", StepResume)
 	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumePaused(ctx, t, r) })
 	o.removePause(t.ID)
 	if err != nil {
