@@ -9,8 +9,11 @@ package integration
 
 import (
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 // rwPID is the container's init pid, from runc.
@@ -174,4 +178,97 @@ func TestRuncwrapLostExitStatus(t *testing.T) {
 		t.Fatalf("cryo-runc exited %d after the workload died, want 4 (lost):\n%s", code, out)
 	}
 	wantIn(t, out, "died", "no complete checkpoint holds them")
+}
+
+// TestRuncwrapRestoreSignalSweep: `cryo-runc restore` held before each
+// step of a container's restore (read from the restore's tables), SIGINT
+// to cryo-runc's group. Before CRIU is done nothing is left: no container
+// in runc's state, no process in its cgroup, no CRIU holding the images,
+// and the checkpoint restores again, which the next case proves; after
+// CRIU, the restore completes and the container runs on intact. About 15 s.
+func TestRuncwrapRestoreSignalSweep(t *testing.T) {
+	requireRoot(t)
+	r := rwStart(t, "cryo-rsweep", "CRYO_DIGEST_WATCH=0")
+	img := filepath.Join(r.dir, "img")
+	run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "checkpoint", "--image-path", img, "--work-path", filepath.Join(r.dir, "w0"), r.id)
+	for _, step := range orchestrate.RestoreSteps(true) {
+		t.Run(string(step), func(t *testing.T) {
+			code, out, restored := rwInterruptedRestore(t, r, img, string(step))
+			t.Logf("exit %d:\n%s", code, out)
+			if step == orchestrate.StepResume {
+				if code != 0 {
+					t.Fatalf("exit %d after SIGINT past CRIU's restore, want 0 (completed):\n%s", code, out)
+				}
+				r.out = restored
+				rwRunsIntact(t, r, out)
+				if len(inCgroupOf(r.id)) == 0 {
+					t.Fatal("the running container has no process in its cgroups: the probe of the other cases sees nothing")
+				}
+				return
+			}
+			if code == 0 {
+				t.Fatalf("an interrupted restore exited 0:\n%s", out)
+			}
+			wantIn(t, out, "restore interrupted", "the checkpoint was not changed and is whole")
+			rwNothingRestored(t, r, img, out)
+		})
+	}
+}
+
+// rwInterruptedRestore holds `cryo-runc restore` of img before step,
+// sends SIGINT to its group, and returns its status, its output and what
+// the restored container prints (its stdout is the restore's).
+func rwInterruptedRestore(t *testing.T, r rwRun, img, step string) (int, string, *testsupport.Buffer) {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(failpointBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "restore", "--detach",
+		"--image-path", img, "--work-path", filepath.Join(t.TempDir(), "w"), "--bundle", r.bundle, r.id)
+	cmd.Env = append(os.Environ(), "CRYO_TEST_HOLD=restore/"+step+":"+hold)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	buf := &testsupport.Buffer{}
+	go io.Copy(buf, pr)
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	waitHold(t, hold, "cryo-runc to reach restore step "+step)
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	time.Sleep(200 * time.Millisecond)
+	os.Remove(hold)
+	err = cmd.Wait()
+	time.Sleep(100 * time.Millisecond) // the last lines through the pipe
+	return exitCode(err), buf.String(), buf
+}
+
+// rwNothingRestored: runc knows no such container, no process is left in
+// a cgroup of its, and no CRIU holds its images.
+func rwNothingRestored(t *testing.T, r rwRun, img, out string) {
+	t.Helper()
+	if st, err := runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "state", r.id); err == nil {
+		t.Fatalf("runc still knows the container after the interrupted restore:\n%s\n%s", st, out)
+	}
+	waitFor(t, 10*time.Second, "no process in the container's cgroups", func() bool { return len(inCgroupOf(r.id)) == 0 })
+	waitFor(t, 10*time.Second, "no CRIU to hold the checkpoint open", func() bool { return len(holdersOf("criu", img)) == 0 })
+}
+
+// inCgroupOf lists the processes whose cgroup path names id.
+func inCgroupOf(id string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup"); strings.Contains(string(b), "/"+id) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
