@@ -148,7 +148,7 @@ again, as it was typed:
   cryo: restore of checkpoint DIR failed: restore interrupted: interrupted
   by SIGINT; CRIU was stopped and the processes it had restored were
   killed; ...; remedy: the checkpoint was not changed and is whole: run
-  `+"`cryo restore --dir DIR`"+` to restore it again
+  ` + "`cryo restore --dir DIR`" + ` to restore it again
 Once CRIU is done, the CUDA resume is not interrupted: the restore
 completes and exits 0. A cryo killed there leaves the tree stopped with
 CUDA checkpointed: "cryo recover PID" lets it run on.

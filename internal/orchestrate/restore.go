@@ -45,6 +45,10 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 			if interrupted(ctx) {
 				return interruptedRestore(ctx, id, s, "nothing was restored")
 			}
+			if d, ok := RestoreDeadline(ctx); ok && PastDeadline(ctx, err) {
+				return &StepError{Op: "restore", ID: id, Step: string(s), Err: DeadlineExceededIn("check", d.Limit, err),
+					Outcome: "nothing was restored", Remedy: RestoreDeadlineRemedy}
+			}
 			return checkRestoreError(id, imageDir, s, err)
 		},
 	}
