@@ -272,3 +272,30 @@ func inCgroupOf(id string) []int {
 	}
 	return pids
 }
+
+// TestPodmanLostExitStatus: the same loss through Podman. Podman reports
+// its runtime's exit status in its error, so that a user of `podman
+// container checkpoint` reads cryo-runc's 4 (lost, no complete checkpoint)
+// apart from a failure that left the container running. About 15 s.
+func TestPodmanLostExitStatus(t *testing.T) {
+	hold := filepath.Join(t.TempDir(), "hold")
+	p := newPodman(t, "CRYO_TEST_HOLD=checkpoint/dump:"+hold, "CRYO_DIGEST_WATCH=0")
+	p.withRuntime(failpointBin(t, "cryo-runc")) // the hold is compiled only there
+	p.runApp(t, "app")
+	pidText := strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "app"))
+	pid, err := strconv.Atoi(pidText)
+	if err != nil {
+		t.Fatalf("container pid %q: %v", pidText, err)
+	}
+	g := startGroupCryo(t, "podman", p.env, append(append([]string{}, p.args...), "container", "checkpoint", "--leave-running", "app")...)
+	waitHold(t, hold, "cryo-runc to reach the dump")
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "the app to die", func() bool { return !procfs.Alive(pid) })
+	os.Remove(hold)
+	code, out := g.wait(t), g.out.String()
+	t.Logf("podman exited %d:\n%s", code, out)
+	if code == 0 {
+		t.Fatalf("podman's checkpoint of a dead workload succeeded:\n%s", out)
+	}
+	wantIn(t, out, "exit status 4", "no complete checkpoint holds them")
+}
