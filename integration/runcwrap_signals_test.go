@@ -103,6 +103,20 @@ func TestRuncwrapSignalSweep(t *testing.T) {
 			wantIn(t, out, "checked: every process was returned to running")
 		})
 	}
+	// Podman's own stop of its runtime is a SIGTERM: sampled at the dump,
+	// the step that has the most to undo (CUDA suspended, images written).
+	t.Run("checkpoint/dump/SIGTERM", func(t *testing.T) {
+		g, hold := rwHeld(t, r, "checkpoint", string(orchestrate.StepDump), "checkpoint", "--leave-running", "--image-path", filepath.Join(t.TempDir(), "img"), r.id)
+		g.signalGroup(syscall.SIGTERM)
+		time.Sleep(200 * time.Millisecond)
+		os.Remove(hold)
+		code, out := g.wait(t), g.out.String()
+		if code == 0 {
+			t.Fatalf("a checkpoint stopped by SIGTERM exited 0:\n%s", out)
+		}
+		rwRunsIntact(t, r, out)
+		wantIn(t, out, "checked: every process was returned to running")
+	})
 	rwPauseSweep(t, r)
 }
 
