@@ -47,6 +47,12 @@ mkdir -p "$b/share/man/man1" "$b/share/bash-completion/completions" "$b/share/zs
 "$b/bin/cryo" completion zsh >"$b/share/zsh/site-functions/_cryo"
 "$b/bin/cryo" completion fish >"$b/share/fish/vendor_completions.d/cryo.fish"
 
+say "cryo with the tests' failpoints (the GPU signal sweep holds it at a step)"
+mkdir -p "$b/libexec/failpoints"
+(cd "$here" && make --no-print-directory failpoints >/dev/null)
+cp -a "$here"/bin/failpoints/cryo "$b/libexec/failpoints/"
+for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/libexec/failpoints/$l"; done
+
 say "GPU acceptance tests (integration.test)"
 # Without symbols (-s -w): the bundle must travel in 64 MiB with the checkout.
 (cd "$here" && CGO_ENABLED=1 go test -c -trimpath -ldflags "-s -w" -o "$b/bin/integration.test" ./integration)
@@ -112,6 +118,7 @@ export CRYO_BUNDLE
 export PATH="$CRYO_BUNDLE/bin:$CRYO_BUNDLE/sbin:$CRYO_BUNDLE/deps/containerd-2/usr/bin:$PATH"
 export CRYO_BIN="$CRYO_BUNDLE/bin" CRYO_DEPS="$CRYO_BUNDLE/deps" CRYO_RUNC="$CRYO_BUNDLE/sbin/runc"
 export CRYO_CNI_BIN_DIR="$CRYO_BUNDLE/libexec/cni"
+export CRYO_FAILPOINT_BIN="$CRYO_BUNDLE/libexec/failpoints"
 ENV
 
 say "compressing"

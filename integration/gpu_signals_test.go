@@ -51,9 +51,15 @@ type gpuApp struct {
 
 func startGPUApp(t *testing.T) gpuApp {
 	t.Helper()
+	return startGPUAppMiB(t, gpuSignalMiB)
+}
+
+// startGPUAppMiB starts cudamem holding mib MiB of device memory.
+func startGPUAppMiB(t *testing.T, mib string) gpuApp {
+	t.Helper()
 	reapOrphans(t)
 	log := filepath.Join(t.TempDir(), "app.log")
-	cmd := startDetached(t, log, cudamemBin(t), gpuSignalMiB, "100")
+	cmd := startDetached(t, log, cudamemBin(t), mib, "100")
 	t.Cleanup(func() { killPid(cmd.Process.Pid) })
 	a := gpuApp{pid: cmd.Process.Pid, log: log}
 	waitTicks(t, a.output, 2, "the workload's first ticks")
@@ -181,4 +187,61 @@ func TestGPUGroupInterrupt(t *testing.T) {
 		}
 		a.ticksOn(t, "after cryo recover")
 	})
+}
+
+// TestGPUSignalSweep: the driver table of driver_signals_test.go
+// (driverCases: before the lock, mid-copy out, before the dump, mid-dump,
+// mid-rollback restore, each × SIGINT to cryo's group and SIGKILL of cryo
+// then `cryo recover`) on the real driver, at 4 and 16 GiB of device
+// memory; after each, cudamem verifies its device memory on every tick.
+//
+// Budget, one H200 (the driver copies at about 1.8 GiB/s out and three
+// times that back): at 4 GiB every case takes about 10 s (90 s); at
+// 16 GiB a suspend is about 9 s and a resume 3 s, the mid-dump cases wait
+// for CRIU's whole 16 GiB dump (the dump is never cut short) and cost
+// about 40 s each, the others about 25 s (200 s). The two before-lock
+// cases are left out at 16 GiB: the driver has done nothing yet, so the
+// size changes nothing. About 5 minutes in all, under the 8 allowed.
+func TestGPUSignalSweep(t *testing.T) {
+	gpuOrSkip(t)
+	for _, mib := range []int{4096, 16384} {
+		rig := gpuDriverRig(t, mib)
+		for _, c := range driverCases {
+			if mib > 4096 && c.hold == "suspend" {
+				continue
+			}
+			t.Run(strconv.Itoa(mib/1024)+"GiB/"+c.name, func(t *testing.T) { runDriverCase(t, rig, c) })
+		}
+	}
+}
+
+// gpuDriverRig is the table's rig on the real driver: cudamem holding mib
+// MiB, the signal timed to land halfway through the driver's copy (from
+// the moment cryo's helper traces the process) or once CRIU has written
+// 1 GiB of pages.
+func gpuDriverRig(t *testing.T, mib int) driverRig {
+	apps := map[int]gpuApp{}
+	// Halfway through a copy at the driver's rates (1.8 GiB/s out, about
+	// 5.4 GiB/s back), measured on an H200.
+	half := map[string]time.Duration{
+		"checkpoint": time.Duration(float64(mib)/1843/2*1000) * time.Millisecond,
+		"restore":    time.Duration(float64(mib)/5530/2*1000) * time.Millisecond,
+	}
+	return driverRig{
+		start: func(t *testing.T) int {
+			a := startGPUAppMiB(t, strconv.Itoa(mib))
+			apps[a.pid] = a
+			return a.pid
+		},
+		arm: func(*testing.T, string) {},
+		await: func(t *testing.T, mid string, pid int, img string) {
+			if mid == "dump" {
+				waitFor(t, 5*time.Minute, "CRIU to write 1 GiB of pages", func() bool { return dumpedBytes(img) > 1<<30 })
+				return
+			}
+			waitFor(t, 2*time.Minute, "the driver's "+mid+" to begin", func() bool { return procfs.Tracer(pid) != 0 })
+			time.Sleep(half[mid])
+		},
+		intact: func(t *testing.T, pid int, _ string) { apps[pid].ticksOn(t, "after the signal") },
+	}
 }

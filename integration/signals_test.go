@@ -370,6 +370,11 @@ func TestGroupInterruptDuringRestore(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the half-restored tree to be reaped", func() bool { return !procfs.Exists(p.pid) })
 	t.Logf("cryo said:\n%s", out)
+	// The message says what was killed and what is kept, and the command
+	// that restores the kept checkpoint again; the restore then proves it.
+	wantIn(t, out, "restore interrupted: interrupted by SIGINT",
+		"CRIU was stopped and the processes it had restored were killed",
+		"the checkpoint was not changed and is whole: run `cryo restore --dir "+img+"` to restore it again")
 	bareRestoreVerified(t, env, p, img)
 }
 

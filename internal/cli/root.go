@@ -56,7 +56,7 @@ func Main(args []string) int {
 	root.SetArgs(args[1:])
 	err := root.ExecuteContext(ctx)
 	closeRenderer()
-	return reportError(ctx, os.Stderr, err)
+	return reportError(ctx, os.Stderr, withRetry(err, args))
 }
 
 // NewRoot builds the command tree. Its help texts are also the source of
@@ -169,6 +169,11 @@ func reportMessage(ctx context.Context, w io.Writer, err error) int {
 		return 128 + sigNumber(sig)
 	}
 	if err == nil {
+		if sig := interruptedBy(ctx); sig != nil {
+			// Past the point where it could be undone (a checkpoint's last
+			// write, a restore whose CRIU is done), the command completed.
+			fmt.Fprintf(w, "cryo: %s came once the command could no longer be undone: it completed\n", sigName(sig))
+		}
 		return ExitOK
 	}
 	if u, ok := asUsage(err); ok {

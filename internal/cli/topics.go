@@ -115,9 +115,12 @@ the step under way (CRIU's dump and the driver's copy are never cut short:
 stopped halfway they would lose the workload), then rolls back: CUDA
 resumed, the processes continued. Once a dump has ended the processes
 (--tcp-established), an interrupt completes the checkpoint instead. Further
-signals during the rollback are ignored. A closed pipe on cryo's output
-("cryo checkpoint ... | head -c1") is no signal at all: the output is
-dropped and the command runs to its end.
+signals during the rollback are ignored. A signal that comes once the
+command can no longer be undone (the last write of a checkpoint, a restore
+whose CRIU part is done) lets it complete, exit 0, and says so: "SIGINT
+came once the command could no longer be undone: it completed". A closed
+pipe on cryo's output ("cryo checkpoint ... | head -c1") is no signal at
+all: the output is dropped and the command runs to its end.
 
 What cryo says is checked: before it prints that the processes were
 returned to running, it looks at each one (alive, not stopped) and asks the
@@ -131,6 +134,34 @@ remedy. The exit status says what became of the workload:
   4    a process died; no complete checkpoint holds it
   130  interrupted by Ctrl-C (128+signal for SIGTERM, SIGHUP): rolled back,
        and checked running
+cryo-runc exits 3 and 4 for the same fates (Podman and CRI-O show a
+runtime's status); its other failures keep runc's status, or 1.
+
+An interrupted restore ("cryo restore", "cryo image restore", "cryo-runc
+restore") leaves nothing half-restored. Before CRIU starts it stops
+between steps; during CRIU's restore, CRIU is stopped and the processes it
+had restored are killed (a container's runc state, mounts and cgroups go
+too; "cryo image restore" removes its work directory). A restore writes
+none of the checkpoint's files (but to complete one interrupted after its
+dump, below), so the message says it is whole and gives the command to run
+again, as it was typed:
+  cryo: restore of checkpoint DIR failed: restore interrupted: interrupted
+  by SIGINT; CRIU was stopped and the processes it had restored were
+  killed; ...; remedy: the checkpoint was not changed and is whole: run
+  ` + "`cryo restore --dir DIR`" + ` to restore it again
+Once CRIU is done, the CUDA resume is not interrupted: the restore
+completes and exits 0. A cryo killed there leaves the tree stopped with
+CUDA checkpointed: "cryo recover PID" lets it run on.
+
+A GPU-free pause (ctr task pause, podman pause, cryo-runc pause)
+interrupted before it froze the container rolls back, CUDA resumed; a
+resume is never interrupted (it only gives back: stopped between the
+thaw and the CUDA resume it would leave the processes held).
+
+Under containerd, a Ctrl-C on "ctr task checkpoint" reaches ctr's group
+only: the shim's CRIU runs on and ends its dump. containerd paused the
+task for the checkpoint and resumes it on ctr's request, which is gone:
+the task stays paused, and "ctr task resume" brings it back, CUDA first.
 
 If cryo itself is killed after the dump (or, under Podman, cryo-runc), the
 images are whole but the manifest has no digests. Such a checkpoint is not

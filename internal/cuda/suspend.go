@@ -92,8 +92,13 @@ func (d *Driver) rollback(ctx context.Context, ms []*member, o SetOptions, cause
 		return errors.Join(fmt.Errorf("suspend: %w", cause),
 			fmt.Errorf("rollback left some processes suspended; run `cryo cuda resume` or restart them: %w", rb))
 	}
-	return fmt.Errorf("suspend: %w; every process was returned to running", cause)
+	return fmt.Errorf("suspend: %w; %w", cause, ErrRolledBack)
 }
+
+// ErrRolledBack marks a failed Suspend whose rollback returned every
+// process it had moved to running, so that a caller's report can say
+// that CUDA was touched and given back, not left untouched.
+var ErrRolledBack = errors.New("every process was returned to running")
 
 // owned are the members this call moved (or may have: a call killed at its
 // deadline leaves its member unknown, to be asked again).

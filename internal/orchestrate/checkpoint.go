@@ -124,7 +124,7 @@ func (c *checkpoint) runner(steps []step) *runner {
 		committed:     c.workloadGone,
 		stopping:      c.stopping,
 		failed:        c.stepError,
-		untouched:     "the processes were left running, CUDA untouched",
+		untouched:     untouchedOutcome,
 	}
 }
 
@@ -377,6 +377,14 @@ func (c *checkpoint) suspend(ctx context.Context) error {
 	c.rate = measuredRate(bytes, time.Since(start))
 	return nil
 }
+
+// untouchedOutcome is a failed checkpoint's outcome when no undo had
+// anything to say.
+const untouchedOutcome = "the processes were left running, CUDA untouched"
+
+// driverRolledBack is the outcome of a suspend step whose failure
+// internal/cuda rolled back (cuda.ErrRolledBack).
+const driverRolledBack = "the processes were left running; the suspend's own rollback returned CUDA to running"
 
 // writeManifest writes the manifest before the dump, so that a checkpoint
 // interrupted after the dump still says what it holds (without digests,

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,19 +15,30 @@ import (
 // integration/failpoint_test.go): the shipped binary does not know the
 // variable below.
 
-// envHold, "STEP:FILE", holds a checkpoint before STEP (or "final", the
-// last write of the manifest): the run creates FILE and waits until it is
-// removed. Tests kill cryo, or fill the disk, at a chosen step with it.
+// envHold, "[OP/]STEP:FILE", holds a sequence before STEP (or "final",
+// the last write of a checkpoint's manifest): the run creates FILE and
+// waits until it is removed. OP is the runner's key ("checkpoint",
+// "restore", "pause", "resume"); without it the hold is a checkpoint's.
+// Tests kill cryo, signal it, or fill the disk, at a chosen step with it.
 const envHold = "CRYO_TEST_HOLD"
 
 // holdWait bounds a hold: a test that forgot its file must not leave a
-// checkpoint hanging for good.
+// sequence hanging for good.
 const holdWait = 2 * time.Minute
 
-// failpoint holds a checkpoint before step s when envHold names s.
+// held makes a hold happen once per process: a restore's resume step is
+// also the first step of the inner sequence it runs (ResumeRestored), and
+// a second hold of the same name would wait for a file nobody removes.
+var held atomic.Bool
+
+// failpoint holds a sequence before step s when envHold names op and s.
 func failpoint(o *Orchestrator, op string, s StepName) {
 	want, file, ok := strings.Cut(holdSetting(o), ":")
-	if op != "checkpoint" || !ok || want != string(s) {
+	wantOp, wantStep, named := strings.Cut(want, "/")
+	if !named {
+		wantOp, wantStep = "checkpoint", want
+	}
+	if !ok || op != wantOp || wantStep != string(s) || held.Swap(true) {
 		return
 	}
 	if err := os.WriteFile(file, nil, 0o600); err != nil {

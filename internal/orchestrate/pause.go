@@ -52,8 +52,11 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: c.noCUDA},
 		{name: StepFreeze, do: freeze},
 	},
-		failed:    c.pauseError,
-		untouched: "the container was left running, CUDA untouched",
+		// Between steps an interrupt stops the pause and the rollback
+		// resumes what it suspended: the container is left running.
+		interruptible: true,
+		failed:        c.pauseError,
+		untouched:     "the container was left running, CUDA untouched",
 	}
 	return r.run(ctx)
 }
@@ -75,9 +78,13 @@ func (c *checkpoint) recordPause() error {
 // pauseError says which step of a pause failed; the runner's rollback has
 // returned the container to running (internal/cuda has already rolled back a
 // failed suspend).
-func (c *checkpoint) pauseError(_ context.Context, step StepName, err error, outcome string) error {
+func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, outcome string) error {
 	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,
 		Remedy: pauseRemedies[step]}
+	if interrupted(ctx) {
+		e.Remedy = "none needed; pause the container again when you are ready"
+		return e
+	}
 	if errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = "retry when the container's GPU work can pause, or pause it freeze-only (" + freezeOnlyHint + ")"
 	}
@@ -106,7 +113,13 @@ var pauseRemedies = map[StepName]string{
 
 // Resume calls thaw (runc resume), then resumes CUDA in the processes the
 // pause suspended. Without a pause record it only thaws, as runc would.
+//
+// An interrupt does not stop a resume: it only gives back, and stopped
+// between the thaw and the CUDA resume it would leave the container
+// thawed with its processes held stopped.
 func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.Context) error) error {
+	ctx, cancel := uninterrupted(ctx)
+	defer cancel()
 	ctx, _, release, err := o.lockFor(ctx, "resume", t.ID)
 	if err != nil {
 		return o.lockError("resume", t.ID, err)
@@ -116,6 +129,8 @@ func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.C
 	if err != nil {
 		o.log().Warn("pause record unreadable: CUDA is not resumed", "id", t.ID, "error", err)
 	}
+	// Resume is two steps, not a table: a failpoint holds it before each.
+	failpoint(o, "resume", StepThaw)
 	if _, err := o.step(ctx, t.ID, StepThaw, thaw); err != nil {
 		if r != nil && !o.anyAlive(r.pids()) {
 			o.removePause(t.ID) // the processes are gone (a checkpoint with --exit)
@@ -126,6 +141,7 @@ func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.C
 	if r == nil {
 		return nil
 	}
+	failpoint(o, "resume", StepResume)
 	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumePaused(ctx, t, r) })
 	o.removePause(t.ID)
 	if err != nil {

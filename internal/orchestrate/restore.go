@@ -29,16 +29,7 @@ import (
 // its new spec (ScopeFromSpec), or the zero value for all of the host's.
 func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, scope GPUScope) (*manifest.Manifest, error) {
 	var m *manifest.Manifest
-	seq := &runner{o: o, op: "restore", id: id, steps: []step{
-		o.completeStep(id, imageDir),
-		{name: StepVerify, do: func(ctx context.Context) error {
-			var err error
-			m, err = o.verify(ctx, id, imageDir, scope)
-			return err
-		}},
-		confineStep(imageDir, scope),
-		o.hostPortsStep(id, imageDir, scope),
-	},
+	seq := &runner{o: o, op: "restore", id: id, steps: o.checkRestoreTable(id, imageDir, scope, &m),
 		// The manifest is there from the verify step on; of this check it
 		// records that step alone, as the restore's first.
 		record: func(s StepName, d time.Duration, err error) {
@@ -46,7 +37,18 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
 			}
 		},
-		failed: func(_ context.Context, s StepName, err error, _ string) error {
+		// Nothing is touched before the restore step: an interrupt stops it
+		// between steps, and one during the verify step is named as such,
+		// not as the host check it cut short.
+		interruptible: true,
+		failed: func(ctx context.Context, s StepName, err error, _ string) error {
+			if interrupted(ctx) {
+				return interruptedRestore(ctx, id, s, "nothing was restored")
+			}
+			if d, ok := RestoreDeadline(ctx); ok && PastDeadline(ctx, err) {
+				return &StepError{Op: "restore", ID: id, Step: string(s), Err: DeadlineExceededIn("check", d.Limit, err),
+					Outcome: "nothing was restored", Remedy: RestoreDeadlineRemedy}
+			}
 			return checkRestoreError(id, imageDir, s, err)
 		},
 	}
@@ -54,6 +56,20 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkRestoreTable is CheckRestore's table; the verify step sets *m.
+func (o *Orchestrator) checkRestoreTable(id, imageDir string, scope GPUScope, m **manifest.Manifest) []step {
+	return []step{
+		o.completeStep(id, imageDir),
+		{name: StepVerify, do: func(ctx context.Context) error {
+			var err error
+			*m, err = o.verify(ctx, id, imageDir, scope)
+			return err
+		}},
+		confineStep(imageDir, scope),
+		o.hostPortsStep(id, imageDir, scope),
+	}
 }
 
 // completeStep completes a checkpoint whose run was interrupted after

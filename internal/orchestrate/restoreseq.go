@@ -45,26 +45,22 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
 	var pid int
-	seq := &runner{o: o, op: "restore", id: id, steps: []step{
-		{name: StepRestore, do: func(ctx context.Context) error {
-			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
-			if err != nil {
-				return err
-			}
-			pid = p
-			return nil
-		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
-		// ResumeRestored is a sequence of its own: front ends also call it alone.
-		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
-			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(pid), m))
-		}},
-	},
+	started := false
+	r.Restore = startedFlag(r.Restore, &started)
+	seq := &runner{o: o, op: "restore", id: id, steps: o.restoreTable(m, r, &pid),
+		// Interrupted before CRIU's restore is done, nothing is left of it;
+		// after, the resume completes it (restoreinterrupt.go).
+		interruptible: true,
+		committed:     func() bool { return pid != 0 },
 		record: func(s StepName, d time.Duration, _ error) {
 			if m != nil {
 				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
 			}
 		},
 		failed: func(ctx context.Context, s StepName, err error, outcome string) error {
+			if s == StepRestore && interrupted(ctx) {
+				return interruptedRestore(ctx, id, s, o.interruptedCRIU(ctx, id, started, r))
+			}
 			if s == StepRestore {
 				return o.failedRestore(ctx, id, err, r)
 			}
@@ -72,6 +68,34 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		},
 	}
 	return pid, seq.run(ctx)
+}
+
+// restoreTable is Restore's table; the restore step sets *pid.
+func (o *Orchestrator) restoreTable(m *manifest.Manifest, r Restorer, pid *int) []step {
+	return []step{
+		{name: StepRestore, do: func(ctx context.Context) error {
+			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
+			if err != nil {
+				return err
+			}
+			*pid = p
+			return nil
+		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
+		// ResumeRestored is a sequence of its own: front ends also call it alone.
+		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
+			ctx, cancel := uninterrupted(ctx)
+			defer cancel()
+			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(*pid), m))
+		}},
+	}
+}
+
+// startedFlag is restore, setting *started as it begins.
+func startedFlag(restore func(context.Context) (int, error), started *bool) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		*started = true
+		return restore(ctx)
+	}
 }
 
 // killedOutcome is what a restore whose CUDA resume failed says when the

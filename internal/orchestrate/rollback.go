@@ -31,6 +31,9 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
 	}
+	if step == StepSuspend && errors.Is(err, cuda.ErrRolledBack) && outcome == untouchedOutcome {
+		outcome = driverRolledBack
+	}
 	var remedy string
 	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome)
 	if remedy != "" {

@@ -99,3 +99,15 @@ func TestCheckpointSteps(t *testing.T) {
 		t.Errorf("CheckpointSteps(!cuda, leaveRunning) = %s", got)
 	}
 }
+
+// The restore table a sweep reads: a completed checkpoint outside the
+// host's network skips the completion and the ports wait, and a bare tree,
+// with no spec, the confinement.
+func TestRestoreSteps(t *testing.T) {
+	if got, want := fmt.Sprint(RestoreSteps(true)), "[verify confine restore resume]"; got != want {
+		t.Errorf("RestoreSteps(container) = %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(RestoreSteps(false)), "[verify restore resume]"; got != want {
+		t.Errorf("RestoreSteps(bare) = %s, want %s", got, want)
+	}
+}

@@ -1,6 +1,10 @@
 package orchestrate
 
-import "github.com/cryo-gpu/cryo/internal/manifest"
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cryo-gpu/cryo/internal/manifest"
+)
 
 // CheckpointSteps names, in order, the steps that a checkpoint of a bare
 // process takes, read from the checkpoint's own table with its skips
@@ -16,6 +20,29 @@ func CheckpointSteps(cuda, leaveRunning bool) []StepName {
 	}
 	var names []StepName
 	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
+		if s.skip == nil || !s.skip() {
+			names = append(names, s.failpointName())
+		}
+	}
+	return names
+}
+
+// RestoreSteps names, in order, the steps that a restore of a checkpoint
+// directory takes, read from CheckRestore's and Restore's own tables with
+// their skips applied to a checkpoint that was completed and restores
+// outside the host's network, into a container (with a spec to confine it
+// to) or as a bare tree: the names a failpoint holds a restore before
+// ("restore/STEP").
+func RestoreSteps(container bool) []StepName {
+	o := &Orchestrator{}
+	scope := GPUScope{}
+	if container {
+		scope.Spec = &specs.Spec{}
+	}
+	var m *manifest.Manifest
+	var pid int
+	var names []StepName
+	for _, s := range append(o.checkRestoreTable("steps", "", scope, &m), o.restoreTable(nil, Restorer{}, &pid)...) {
 		if s.skip == nil || !s.skip() {
 			names = append(names, s.failpointName())
 		}

@@ -3,6 +3,8 @@ package runcwrap
 import (
 	"errors"
 	"strconv"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinel errors of cryo-runc; messages wrap them with the container, the
@@ -21,9 +23,25 @@ type exitError struct{ code int }
 func (e *exitError) Error() string { return "runc exited with status " + strconv.Itoa(e.code) }
 func (e *exitError) Unwrap() error { return ErrRuncFailed }
 
-// exitCode is the status cryo-runc exits with for err: runc's own when runc
-// failed, else 1.
+// The statuses of a lost workload, as the cryo CLI exits with them (its
+// ExitLostKept and ExitLost; docs/cli.md, "cryo help interrupted"):
+// Podman and CRI-O show a runtime's exit status, and a script must be able
+// to tell a lost workload from a failure that left it running.
+const (
+	exitLostKept = 3 // a process died; a complete checkpoint holds the workload
+	exitLost     = 4 // a process died; no complete checkpoint holds it
+)
+
+// exitCode is the status cryo-runc exits with for err: 3 or 4 when the
+// workload was lost (the fate wins over runc's status, which only says
+// how the lost step ended), else runc's own when runc failed, else 1.
 func exitCode(err error) int {
+	switch report.FateOf(err) {
+	case report.FateLostKept:
+		return exitLostKept
+	case report.FateLost:
+		return exitLost
+	}
 	var e *exitError
 	if errors.As(err, &e) && e.code != 0 {
 		return e.code

@@ -1,0 +1,315 @@
+package integration
+
+// The signal sweep for cryo-runc, called directly as Podman and CRI-O call
+// it: a signal to cryo-runc's process group (a terminal's Ctrl-C on a
+// `podman container checkpoint`, Podman's own SIGTERM) while the
+// orchestration is held before a step. runc and its CRIU run in a group of
+// their own; cryo-runc decides. And the exit status of a checkpoint that
+// lost its workload is the CLI's: 4, or 3 with a complete checkpoint.
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
+)
+
+// rwPID is the container's init pid, from runc.
+func rwPID(t *testing.T, r rwRun) int {
+	t.Helper()
+	out := run(t, 10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "state", r.id)
+	var st struct {
+		Pid    int    `json:"pid"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("runc state: %v: %s", err, out)
+	}
+	return st.Pid
+}
+
+// rwHeld starts `cryo-runc ARGS…` (the build with failpoints) in a group
+// of its own, held before op's step, and waits for the hold.
+func rwHeld(t *testing.T, r rwRun, op, step string, args ...string) (*groupCryo, string) {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	all := append([]string{"--cryo-env", r.envFile, "--root", r.root}, args...)
+	g := startGroupCryo(t, failpointBin(t, "cryo-runc"), []string{"CRYO_TEST_HOLD=" + op + "/" + step + ":" + hold}, all...)
+	waitHold(t, hold, "cryo-runc to reach "+op+" step "+step)
+	return g, hold
+}
+
+// rwRunsIntact: the container's app ticks on with its device memory
+// verified, and the driver reports its CUDA running.
+func rwRunsIntact(t *testing.T, r rwRun, out string) {
+	t.Helper()
+	pid := rwPID(t, r)
+	if st := procfs.State(pid); st == "T" || st == "t" || !procfs.Alive(pid) {
+		t.Fatalf("the container's app is gone or stopped (state %q):\n%s", st, out)
+	}
+	before := rwLastTick(r.out.String())
+	waitFor(t, 20*time.Second, "the app to tick on", func() bool { return rwLastTick(r.out.String()) > before+2 })
+	if pg, err := fakecuda.ReadPage(pid); err != nil || pg.State != 0 {
+		t.Fatalf("driver state of the container's app: %+v, %v\n%s", pg, err, out)
+	}
+}
+
+// TestRuncwrapSignalSweep: `cryo-runc checkpoint --leave-running` held
+// before every step of the checkpoint's table, SIGINT to cryo-runc's
+// group: the container runs on intact and cryo-runc says so, or, at the
+// last write, the checkpoint completes. Then the GPU-free pause held
+// before each of its steps, and its resume before each of its two. One
+// container serves every case (each leaves it running); about 40 s here.
+func TestRuncwrapSignalSweep(t *testing.T) {
+	requireRoot(t)
+	r := rwStart(t, "cryo-sigsweep", "CRYO_DIGEST_WATCH=0")
+	for _, step := range orchestrate.CheckpointSteps(true, true) {
+		t.Run("checkpoint/"+string(step), func(t *testing.T) {
+			img := filepath.Join(t.TempDir(), "img")
+			g, hold := rwHeld(t, r, "checkpoint", string(step), "checkpoint", "--leave-running", "--image-path", img, r.id)
+			g.signalGroup(syscall.SIGINT)
+			time.Sleep(200 * time.Millisecond)
+			os.Remove(hold)
+			code, out := g.wait(t), g.out.String()
+			t.Logf("exit %d:\n%s", code, out)
+			rwRunsIntact(t, r, out)
+			if step == "final" {
+				if ok, err := manifest.DumpCompleted(img, nil); code != 0 || !ok || err != nil {
+					t.Fatalf("exit %d at the last write, checkpoint complete %v (%v), want 0 and complete:\n%s", code, ok, err, out)
+				}
+				return
+			}
+			if code == 0 {
+				t.Fatalf("an interrupted checkpoint exited 0:\n%s", out)
+			}
+			if step == orchestrate.StepFind {
+				// Nothing was found, so nothing was touched: there is no
+				// process list to check, and the message claims no check.
+				wantIn(t, out, "the processes were left running, CUDA untouched")
+				return
+			}
+			wantIn(t, out, "checked: every process was returned to running")
+		})
+	}
+	// Podman's own stop of its runtime is a SIGTERM: sampled at the dump,
+	// the step that has the most to undo (CUDA suspended, images written).
+	t.Run("checkpoint/dump/SIGTERM", func(t *testing.T) {
+		g, hold := rwHeld(t, r, "checkpoint", string(orchestrate.StepDump), "checkpoint", "--leave-running", "--image-path", filepath.Join(t.TempDir(), "img"), r.id)
+		g.signalGroup(syscall.SIGTERM)
+		time.Sleep(200 * time.Millisecond)
+		os.Remove(hold)
+		code, out := g.wait(t), g.out.String()
+		if code == 0 {
+			t.Fatalf("a checkpoint stopped by SIGTERM exited 0:\n%s", out)
+		}
+		rwRunsIntact(t, r, out)
+		wantIn(t, out, "checked: every process was returned to running")
+	})
+	rwPauseSweep(t, r)
+}
+
+// rwPauseSweep: SIGINT to cryo-runc's group before each step of the
+// GPU-free pause, and of its resume. An interrupted pause rolls back (the
+// container runs, CUDA resumed) unless it had frozen the container; an
+// interrupted resume completes (it only gives back). Either way a resume
+// brings the container back intact.
+func rwPauseSweep(t *testing.T, r rwRun) {
+	for _, step := range []orchestrate.StepName{orchestrate.StepFind, orchestrate.StepInventory, orchestrate.StepSuspend, orchestrate.StepRecord, orchestrate.StepFreeze} {
+		t.Run("pause/"+string(step), func(t *testing.T) {
+			g, hold := rwHeld(t, r, "pause", string(step), "pause", r.id)
+			g.signalGroup(syscall.SIGINT)
+			time.Sleep(200 * time.Millisecond)
+			os.Remove(hold)
+			code, out := g.wait(t), g.out.String()
+			t.Logf("exit %d:\n%s", code, out)
+			rwAfterPause(t, r, code, out)
+		})
+	}
+	for _, step := range []orchestrate.StepName{orchestrate.StepThaw, orchestrate.StepResume} {
+		t.Run("resume/"+string(step), func(t *testing.T) {
+			run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "pause", r.id)
+			g, hold := rwHeld(t, r, "resume", string(step), "resume", r.id)
+			g.signalGroup(syscall.SIGINT)
+			time.Sleep(200 * time.Millisecond)
+			os.Remove(hold)
+			code, out := g.wait(t), g.out.String()
+			t.Logf("exit %d:\n%s", code, out)
+			if code != 0 {
+				t.Fatalf("an interrupted resume exited %d, want 0 (a resume is not undone):\n%s", code, out)
+			}
+			rwRunsIntact(t, r, out)
+		})
+	}
+}
+
+// rwAfterPause checks an interrupted pause: a pause that failed left the
+// container running; one that completed left it paused, and the resume
+// brings it back.
+func rwAfterPause(t *testing.T, r rwRun, code int, out string) {
+	t.Helper()
+	state := run(t, 10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "state", r.id)
+	paused := strings.Contains(state, `"status": "paused"`) || strings.Contains(state, `"status":"paused"`)
+	switch {
+	case code == 0 && paused:
+		run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "resume", r.id)
+	case code != 0 && !paused:
+		wantIn(t, out, "stopped before this step: interrupt", "left running", "none needed; pause the container again")
+	default:
+		t.Fatalf("pause exited %d with the container %s:\n%s", code, state, out)
+	}
+	rwRunsIntact(t, r, out)
+}
+
+// TestRuncwrapLostExitStatus: the container's app dies while cryo-runc's
+// checkpoint is held before the dump (an OOM kill, say). runc's dump
+// fails, the rollback finds the process gone, and cryo-runc exits 4 (lost,
+// no complete checkpoint), as the CLI does, not runc's status or 1:
+// Podman shows it.
+func TestRuncwrapLostExitStatus(t *testing.T) {
+	requireRoot(t)
+	r := rwStart(t, "cryo-lost", "CRYO_DIGEST_WATCH=0")
+	pid := rwPID(t, r)
+	img := filepath.Join(t.TempDir(), "img")
+	g, hold := rwHeld(t, r, "checkpoint", string(orchestrate.StepDump), "checkpoint", "--leave-running", "--image-path", img, r.id)
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "the app to die", func() bool { return !procfs.Alive(pid) })
+	os.Remove(hold)
+	code, out := g.wait(t), g.out.String()
+	t.Logf("exit %d:\n%s", code, out)
+	if code != 4 {
+		t.Fatalf("cryo-runc exited %d after the workload died, want 4 (lost):\n%s", code, out)
+	}
+	wantIn(t, out, "died", "no complete checkpoint holds them")
+}
+
+// TestRuncwrapRestoreSignalSweep: `cryo-runc restore` held before each
+// step of a container's restore (read from the restore's tables), SIGINT
+// to cryo-runc's group. Before CRIU is done nothing is left: no container
+// in runc's state, no process in its cgroup, no CRIU holding the images,
+// and the checkpoint restores again, which the next case proves; after
+// CRIU, the restore completes and the container runs on intact. About 15 s.
+func TestRuncwrapRestoreSignalSweep(t *testing.T) {
+	requireRoot(t)
+	r := rwStart(t, "cryo-rsweep", "CRYO_DIGEST_WATCH=0")
+	img := filepath.Join(r.dir, "img")
+	run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "checkpoint", "--image-path", img, "--work-path", filepath.Join(r.dir, "w0"), r.id)
+	for _, step := range orchestrate.RestoreSteps(true) {
+		t.Run(string(step), func(t *testing.T) {
+			code, out, restored := rwInterruptedRestore(t, r, img, string(step))
+			t.Logf("exit %d:\n%s", code, out)
+			if step == orchestrate.StepResume {
+				if code != 0 {
+					t.Fatalf("exit %d after SIGINT past CRIU's restore, want 0 (completed):\n%s", code, out)
+				}
+				r.out = restored
+				rwRunsIntact(t, r, out)
+				if len(inCgroupOf(r.id)) == 0 {
+					t.Fatal("the running container has no process in its cgroups: the probe of the other cases sees nothing")
+				}
+				return
+			}
+			if code == 0 {
+				t.Fatalf("an interrupted restore exited 0:\n%s", out)
+			}
+			wantIn(t, out, "restore interrupted", "the checkpoint was not changed and is whole")
+			rwNothingRestored(t, r, img, out)
+		})
+	}
+}
+
+// rwInterruptedRestore holds `cryo-runc restore` of img before step,
+// sends SIGINT to its group, and returns its status, its output and what
+// the restored container prints (its stdout is the restore's).
+func rwInterruptedRestore(t *testing.T, r rwRun, img, step string) (int, string, *testsupport.Buffer) {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(failpointBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "restore", "--detach",
+		"--image-path", img, "--work-path", filepath.Join(t.TempDir(), "w"), "--bundle", r.bundle, r.id)
+	cmd.Env = append(os.Environ(), "CRYO_TEST_HOLD=restore/"+step+":"+hold)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	buf := &testsupport.Buffer{}
+	go io.Copy(buf, pr)
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	waitHold(t, hold, "cryo-runc to reach restore step "+step)
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	time.Sleep(200 * time.Millisecond)
+	os.Remove(hold)
+	err = cmd.Wait()
+	time.Sleep(100 * time.Millisecond) // the last lines through the pipe
+	return exitCode(err), buf.String(), buf
+}
+
+// rwNothingRestored: runc knows no such container, no process is left in
+// a cgroup of its, and no CRIU holds its images.
+func rwNothingRestored(t *testing.T, r rwRun, img, out string) {
+	t.Helper()
+	if st, err := runErr(10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "state", r.id); err == nil {
+		t.Fatalf("runc still knows the container after the interrupted restore:\n%s\n%s", st, out)
+	}
+	waitFor(t, 10*time.Second, "no process in the container's cgroups", func() bool { return len(inCgroupOf(r.id)) == 0 })
+	waitFor(t, 10*time.Second, "no CRIU to hold the checkpoint open", func() bool { return len(holdersOf("criu", img)) == 0 })
+}
+
+// inCgroupOf lists the processes whose cgroup path names id.
+func inCgroupOf(id string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup"); strings.Contains(string(b), "/"+id) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestPodmanLostExitStatus: the same loss through Podman. Podman reports
+// its runtime's exit status in its error, so that a user of `podman
+// container checkpoint` reads cryo-runc's 4 (lost, no complete checkpoint)
+// apart from a failure that left the container running. About 15 s.
+func TestPodmanLostExitStatus(t *testing.T) {
+	hold := filepath.Join(t.TempDir(), "hold")
+	p := newPodman(t, "CRYO_TEST_HOLD=checkpoint/dump:"+hold, "CRYO_DIGEST_WATCH=0")
+	p.withRuntime(failpointBin(t, "cryo-runc")) // the hold is compiled only there
+	p.runApp(t, "app")
+	pidText := strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "app"))
+	pid, err := strconv.Atoi(pidText)
+	if err != nil {
+		t.Fatalf("container pid %q: %v", pidText, err)
+	}
+	g := startGroupCryo(t, "podman", p.env, append(append([]string{}, p.args...), "container", "checkpoint", "--leave-running", "app")...)
+	waitHold(t, hold, "cryo-runc to reach the dump")
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "the app to die", func() bool { return !procfs.Alive(pid) })
+	os.Remove(hold)
+	code, out := g.wait(t), g.out.String()
+	t.Logf("podman exited %d:\n%s", code, out)
+	if code == 0 {
+		t.Fatalf("podman's checkpoint of a dead workload succeeded:\n%s", out)
+	}
+	wantIn(t, out, "exit status 4", "no complete checkpoint holds them")
+}
