@@ -8,11 +8,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cryo-gpu/cryo/internal/cli"
 	"github.com/cryo-gpu/cryo/internal/criuaction"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/installer"
+	"github.com/cryo-gpu/cryo/internal/k8s/agent"
+	"github.com/cryo-gpu/cryo/internal/k8s/kubectlcryo"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
@@ -69,6 +72,14 @@ var personalities = []personality{
 	// is a front end of its own (internal/installer) and not a command of
 	// the CLI's tree.
 	{name: "node installer", chosen: firstArg("node"), run: runInstaller},
+	// Started by the Helm chart's agent DaemonSet on each cryo-ready node:
+	// `cryo k8s agent`, the Kubernetes node agent (internal/k8s/agent).
+	// Chosen by its first two arguments, as the installer is.
+	{name: "Kubernetes node agent", chosen: firstArgs("k8s", "agent"), run: runAgent},
+	// Started by kubectl as the plugin kubectl-cryo (`kubectl cryo …`),
+	// found in PATH by that name. Chosen by argv[0]: kubectl passes the
+	// user's arguments alone.
+	{name: "kubectl plugin", chosen: calledAs(kubectlcryo.BinaryName), run: runKubectlPlugin},
 }
 
 // init chooses the personalities that must run before main; see
@@ -106,6 +117,19 @@ func either(a, b func() bool) func() bool { return func() bool { return a() || b
 func firstArg(word string) func() bool {
 	return func() bool { return len(os.Args) > 1 && os.Args[1] == word }
 }
+
+// firstArgs chooses a personality by its first arguments.
+func firstArgs(words ...string) func() bool {
+	return func() bool {
+		return len(os.Args) > len(words) && slices.Equal(os.Args[1:1+len(words)], words)
+	}
+}
+
+// runAgent runs `cryo k8s agent …`.
+func runAgent() int { return agent.Main(os.Args[3:]) }
+
+// runKubectlPlugin runs `kubectl cryo …`.
+func runKubectlPlugin() int { return kubectlcryo.Main(os.Args[1:]) }
 
 // runInstaller runs `cryo node …`.
 func runInstaller() int { return installer.Main(os.Args[2:]) }
