@@ -70,7 +70,7 @@ func (k *Kubelet) Checkpoint(ctx context.Context, ns, pod, container string, tim
 	}
 	secs := max(int(timeout/time.Second), 1)
 	u := url.URL{Scheme: "https", Host: net.JoinHostPort(k.Host, strconv.Itoa(k.Port)),
-		Path: "/checkpoint/" + url.PathEscape(ns) + "/" + url.PathEscape(pod) + "/" + url.PathEscape(container),
+		Path:     "/checkpoint/" + url.PathEscape(ns) + "/" + url.PathEscape(pod) + "/" + url.PathEscape(container),
 		RawQuery: "timeout=" + strconv.Itoa(secs)}
 	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
 	defer cancel()
