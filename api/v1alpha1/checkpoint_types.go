@@ -24,20 +24,24 @@ const (
 func (p Phase) Done() bool { return p == PhaseSucceeded || p == PhaseFailed }
 
 // CheckpointSpec says which container to checkpoint and where the image
-// goes. It is immutable once created.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a Checkpoint's spec is immutable; create another Checkpoint"
+// goes. What it names (pod, container, repository, Secret) is immutable
+// once created: the webhook checked the requester's rights on exactly
+// those. Timeout, TTL and Keep may change.
+// +kubebuilder:validation:XValidation:rule="has(self.pushSecretName) == has(oldSelf.pushSecretName)",message="pushSecretName is immutable: create another Checkpoint"
 type CheckpointSpec struct {
 	// PodName is the pod to checkpoint, in the Checkpoint's namespace. It
 	// is a name, never namespace/name.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="immutable: create another Checkpoint"
 	PodName string `json:"podName"`
 
 	// Container is the container of the pod to checkpoint.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="immutable: create another Checkpoint"
 	Container string `json:"container"`
 
 	// Repository is where the checkpoint image is pushed, without a tag
@@ -45,6 +49,7 @@ type CheckpointSpec struct {
 	// the tag; Status.Image pins the pushed image by digest.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="immutable: create another Checkpoint"
 	Repository string `json:"repository"`
 
 	// PushSecretName names a Secret of type kubernetes.io/dockerconfigjson
@@ -53,6 +58,7 @@ type CheckpointSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="immutable: create another Checkpoint"
 	PushSecretName string `json:"pushSecretName,omitempty"`
 
 	// LeaveRunning leaves the container running after the checkpoint.

@@ -74,3 +74,13 @@ const (
 	ReasonTimeout          = "Timeout"
 	ReasonNotCompatible    = "NotCompatible"
 )
+
+// ColdStartAnnotation is set by the pod webhook on a pod that named a
+// Checkpoint in RestoreFromAnnotation but starts cold: why, in words. An
+// Event on the pod's owner (or the pod) says the same.
+const ColdStartAnnotation = "cryo.io/cold-start"
+
+// GPUProductLabel is the node label (NVIDIA GPU feature discovery's) that
+// a restored pod's required node affinity matches against the
+// checkpoint's GPU model.
+const GPUProductLabel = "nvidia.com/gpu.product"

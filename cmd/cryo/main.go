@@ -8,7 +8,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/cryo-gpu/cryo/internal/cli"
 	"github.com/cryo-gpu/cryo/internal/criuaction"
@@ -16,6 +15,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/installer"
 	"github.com/cryo-gpu/cryo/internal/k8s/agent"
 	"github.com/cryo-gpu/cryo/internal/k8s/kubectlcryo"
+	"github.com/cryo-gpu/cryo/internal/k8s/controller"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
@@ -80,6 +80,12 @@ var personalities = []personality{
 	// found in PATH by that name. Chosen by argv[0]: kubectl passes the
 	// user's arguments alone.
 	{name: "kubectl plugin", chosen: calledAs(kubectlcryo.BinaryName), run: runKubectlPlugin},
+	// Started by the Helm chart's controller Deployment (deploy/helm/cryo):
+	// `cryo k8s controller`, the Checkpoint controller and the admission
+	// webhooks in one process (internal/k8s/controller). Chosen by its
+	// first two arguments: a front end of its own, like the installer,
+	// beside the other `cryo k8s` programs of the cluster.
+	{name: "cluster controller", chosen: firstArgs("k8s", "controller"), run: runController},
 }
 
 // init chooses the personalities that must run before main; see
@@ -118,10 +124,18 @@ func firstArg(word string) func() bool {
 	return func() bool { return len(os.Args) > 1 && os.Args[1] == word }
 }
 
-// firstArgs chooses a personality by its first arguments.
+// firstArgs chooses a personality by its first arguments, as firstArg.
 func firstArgs(words ...string) func() bool {
 	return func() bool {
-		return len(os.Args) > len(words) && slices.Equal(os.Args[1:1+len(words)], words)
+		if len(os.Args) <= len(words) {
+			return false
+		}
+		for i, w := range words {
+			if os.Args[i+1] != w {
+				return false
+			}
+		}
+		return true
 	}
 }
 
@@ -130,6 +144,9 @@ func runAgent() int { return agent.Main(os.Args[3:]) }
 
 // runKubectlPlugin runs `kubectl cryo …`.
 func runKubectlPlugin() int { return kubectlcryo.Main(os.Args[1:]) }
+
+// runController runs `cryo k8s controller …`.
+func runController() int { return controller.Main(os.Args[3:]) }
 
 // runInstaller runs `cryo node …`.
 func runInstaller() int { return installer.Main(os.Args[2:]) }
