@@ -14,8 +14,8 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/installer"
 	"github.com/cryo-gpu/cryo/internal/k8s/agent"
-	"github.com/cryo-gpu/cryo/internal/k8s/kubectlcryo"
 	"github.com/cryo-gpu/cryo/internal/k8s/controller"
+	"github.com/cryo-gpu/cryo/internal/k8s/kubectlcryo"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
