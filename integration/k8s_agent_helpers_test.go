@@ -4,11 +4,13 @@ package integration
 // process on the test's node, with the chart's ServiceAccount and RBAC
 // (rendered by helm from deploy/helm/cryo), a kubeconfig holding that
 // ServiceAccount's token, and the kubelet's checkpoints directory. There
-// is no controller in the test cluster: the test assigns each Checkpoint
-// to the node itself, as cryo's controller would.
+// assigns each Checkpoint to the node is cryo's own, as a real process
+// too (startCryoController).
 
 import (
 	"bytes"
+	"crypto/x509"
+	"net"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
 )
 
 const (
@@ -105,14 +108,19 @@ func (c *k8sCluster) archives(ns, pod string) []string {
 	return m
 }
 
-// assign plays cryo's controller: it puts the cleanup finalizer on the
-// Checkpoint and assigns it to the test's node.
-func (c *k8sCluster) assign(ns, name string) {
+// startCryoController runs cryo's controller and webhooks (`cryo k8s
+// controller`, as TestK8sCheckpointAPI runs them) beside the kubelet:
+// it assigns each Checkpoint to its pod's node, and its pod webhook
+// starts pods of cryo.io/restore-from from the checkpoint image.
+func (c *k8sCluster) startCryoController() *apiCluster {
 	c.t.Helper()
-	c.kubectl("patch", "checkpoint", name, "-n", ns, "--type=merge", "-p",
-		`{"metadata":{"finalizers":["`+cryov1.CleanupFinalizer+`"]}}`)
-	c.kubectl("patch", "checkpoint", name, "-n", ns, "--subresource=status", "--type=merge", "-p",
-		`{"status":{"node":"`+k8sNodeName+`","phase":"Assigned"}}`)
+	c.pki.sign(c.t, 100, certSpec{name: "webhook", cn: "cryo-webhook", usage: x509.ExtKeyUsageServerAuth,
+		ips: []net.IP{net.ParseIP("127.0.0.1")}, dns: []string{"localhost"}})
+	a := &apiCluster{k8sCluster: c, webhookPort: testsupport.FreePort(c.t), probeAddr: testsupport.FreeAddr(c.t)}
+	a.certs()
+	a.webhooks()
+	a.startController()
+	return a
 }
 
 // checkpointObj reads a Checkpoint.

@@ -36,13 +36,17 @@ func TestK8sAgent(t *testing.T) {
 	c.app = pub.addr + "/cryo/app:v1"
 	c.node.publishApp(c.app)
 	c.installAgentRBAC(helm)
+	c.startCryoController()
+	// The node as the installer leaves it: the RuntimeClass's scheduling
+	// may ask for the label.
+	c.kubectl("label", "node", k8sNodeName, "cryo.io/runtime=ready")
 	c.namespace(nsAgentApps, nil)
 	c.namespace(nsAgentOther, nil)
 	c.kubectl("create", "secret", "docker-registry", agentSecret, "-n", nsAgentApps, "--docker-server="+reg.addr,
 		"--docker-username="+privateUser, "--docker-password="+privatePassword)
 	agent := c.startAgent(t, cryoBin(t, "cryo"))
 
-	c.runPod(appPod(nsAgentApps, "source", c.app, podOpts{}))
+	c.runPod(appPod(nsAgentApps, "source", c.app, podOpts{pullSecret: agentSecret}))
 	c.waitPod(nsAgentApps, "source", "Running")
 	c.waitTicks(nsAgentApps, "source", 3)
 	repo := reg.addr + "/ckpt/source"
@@ -52,8 +56,8 @@ func TestK8sAgent(t *testing.T) {
 		_, err := c.kubectlErr("get", "checkpoint", "first", "-n", nsAgentApps)
 		return err == nil
 	})
+	// The ticks printed before the controller could assign it.
 	before := lastOf(c.logTicks(nsAgentApps, "source"))
-	c.assign(nsAgentApps, "first")
 	cp, seen := c.waitCheckpoint(nsAgentApps, "first")
 	t.Logf("Checkpoint first: %v in %s", seen, time.Since(took).Round(time.Millisecond))
 	out, err := waitPlugin()
@@ -114,12 +118,20 @@ func (c *k8sCluster) checkNoLeftovers(a *k8sAgent, ns, pod string) {
 	}
 }
 
-// testAgentReplicas: two new pods named by the checkpoint image (what
-// the restore-from webhook makes of a new replica) each carry on the
-// source's counter from the checkpoint.
+// testAgentReplicas: two new pods of the source's spec with the
+// annotation cryo.io/restore-from: first (what a scaled Deployment's
+// template gives its new replicas) are started by cryo's pod webhook
+// from the checkpoint image, and each carries on the source's counter
+// from the checkpoint.
 func testAgentReplicas(c *k8sCluster, image string, before, after int) {
 	for _, name := range []string{"replica-1", "replica-2"} {
-		c.runPod(appPod(nsAgentApps, name, image, podOpts{pullSecret: agentSecret}))
+		pod := appPod(nsAgentApps, name, c.app, podOpts{pullSecret: agentSecret})
+		pod["metadata"].(map[string]any)["annotations"] = map[string]string{cryov1.RestoreFromAnnotation: "first"}
+		c.runPod(pod)
+		got := c.kubectl("get", "pod", name, "-n", nsAgentApps, "-o", "jsonpath={.spec.containers[0].image}")
+		if got != image {
+			c.t.Fatalf("the pod webhook did not start %s from %s: its image is %s\n%s", name, image, got, c.events(nsAgentApps, name))
+		}
 	}
 	for _, name := range []string{"replica-1", "replica-2"} {
 		c.waitPod(nsAgentApps, name, "Running")
@@ -176,7 +188,6 @@ func testAgentKilled(c *k8sCluster, life testing.TB, a *k8sAgent, repo string) *
 	hold := filepath.Join(c.t.TempDir(), "hold")
 	held := c.startAgent(c.t, failpointBin(c.t, "cryo"), "CRYO_TEST_HOLD=agent-push:"+hold)
 	c.plugin("checkpoint", "source", "--to", repo, "--secret", agentSecret, "-n", nsAgentApps, "--name", "second")
-	c.assign(nsAgentApps, "second")
 	waitFor(c.t, k8sWait, "the agent held before its push", func() bool { _, err := os.Stat(hold); return err == nil })
 	if cp := c.checkpointObj(nsAgentApps, "second"); cp.Status.Phase != cryov1.PhasePushing {
 		c.t.Fatalf("held before the push, the Checkpoint is %s", cp.Status.Phase)
