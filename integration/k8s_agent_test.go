@@ -77,6 +77,7 @@ func TestK8sAgent(t *testing.T) {
 		{"OtherNamespace", func(c *k8sCluster) { testAgentOtherNamespace(c, cp.Status.Image) }},
 		{"Plugin", testAgentPlugin},
 		{"KilledMidCheckpoint", func(c *k8sCluster) { agent = testAgentKilled(c, t, agent, repo) }},
+		{"PodDeleted", func(c *k8sCluster) { agent = testAgentPodDeleted(c, t, agent, repo) }},
 		{"Cleanup", func(c *k8sCluster) { testAgentCleanup(c, reg, cp.Status.Image) }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
@@ -230,4 +231,30 @@ func testAgentCleanup(c *k8sCluster, reg *privateRegistry, image string) {
 	if resp.StatusCode != http.StatusNotFound {
 		c.t.Errorf("the deleted Checkpoint's manifest answers %s, want 404", resp.Status)
 	}
+}
+
+// testAgentPodDeleted: a pod deleted while the agent is about to call the
+// kubelet ends its Checkpoint Failed, with the step and the kubelet's
+// cause, and leaves nothing on the node.
+func testAgentPodDeleted(c *k8sCluster, life testing.TB, a *k8sAgent, repo string) *k8sAgent {
+	c.runPod(appPod(nsAgentApps, "doomed", c.app, podOpts{pullSecret: agentSecret}))
+	c.waitPod(nsAgentApps, "doomed", "Running")
+	a.proc.stop()
+	hold := filepath.Join(c.t.TempDir(), "hold")
+	held := c.startAgent(c.t, failpointBin(c.t, "cryo"), "CRYO_TEST_HOLD=agent-kubelet-checkpoint:"+hold)
+	c.plugin("checkpoint", "doomed", "--to", repo, "--secret", agentSecret, "-n", nsAgentApps, "--name", "third")
+	waitFor(c.t, k8sWait, "the agent held before the kubelet's checkpoint", func() bool { _, err := os.Stat(hold); return err == nil })
+	c.kubectl("delete", "pod", "doomed", "-n", nsAgentApps, "--grace-period=1", "--wait=true", "--timeout=60s")
+	if err := os.Remove(hold); err != nil {
+		c.t.Fatal(err)
+	}
+	cp, seen := c.waitCheckpoint(nsAgentApps, "third")
+	if cp.Status.Phase != cryov1.PhaseFailed || cp.Status.Failure == nil {
+		c.t.Fatalf("a Checkpoint of a deleted pod: %v, failure %+v", seen, cp.Status.Failure)
+	}
+	c.t.Logf("failed: %+v", *cp.Status.Failure)
+	held.proc.stop()
+	a = c.startAgent(life, cryoBin(c.t, "cryo"))
+	c.checkNoLeftovers(a, nsAgentApps, "doomed")
+	return a
 }

@@ -94,3 +94,20 @@ func (k *Kubelet) Checkpoint(ctx context.Context, ns, pod, container string, tim
 	}
 	return answer.Items[0], nil
 }
+
+// kubeletRemedy is the one thing to do about a failed kubelet call. A
+// failure of cryo's shim carries its own remedy in the kubelet's answer,
+// which the report prefers to this one.
+func kubeletRemedy(err error) string {
+	var ke *KubeletError
+	if !errors.As(err, &ke) {
+		return "check that the agent reaches the kubelet at its node's address and that --kubelet-ca signed the kubelet's certificate"
+	}
+	switch ke.Status {
+	case http.StatusNotFound:
+		return "the pod or its container is gone: checkpoint a running pod"
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "let the agent's ServiceAccount create nodes/checkpoint (the chart's ClusterRole) and turn on the kubelet's webhook authentication and authorization"
+	}
+	return "check that the pod runs with runtimeClassName cryo on a node that cryo's installer labelled cryo.io/runtime=ready"
+}

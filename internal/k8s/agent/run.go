@@ -59,12 +59,13 @@ func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *sta
 		return stepErr(id, stepSecret, err, "create the Secret "+cp.Spec.PushSecretName+" (type kubernetes.io/dockerconfigjson) in namespace "+cp.Namespace)
 	}
 	var archive string
+	failpoint(stepKubelet)
 	err := s.timed(stepKubelet, func() (err error) {
 		archive, err = r.Kubelet.Checkpoint(ctx, cp.Namespace, cp.Spec.PodName, cp.Spec.Container, timeoutOf(cp))
 		return err
 	})
 	if err != nil {
-		return stepErr(id, stepKubelet, err, "check that the pod runs with runtimeClassName cryo and that the agent may create nodes/checkpoint")
+		return stepErr(id, stepKubelet, err, kubeletRemedy(err))
 	}
 	defer removeArchive(archive)
 	if err := s.progress(ctx, cryov1.PhaseCheckpointing, 40); err != nil {
