@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,11 +55,18 @@ func (r *Reconciler) archivesOf(cp *cryov1.Checkpoint) []string {
 	if r.ArchiveDir == "" {
 		return nil
 	}
-	pattern := "checkpoint-" + cp.Spec.PodName + "_" + cp.Namespace + "-" + cp.Spec.Container + "-*.tar"
-	matches, _ := filepath.Glob(filepath.Join(r.ArchiveDir, pattern))
+	prefix := "checkpoint-" + cp.Spec.PodName + "_" + cp.Namespace + "-" + cp.Spec.Container + "-"
+	matches, _ := filepath.Glob(filepath.Join(r.ArchiveDir, prefix+"*.tar"))
 	since := cp.CreationTimestamp.Add(-time.Second)
 	var out []string
 	for _, m := range matches {
+		// Names hold dashes: what follows the prefix must be the time
+		// alone, or the archive is another container's (namespace "ns-a"
+		// and container "b" against namespace "ns" and container "a-b").
+		stamp := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m), prefix), ".tar")
+		if _, err := time.Parse(time.RFC3339, stamp); err != nil {
+			continue
+		}
 		if fi, err := os.Stat(m); err == nil && !fi.ModTime().Before(since) {
 			out = append(out, m)
 		}
