@@ -38,10 +38,12 @@ type apiCluster struct {
 	webhookPort int
 	probeAddr   string
 	ctrl        *k8sProc
+	// ctrlKubeconfig is the controller's: the chart's service account.
+	ctrlKubeconfig string
 }
 
 // startAPICluster starts etcd, the API server and cryo's controller, and
-// installs the CRD and the webhook configuration.
+// installs the CRD, the webhook configuration and the chart's RBAC.
 func startAPICluster(t *testing.T) *apiCluster {
 	t.Helper()
 	c := &k8sCluster{t: t, bin: requireK8s(t)}
@@ -65,8 +67,36 @@ func startAPICluster(t *testing.T) *apiCluster {
 	c.kubectl("apply", "-f", filepath.Join(repoRoot(), "deploy", "helm", "cryo", "crds"))
 	c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/checkpoints.cryo.io")
 	a.webhooks()
+	a.chartRBAC()
 	a.startController()
 	return a
+}
+
+// chartRBAC creates the controller's service account and rights, and
+// the policy that keeps the requester, from the Helm chart (helm
+// template), and a kubeconfig that impersonates that
+// service account: the controller runs with exactly the chart's RBAC.
+func (a *apiCluster) chartRBAC() {
+	a.t.Helper()
+	helm := requireHelm(a.t)
+	out, err := runErr(time.Minute, nil, helm, "template", helmRelease, filepath.Join(repoRoot(), "deploy", "helm", "cryo"),
+		"-n", helmNamespace, "--show-only", "templates/controller-rbac.yaml", "--show-only", "templates/checkpoint-policy.yaml")
+	if err != nil {
+		a.t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	a.kubectl("create", "namespace", helmNamespace)
+	rbac := filepath.Join(a.dir, "controller-rbac.yaml")
+	writeFile(a.t, rbac, out)
+	a.kubectl("apply", "-f", rbac)
+	cfg := map[string]any{
+		"apiVersion": "v1", "kind": "Config", "current-context": "cryo",
+		"clusters": []any{map[string]any{"name": "cryo", "cluster": map[string]any{"server": a.apiURL, "certificate-authority": a.pki.caCert}}},
+		"users": []any{map[string]any{"name": "controller", "user": map[string]any{"client-certificate": a.pki.cert("admin"), "client-key": a.pki.key("admin"),
+			"as": "system:serviceaccount:" + helmNamespace + ":" + helmRelease + "-controller"}}},
+		"contexts": []any{map[string]any{"name": "cryo", "context": map[string]any{"cluster": "cryo", "user": "controller"}}},
+	}
+	a.ctrlKubeconfig = filepath.Join(a.dir, "controller.kubeconfig")
+	writeFile(a.t, a.ctrlKubeconfig, string(mustJSON(a.t, cfg)))
 }
 
 // certs puts the webhook's certificate where the controller reads it.
@@ -136,7 +166,7 @@ func (a *apiCluster) webhooks() {
 func (a *apiCluster) startController() {
 	a.t.Helper()
 	a.ctrl = startK8sProc(a.t, a.dir, "cryo-controller", cryoBin(a.t, "cryo"), "k8s", "controller",
-		"--kubeconfig", a.kubeconfig, "--webhook-host", "127.0.0.1", "--webhook-port", strconv.Itoa(a.webhookPort),
+		"--kubeconfig", a.ctrlKubeconfig, "--webhook-host", "127.0.0.1", "--webhook-port", strconv.Itoa(a.webhookPort),
 		"--cert-dir", a.certDir, "--probe-addr", a.probeAddr)
 	a.ctrl.waitUp(a.t, time.Minute, func() error {
 		_, err := httpGet(a.plain(), "http://"+a.probeAddr+"/readyz")

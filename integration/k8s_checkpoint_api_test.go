@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func (a *apiCluster) setup(t *testing.T) {
 			StringData: map[string]string{corev1.DockerConfigJsonKey: `{"auths":{}}`}},
 		&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "cryo"}, Handler: "cryo",
 			Scheduling: &nodev1.Scheduling{NodeSelector: map[string]string{"cryo.io/runtime": "ready"}}},
-		role("checkpointer", rbacv1.PolicyRule{APIGroups: []string{"cryo.io"}, Resources: []string{"checkpoints"}, Verbs: []string{"create", "get", "list"}}),
+		role("checkpointer", rbacv1.PolicyRule{APIGroups: []string{"cryo.io"}, Resources: []string{"checkpoints"}, Verbs: []string{"create", "get", "list", "update"}}),
 		role("exec", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}}),
 		role("push", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"regcred"}, Verbs: []string{"get"}}),
 		bind("checkpointer", "alice"), bind("checkpointer", "bob"), bind("exec", "bob"), bind("push", "bob"),
@@ -201,9 +202,34 @@ func testRequesterRecorded(t *testing.T, a *apiCluster, src *corev1.Pod) {
 	if r == nil || r.Username != "bob" || !strings.Contains(strings.Join(r.Groups, ","), "team-devs") {
 		t.Errorf("status.requester = %+v, want bob in team-devs", r)
 	}
+	// The chart's policy keeps the requester: once the API server has
+	// loaded it (a probe shows when), bob cannot rewrite it.
+	probe := checkpoint("probe", src.Name)
+	if err := a.as("bob").Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	eventually(t, "the requester policy in force", func() (bool, error) {
+		n++
+		err := a.forgeRequester(ctx, "probe", "mallory-"+strconv.Itoa(n))
+		return err != nil && strings.Contains(err.Error(), "cannot change"), err
+	})
+	if err := a.forgeRequester(ctx, cp.Name, "mallory"); err == nil || !strings.Contains(err.Error(), "cannot change") {
+		t.Errorf("bob rewrote the requester of %s: err = %v", cp.Name, err)
+	}
 	if got.Status.Node != "node-a" || !strings.HasPrefix(got.Status.CompatibilityKey, "v1-") || !controllerutil.ContainsFinalizer(got, cryov1.CleanupFinalizer) {
 		t.Errorf("assigned Checkpoint: node %q, key %q, finalizers %v", got.Status.Node, got.Status.CompatibilityKey, got.Finalizers)
 	}
+}
+
+// forgeRequester is bob trying to rename who asked for Checkpoint name.
+func (a *apiCluster) forgeRequester(ctx context.Context, name, user string) error {
+	var cp cryov1.Checkpoint
+	if err := a.admin.Get(ctx, client.ObjectKey{Namespace: apiNS, Name: name}, &cp); err != nil {
+		return err
+	}
+	cp.Annotations[cryov1.RequesterAnnotation] = user
+	return a.as("bob").Update(ctx, &cp)
 }
 
 // testControllerFails: a pod that is missing, not running, or lacks the

@@ -49,7 +49,9 @@ func (h *Pods) Handle(ctx context.Context, req admission.Request) admission.Resp
 		why = "cryo could not read Checkpoint " + name + ": " + err.Error()
 	}
 	if why != "" {
-		h.Events.ColdStart(ctx, &pod, name, why)
+		if req.DryRun == nil || !*req.DryRun { // sideEffects: NoneOnDryRun
+			h.Events.ColdStart(ctx, &pod, name, why)
+		}
 		ops = setEntries(pod.Annotations != nil, "/metadata/annotations", map[string]string{cryov1.ColdStartAnnotation: why})
 		return admission.Patched("cold start: "+why, ops...)
 	}
