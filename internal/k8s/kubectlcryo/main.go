@@ -50,8 +50,10 @@ func Main(args []string) int {
 func rootCommand(out io.Writer) *cobra.Command {
 	e := &env{out: out, loader: clientcmd.NewDefaultClientConfigLoadingRules()}
 	root := &cobra.Command{
-		Use:   "kubectl cryo",
-		Short: "checkpoint pods into container images, and start new pods from them",
+		Use: "cryo",
+		// kubectl runs the plugin as kubectl-cryo; its user types this.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cryo"},
+		Short:       "checkpoint pods into container images, and start new pods from them",
 		Long: `kubectl cryo drives cryo's Checkpoint API (cryo.io/v1alpha1).
 
 A Checkpoint names one container of a running pod and a repository. cryo's
