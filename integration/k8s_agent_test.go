@@ -105,7 +105,16 @@ func checkSucceeded(t *testing.T, cp *cryov1.Checkpoint, repo string) {
 			t.Errorf("no timing of step %s in %v", want, st.StepTimings)
 		}
 	}
-	t.Logf("image %s, %d bytes, steps %v", st.Image, st.ImageSize, steps)
+	shim := 0
+	for name := range steps {
+		if strings.HasPrefix(name, "shim/") {
+			shim++
+		}
+	}
+	if shim == 0 {
+		t.Errorf("no step of cryo's shim (shim/…, from the checkpoint's manifest) in %v", st.StepTimings)
+	}
+	t.Logf("image %s, %d bytes, steps %v", st.Image, st.ImageSize, st.StepTimings)
 }
 
 // checkNoLeftovers: no kubelet archive of the pod, no work directory.

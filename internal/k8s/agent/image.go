@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 )
 
@@ -43,6 +44,7 @@ func (w work) writeAuth(dockerConfig []byte) error {
 type built struct {
 	ref     string
 	summary *ociimage.Summary
+	steps   []manifest.Step // the shim's own steps, from cryo's manifest
 }
 
 // buildRunnable turns the kubelet's archive into a runnable checkpoint
@@ -66,7 +68,11 @@ func (w work) buildRunnable(ctx context.Context, archive, ref string) (*built, e
 	if err != nil {
 		return nil, err
 	}
-	return &built{ref: ref, summary: sum}, nil
+	b := &built{ref: ref, summary: sum}
+	if src.Manifest != nil {
+		b.steps = src.Manifest.Steps
+	}
+	return b, nil
 }
 
 // push sends the image to its registry and returns its manifest digest.

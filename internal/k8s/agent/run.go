@@ -75,6 +75,7 @@ func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *sta
 	if err := s.timed(stepBuild, func() (err error) { b, err = w.buildRunnable(ctx, archive, tagOf(cp)); return err }); err != nil {
 		return stepErr(id, stepBuild, err, "check the agent's log and free space in "+r.WorkRoot)
 	}
+	s.insertAfter(stepKubelet, b.steps)
 	if err := s.progress(ctx, cryov1.PhasePushing, 70); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/version"
@@ -62,6 +63,23 @@ func (s *statusWriter) timed(step string, f func() error) error {
 	err := f()
 	s.timings = append(s.timings, cryov1.StepTiming{Step: step, Duration: metav1.Duration{Duration: time.Since(began).Round(time.Millisecond)}})
 	return err
+}
+
+// insertAfter records the steps of cryo's shim (from the checkpoint's
+// manifest: the CUDA suspend, the CRIU dump, …) after the agent's step
+// that ran them, named shim/STEP: the kubelet's time split into cryo's.
+func (s *statusWriter) insertAfter(step string, steps []manifest.Step) {
+	at := len(s.timings)
+	for i, t := range s.timings {
+		if t.Step == step {
+			at = i + 1
+		}
+	}
+	var add []cryov1.StepTiming
+	for _, st := range steps {
+		add = append(add, cryov1.StepTiming{Step: "shim/" + st.Name, Duration: metav1.Duration{Duration: st.Duration().Round(time.Millisecond)}})
+	}
+	s.timings = append(s.timings[:at], append(add, s.timings[at:]...)...)
 }
 
 func (s *statusWriter) progress(ctx context.Context, phase cryov1.Phase, percent int32) error {

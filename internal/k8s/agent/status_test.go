@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
@@ -57,5 +58,24 @@ func TestManifestFacts(t *testing.T) {
 		if got := cudaVersion(v); got != want {
 			t.Errorf("cudaVersion(%d) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// TestInsertAfter: the shim's steps go right after the kubelet's call.
+func TestInsertAfter(t *testing.T) {
+	s := &statusWriter{}
+	for _, step := range []string{stepSecret, stepKubelet, stepBuild} {
+		_ = s.timed(step, func() error { return nil })
+	}
+	s.insertAfter(stepKubelet, []manifest.Step{{Name: "cuda-suspend", Seconds: 1.5}, {Name: "criu-dump", Seconds: 0.25}})
+	var names []string
+	for _, t := range s.timings {
+		names = append(names, t.Step)
+	}
+	if got := strings.Join(names, " "); got != "secret kubelet-checkpoint shim/cuda-suspend shim/criu-dump build" {
+		t.Errorf("steps %s", got)
+	}
+	if d := s.timings[2].Duration.Duration; d != 1500*time.Millisecond {
+		t.Errorf("cuda-suspend took %s", d)
 	}
 }
