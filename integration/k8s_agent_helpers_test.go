@@ -44,13 +44,23 @@ var (
 	lastAgentLog string
 )
 
-// installAgentRBAC applies the CRD and the chart's agent objects (its
-// ServiceAccount, roles and DaemonSet: no DaemonSet controller runs here,
-// so the DaemonSet stays without pods).
-func (c *k8sCluster) installAgentRBAC(helm string) {
+// installCRD applies the chart's CRD and waits until it serves.
+func (c *k8sCluster) installCRD() {
 	c.t.Helper()
 	c.kubectl("apply", "-f", filepath.Join(repoRoot(), "deploy", "helm", "cryo", "crds"))
-	c.kubectl("wait", "--for=condition=Established", "crd/checkpoints.cryo.io", "--timeout=60s")
+	// Polled, not `kubectl wait`: that fails at once on a CRD whose
+	// status has no conditions yet, as a busy API server shows it.
+	waitFor(c.t, time.Minute, "the Checkpoint CRD established", func() bool {
+		out, err := c.kubectlErr("get", "crd", "checkpoints.cryo.io", "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && out == "True"
+	})
+}
+
+// installAgentRBAC applies the chart's agent objects (its ServiceAccount,
+// roles and DaemonSet: no DaemonSet controller runs here, so the
+// DaemonSet stays without pods) in the release's namespace.
+func (c *k8sCluster) installAgentRBAC(helm string) {
+	c.t.Helper()
 	c.namespace(agentNamespace, nil)
 	chart := filepath.Join(repoRoot(), "deploy", "helm", "cryo")
 	rendered := filepath.Join(c.dir, "agent.yaml")
@@ -119,6 +129,7 @@ func (c *k8sCluster) startCryoController() *apiCluster {
 	a := &apiCluster{k8sCluster: c, webhookPort: testsupport.FreePort(c.t), probeAddr: testsupport.FreeAddr(c.t)}
 	a.certs()
 	a.webhooks()
+	a.chartRBAC() // the controller runs with the chart's rights, as TestK8sCheckpointAPI's
 	a.startController()
 	return a
 }

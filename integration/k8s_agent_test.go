@@ -35,8 +35,9 @@ func TestK8sAgent(t *testing.T) {
 	pub, reg := startRegistry(t), startPrivateRegistry(t)
 	c.app = pub.addr + "/cryo/app:v1"
 	c.node.publishApp(c.app)
-	c.installAgentRBAC(helm)
+	c.installCRD()
 	c.startCryoController()
+	c.installAgentRBAC(helm)
 	// The node as the installer leaves it: the RuntimeClass's scheduling
 	// may ask for the label.
 	c.kubectl("label", "node", k8sNodeName, "cryo.io/runtime=ready")
