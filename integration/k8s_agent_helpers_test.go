@@ -10,8 +10,8 @@ package integration
 import (
 	"bytes"
 	"crypto/x509"
-	"net"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
