@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,11 @@ func startAPICluster(t *testing.T) *apiCluster {
 	}
 	a.admin = a.client(rest.ImpersonationConfig{})
 	c.kubectl("apply", "-f", filepath.Join(repoRoot(), "deploy", "helm", "cryo", "crds"))
-	c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/checkpoints.cryo.io")
+	// Not kubectl wait: it fails at once on a CRD that has no conditions yet.
+	eventually(t, "the CRD established", func() (bool, error) {
+		out, err := c.kubectlErr("get", "crd", "checkpoints.cryo.io", "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && strings.TrimSpace(out) == "True", err
+	})
 	a.webhooks()
 	a.chartRBAC()
 	a.startController()

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ func TestK8sCheckpointAPI(t *testing.T) {
 	a := startAPICluster(t)
 	a.setup(t)
 	src := a.sourcePod(t)
+	t.Run("ChartAccepted", func(t *testing.T) { testChartAccepted(t, a) })
 	t.Run("CrossNamespace", func(t *testing.T) { testCrossNamespace(t, a) })
 	t.Run("NeedsPodsExec", func(t *testing.T) { testNeedsPodsExec(t, a) })
 	t.Run("RequesterRecorded", func(t *testing.T) { testRequesterRecorded(t, a, src) })
@@ -155,6 +157,28 @@ func (a *apiCluster) running(t *testing.T, pod *corev1.Pod) {
 func checkpoint(name, pod string) *cryov1.Checkpoint {
 	return &cryov1.Checkpoint{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: apiNS},
 		Spec: cryov1.CheckpointSpec{PodName: pod, Container: "app", Repository: "registry.test:5000/team/web", PushSecretName: "regcred"}}
+}
+
+// testChartAccepted: the API server takes every object the chart renders
+// with the controller on (the Deployment, the webhook configuration with
+// its generated CA, the policy), on a server-side dry run.
+func testChartAccepted(t *testing.T, a *apiCluster) {
+	out, err := runErr(time.Minute, nil, requireHelm(t), "template", helmRelease, filepath.Join(repoRoot(), "deploy", "helm", "cryo"), "-n", helmNamespace)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	f := filepath.Join(a.dir, "chart.yaml")
+	writeFile(t, f, out)
+	got, err := a.kubectlErr("apply", "--dry-run=server", "-f", f)
+	if err != nil {
+		t.Fatalf("the API server refused the chart: %v\n%s", err, got)
+	}
+	for _, want := range []string{"deployment.apps/cryo-controller", "mutatingwebhookconfiguration.admissionregistration.k8s.io/cryo",
+		"validatingadmissionpolicy.admissionregistration.k8s.io/cryo-checkpoint-requester", "service/cryo-webhook"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dry run did not take %s:\n%s", want, got)
+		}
+	}
 }
 
 func testCrossNamespace(t *testing.T, a *apiCluster) {
@@ -282,7 +306,9 @@ func testRestoreFrom(t *testing.T, a *apiCluster, src *corev1.Pod) {
 	}
 	a.succeed(t, apiWarm, time.Now(), []cryov1.GPU{{Model: apiGPU, Count: 1, MemoryMiB: 143771}})
 
+	start := time.Now()
 	pod := a.replica(t, nil)
+	t.Logf("a replica restored from %s created in %s", apiWarm, time.Since(start).Round(time.Millisecond))
 	c := pod.Spec.Containers[0]
 	if c.Image != apiDigest || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "cryo" ||
 		pod.Annotations[cryov1.RestoredFromAnnotation] != apiWarm || pod.Spec.NodeSelector["cryo.io/runtime"] != "ready" {
@@ -394,6 +420,7 @@ func testWebhookDown(t *testing.T, a *apiCluster) {
 	if pod.Spec.Containers[0].Image != "busybox" || pod.Annotations[cryov1.RestoredFromAnnotation] != "" {
 		t.Errorf("replica with the webhook down: image %q, annotations %v; want it as its template", pod.Spec.Containers[0].Image, pod.Annotations)
 	}
+	t.Logf("a replica created with the webhook down in %s", time.Since(start).Round(time.Millisecond))
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("creating a pod with the webhook down took %s", d)
 	}
