@@ -9,7 +9,7 @@ DIST     := $(CURDIR)/dist
 CRYO_DEPS ?= /opt/cryo-deps
 export CRYO_DEPS
 # The names one multi-call binary answers to.
-LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action
+LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action kubectl-cryo
 # The version cryo reports (cryo version, the shim's -v, every manifest).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)

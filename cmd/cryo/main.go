@@ -13,7 +13,9 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criuaction"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/installer"
+	"github.com/cryo-gpu/cryo/internal/k8s/agent"
 	"github.com/cryo-gpu/cryo/internal/k8s/controller"
+	"github.com/cryo-gpu/cryo/internal/k8s/kubectlcryo"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
@@ -70,6 +72,14 @@ var personalities = []personality{
 	// is a front end of its own (internal/installer) and not a command of
 	// the CLI's tree.
 	{name: "node installer", chosen: firstArg("node"), run: runInstaller},
+	// Started by the Helm chart's agent DaemonSet on each cryo-ready node:
+	// `cryo k8s agent`, the Kubernetes node agent (internal/k8s/agent).
+	// Chosen by its first two arguments, as the installer is.
+	{name: "Kubernetes node agent", chosen: firstArgs("k8s", "agent"), run: runAgent},
+	// Started by kubectl as the plugin kubectl-cryo (`kubectl cryo …`),
+	// found in PATH by that name. Chosen by argv[0]: kubectl passes the
+	// user's arguments alone.
+	{name: "kubectl plugin", chosen: calledAs(kubectlcryo.BinaryName), run: runKubectlPlugin},
 	// Started by the Helm chart's controller Deployment (deploy/helm/cryo):
 	// `cryo k8s controller`, the Checkpoint controller and the admission
 	// webhooks in one process (internal/k8s/controller). Chosen by its
@@ -128,6 +138,12 @@ func firstArgs(words ...string) func() bool {
 		return true
 	}
 }
+
+// runAgent runs `cryo k8s agent …`.
+func runAgent() int { return agent.Main(os.Args[3:]) }
+
+// runKubectlPlugin runs `kubectl cryo …`.
+func runKubectlPlugin() int { return kubectlcryo.Main(os.Args[1:]) }
 
 // runController runs `cryo k8s controller …`.
 func runController() int { return controller.Main(os.Args[3:]) }

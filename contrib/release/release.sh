@@ -7,7 +7,7 @@
 #   OUTDIR/SHA256SUMS                         both, as sha256sum -c reads them
 #
 # The tree is laid out as it lands under / (docs/release.md describes it):
-#   usr/local/bin/cryo (+ containerd-shim-cryo-v2, cryo-runc, cryo-criu-action)
+#   usr/local/bin/cryo (+ containerd-shim-cryo-v2, cryo-runc, cryo-criu-action, kubectl-cryo)
 #   usr/local/sbin/criu           cryo's patched CRIU; its RPATH ($ORIGIN/../lib/cryo)
 #   usr/local/lib/cryo/           finds the libraries it needs, copied beside it,
 #                                 so only glibc (>= 2.34) comes from the host
@@ -44,7 +44,7 @@ mkdir -p "$u"/{bin,sbin,lib/cryo,share/cryo/containerd,share/man/man1} \
 
 say "cryo $version and its names"
 install -m 0755 "$here/bin/cryo" "$u/bin/cryo"
-for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -s cryo "$u/bin/$l"; done
+for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action kubectl-cryo; do ln -s cryo "$u/bin/$l"; done
 
 say "man pages and shell completions"
 "$u/bin/cryo" gen-docs --man "$u/share/man/man1"

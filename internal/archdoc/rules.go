@@ -12,7 +12,7 @@ import (
 
 // frontEnds are the packages (with their subpackages) that a caller talks
 // to. They are peers: none imports another but through a crossing below.
-var frontEnds = []string{"internal/cli", "internal/criuaction", "internal/installer", "internal/k8s/controller", "internal/runcwrap", "internal/shim"}
+var frontEnds = []string{"internal/cli", "internal/criuaction", "internal/installer", "internal/k8s/agent", "internal/k8s/controller", "internal/k8s/kubectlcryo", "internal/runcwrap", "internal/shim"}
 
 // entries pick a front end by the name the binary was called by; they may
 // import every front end.

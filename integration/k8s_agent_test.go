@@ -1,0 +1,270 @@
+package integration
+
+// The node agent end to end, on the real kubelet and API server: a
+// Checkpoint made with `kubectl cryo checkpoint --wait` is carried out by
+// `cryo k8s agent` (the chart's RBAC, its own ServiceAccount token at the
+// kubelet's webhook authorization) into a runnable image in a registry
+// with a password; two new pods started from the image carry on the
+// source's counter; a pod of a namespace without the pull secret never
+// gets it; an agent killed mid-checkpoint leaves a Failed Checkpoint, the
+// source running and nothing on the node; and deleting a Checkpoint
+// removes its image from the registry (the cleanup finalizer).
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+)
+
+const (
+	nsAgentApps  = "apps"
+	nsAgentOther = "other"
+	agentSecret  = "ckpt-push"
+)
+
+func TestK8sAgent(t *testing.T) {
+	began := time.Now()
+	helm := requireHelm(t)
+	c := startK8sCluster(t)
+	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
+	pub, reg := startRegistry(t), startPrivateRegistry(t)
+	c.app = pub.addr + "/cryo/app:v1"
+	c.node.publishApp(c.app)
+	c.installCRD()
+	c.startCryoController()
+	c.installAgentRBAC(helm)
+	// The node as the installer leaves it: the RuntimeClass's scheduling
+	// may ask for the label.
+	c.kubectl("label", "node", k8sNodeName, "cryo.io/runtime=ready")
+	c.namespace(nsAgentApps, nil)
+	c.namespace(nsAgentOther, nil)
+	c.kubectl("create", "secret", "docker-registry", agentSecret, "-n", nsAgentApps, "--docker-server="+reg.addr,
+		"--docker-username="+privateUser, "--docker-password="+privatePassword)
+	agent := c.startAgent(t, cryoBin(t, "cryo"))
+
+	c.runPod(appPod(nsAgentApps, "source", c.app, podOpts{pullSecret: agentSecret}))
+	c.waitPod(nsAgentApps, "source", "Running")
+	c.waitTicks(nsAgentApps, "source", 3)
+	repo := reg.addr + "/ckpt/source"
+	took := time.Now()
+	waitPlugin := c.startPlugin("checkpoint", "source", "--to", repo, "--secret", agentSecret, "--wait", "-n", nsAgentApps, "--name", "first")
+	waitFor(t, 30*time.Second, "the Checkpoint first", func() bool {
+		_, err := c.kubectlErr("get", "checkpoint", "first", "-n", nsAgentApps)
+		return err == nil
+	})
+	// The ticks printed before the controller could assign it.
+	before := lastOf(c.logTicks(nsAgentApps, "source"))
+	cp, seen := c.waitCheckpoint(nsAgentApps, "first")
+	t.Logf("Checkpoint first: %v in %s", seen, time.Since(took).Round(time.Millisecond))
+	out, err := waitPlugin()
+	if err != nil || cp.Status.Phase != cryov1.PhaseSucceeded {
+		t.Fatalf("kubectl cryo checkpoint --wait: %v (phase %s, failure %+v)\n%s\n%s", err, cp.Status.Phase, cp.Status.Failure, out, c.agentTail())
+	}
+	wantIn(t, out, "first: Succeeded 100%", "image "+repo+"@sha256:", "kubelet-checkpoint", "push")
+	checkSucceeded(t, cp, repo)
+	after := lastOf(c.logTicks(nsAgentApps, "source"))
+	c.checkNoLeftovers(agent, nsAgentApps, "source")
+
+	for _, s := range []struct {
+		name string
+		run  func(*k8sCluster)
+	}{
+		{"Replicas", func(c *k8sCluster) { testAgentReplicas(c, cp.Status.Image, before, after) }},
+		{"OtherNamespace", func(c *k8sCluster) { testAgentOtherNamespace(c, cp.Status.Image) }},
+		{"Plugin", testAgentPlugin},
+		{"KilledMidCheckpoint", func(c *k8sCluster) { agent = testAgentKilled(c, t, agent, repo) }},
+		{"PodDeleted", func(c *k8sCluster) { agent = testAgentPodDeleted(c, t, agent, repo) }},
+		{"Cleanup", func(c *k8sCluster) { testAgentCleanup(c, reg, cp.Status.Image) }},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			start := time.Now()
+			s.run(c.with(t))
+			t.Logf("%s took %s", s.name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+	t.Logf("took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// checkSucceeded checks what the agent recorded of a Checkpoint.
+func checkSucceeded(t *testing.T, cp *cryov1.Checkpoint, repo string) {
+	t.Helper()
+	st := cp.Status
+	if !strings.HasPrefix(st.Image, repo+"@sha256:") || st.ImageSize <= 0 || st.Progress != 100 || st.CryoVersion == "" {
+		t.Errorf("status: image %q size %d progress %d cryo %q", st.Image, st.ImageSize, st.Progress, st.CryoVersion)
+	}
+	steps := map[string]time.Duration{}
+	for _, s := range st.StepTimings {
+		steps[s.Step] = s.Duration.Duration
+	}
+	for _, want := range []string{"kubelet-checkpoint", "build", "push"} {
+		if steps[want] <= 0 {
+			t.Errorf("no timing of step %s in %v", want, st.StepTimings)
+		}
+	}
+	shim := 0
+	for name := range steps {
+		if strings.HasPrefix(name, "shim/") {
+			shim++
+		}
+	}
+	if shim == 0 {
+		t.Errorf("no step of cryo's shim (shim/…, from the checkpoint's manifest) in %v", st.StepTimings)
+	}
+	t.Logf("image %s, %d bytes, steps %v", st.Image, st.ImageSize, st.StepTimings)
+}
+
+// checkNoLeftovers: no kubelet archive of the pod, no work directory.
+func (c *k8sCluster) checkNoLeftovers(a *k8sAgent, ns, pod string) {
+	c.t.Helper()
+	if left := c.archives(ns, pod); len(left) != 0 {
+		c.t.Errorf("the kubelet's archives are left: %v", left)
+	}
+	if ents, _ := os.ReadDir(a.work); len(ents) != 0 {
+		c.t.Errorf("the agent's work directory holds %d entries", len(ents))
+	}
+}
+
+// testAgentReplicas: two new pods of the source's spec with the
+// annotation cryo.io/restore-from: first (what a scaled Deployment's
+// template gives its new replicas) are started by cryo's pod webhook
+// from the checkpoint image, and each carries on the source's counter
+// from the checkpoint.
+func testAgentReplicas(c *k8sCluster, image string, before, after int) {
+	for _, name := range []string{"replica-1", "replica-2"} {
+		pod := appPod(nsAgentApps, name, c.app, podOpts{pullSecret: agentSecret})
+		pod["metadata"].(map[string]any)["annotations"] = map[string]string{cryov1.RestoreFromAnnotation: "first"}
+		c.runPod(pod)
+		got := c.kubectl("get", "pod", name, "-n", nsAgentApps, "-o", "jsonpath={.spec.containers[0].image}")
+		if got != image {
+			c.t.Fatalf("the pod webhook did not start %s from %s: its image is %s\n%s", name, image, got, c.events(nsAgentApps, name))
+		}
+	}
+	for _, name := range []string{"replica-1", "replica-2"} {
+		c.waitPod(nsAgentApps, name, "Running")
+		c.waitTicks(nsAgentApps, name, 3)
+		ticks := c.logTicks(nsAgentApps, name)
+		if ticks[0] <= before || ticks[0] > after+1 {
+			c.t.Errorf("%s began at tick %d; the checkpoint was taken between ticks %d and %d", name, ticks[0], before, after)
+		}
+		c.t.Logf("%s: ticks %d…%d (checkpoint between %d and %d)", name, ticks[0], lastOf(ticks), before, after)
+	}
+}
+
+// testAgentOtherNamespace: a pod of a namespace without the pull secret
+// stays in ErrImagePull, though the image is on the node.
+func testAgentOtherNamespace(c *k8sCluster, image string) {
+	c.runPod(appPod(nsAgentOther, "borrowed", image, podOpts{}))
+	p := c.waitPodFor(nsAgentOther, "borrowed", "image pull refusal", func(p *k8sPod) (bool, bool) {
+		reason, _ := p.waiting()
+		return reason == "ErrImagePull" || reason == "ImagePullBackOff", p.everRan()
+	})
+	_, msg := p.waiting()
+	c.t.Logf("the other namespace's pod: %s", msg)
+}
+
+// testAgentPlugin: kubectl cryo ls lists the Checkpoint, and restore-from
+// annotates a Deployment's pod template.
+func testAgentPlugin(c *k8sCluster) {
+	wantIn(c.t, c.plugin("ls", "-n", nsAgentApps), "first", "Succeeded", "100%")
+	if l := c.pluginList(nsAgentApps); len(l) != 1 || l[0].Name != "first" || l[0].Status.Image == "" {
+		c.t.Errorf("kubectl cryo ls --json: %+v", l)
+	}
+	dep := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "app", "namespace": nsAgentApps},
+		"spec": map[string]any{"replicas": 1, "selector": map[string]any{"matchLabels": map[string]string{"app": "app"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]string{"app": "app"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": c.app}}}}}}
+	if out, err := c.apply(dep); err != nil {
+		c.t.Fatalf("create the Deployment: %v\n%s", err, out)
+	}
+	wantIn(c.t, c.plugin("restore-from", "first", "deployment/app", "-n", nsAgentApps), "new pods restore from first")
+	got := c.kubectl("get", "deployment", "app", "-n", nsAgentApps, "-o", `jsonpath={.spec.template.metadata.annotations.cryo\.io/restore-from}`)
+	if got != "first" {
+		c.t.Errorf("the template's restore-from annotation is %q", got)
+	}
+	if out, err := runErr(time.Minute, nil, cryoBin(c.t, "kubectl-cryo"), "--kubeconfig", c.kubeconfig, "restore-from", "nosuch", "deployment/app", "-n", nsAgentApps); err == nil {
+		c.t.Errorf("restore-from of a missing Checkpoint succeeded:\n%s", out)
+	}
+}
+
+// testAgentKilled: an agent SIGKILLed while it pushes leaves the
+// Checkpoint Pushing; the agent started again fails it (AgentRestarted),
+// removes the archive and its work, and the source pod runs on.
+func testAgentKilled(c *k8sCluster, life testing.TB, a *k8sAgent, repo string) *k8sAgent {
+	a.proc.stop()
+	hold := filepath.Join(c.t.TempDir(), "hold")
+	held := c.startAgent(c.t, failpointBin(c.t, "cryo"), "CRYO_TEST_HOLD=agent-push:"+hold)
+	c.plugin("checkpoint", "source", "--to", repo, "--secret", agentSecret, "-n", nsAgentApps, "--name", "second")
+	waitFor(c.t, k8sWait, "the agent held before its push", func() bool { _, err := os.Stat(hold); return err == nil })
+	if cp := c.checkpointObj(nsAgentApps, "second"); cp.Status.Phase != cryov1.PhasePushing {
+		c.t.Fatalf("held before the push, the Checkpoint is %s", cp.Status.Phase)
+	}
+	if len(c.archives(nsAgentApps, "source")) == 0 {
+		c.t.Fatal("no kubelet archive while the agent is held: this check would prove nothing")
+	}
+	held.kill(c.t)
+	ticks := lastOf(c.logTicks(nsAgentApps, "source"))
+	a = c.startAgent(life, cryoBin(c.t, "cryo"))
+	cp, seen := c.waitCheckpoint(nsAgentApps, "second")
+	if cp.Status.Phase != cryov1.PhaseFailed || cp.Status.Failure == nil || !strings.HasPrefix(cp.Status.Failure.Cause, "AgentRestarted") {
+		c.t.Fatalf("after the agent's kill: %v, failure %+v", seen, cp.Status.Failure)
+	}
+	c.t.Logf("failed: %+v", *cp.Status.Failure)
+	c.checkNoLeftovers(a, nsAgentApps, "source")
+	c.waitTicks(nsAgentApps, "source", 2)
+	if p := c.pod(nsAgentApps, "source"); p.Status.Phase != "Running" || lastOf(c.logTicks(nsAgentApps, "source")) <= ticks {
+		c.t.Errorf("the source pod does not run on (phase %s)", p.Status.Phase)
+	}
+	return a
+}
+
+// testAgentCleanup: deleting a Checkpoint runs the agent's side of the
+// cleanup finalizer: its manifest leaves the registry, then the object.
+func testAgentCleanup(c *k8sCluster, reg *privateRegistry, image string) {
+	if out, err := c.kubectlErr("delete", "checkpoint", "first", "-n", nsAgentApps, "--timeout=30s"); err != nil {
+		c.t.Fatalf("delete the Checkpoint: %v\n%s\n%s", err, out, c.agentTail())
+	}
+	repo, digest, _ := strings.Cut(image, "@")
+	name := strings.TrimPrefix(repo, reg.addr+"/")
+	req, _ := http.NewRequest(http.MethodHead, "http://"+reg.addr+"/v2/"+name+"/manifests/"+digest, nil)
+	req.SetBasicAuth(privateUser, privatePassword)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		c.t.Errorf("the deleted Checkpoint's manifest answers %s, want 404", resp.Status)
+	}
+}
+
+// testAgentPodDeleted: a pod deleted while the agent is about to call the
+// kubelet ends its Checkpoint Failed, with the step and the kubelet's
+// cause, and leaves nothing on the node.
+func testAgentPodDeleted(c *k8sCluster, life testing.TB, a *k8sAgent, repo string) *k8sAgent {
+	c.runPod(appPod(nsAgentApps, "doomed", c.app, podOpts{pullSecret: agentSecret}))
+	c.waitPod(nsAgentApps, "doomed", "Running")
+	a.proc.stop()
+	hold := filepath.Join(c.t.TempDir(), "hold")
+	held := c.startAgent(c.t, failpointBin(c.t, "cryo"), "CRYO_TEST_HOLD=agent-kubelet-checkpoint:"+hold)
+	c.plugin("checkpoint", "doomed", "--to", repo, "--secret", agentSecret, "-n", nsAgentApps, "--name", "third")
+	waitFor(c.t, k8sWait, "the agent held before the kubelet's checkpoint", func() bool { _, err := os.Stat(hold); return err == nil })
+	c.kubectl("delete", "pod", "doomed", "-n", nsAgentApps, "--grace-period=1", "--wait=true", "--timeout=60s")
+	if err := os.Remove(hold); err != nil {
+		c.t.Fatal(err)
+	}
+	cp, seen := c.waitCheckpoint(nsAgentApps, "third")
+	if cp.Status.Phase != cryov1.PhaseFailed || cp.Status.Failure == nil {
+		c.t.Fatalf("a Checkpoint of a deleted pod: %v, failure %+v", seen, cp.Status.Failure)
+	}
+	c.t.Logf("failed: %+v", *cp.Status.Failure)
+	held.proc.stop()
+	a = c.startAgent(life, cryoBin(c.t, "cryo"))
+	c.checkNoLeftovers(a, nsAgentApps, "doomed")
+	return a
+}

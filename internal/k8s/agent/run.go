@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/report"
+)
+
+// The steps of the agent's part of a checkpoint, as Failure.Step and
+// StepTimings name them.
+const (
+	stepSecret  = "secret"
+	stepKubelet = "kubelet-checkpoint"
+	stepBuild   = "build"
+	stepPush    = "push"
+	stepCleanup = "cleanup"
+)
+
+// run checkpoints the Checkpoint's container through the kubelet, builds
+// the runnable image, pushes it and records the outcome. Whatever
+// happens, the work directory and the kubelet's archive are gone after.
+func (r *Reconciler) run(ctx context.Context, cp *cryov1.Checkpoint) {
+	s := &statusWriter{c: r.Client, key: client.ObjectKeyFromObject(cp)}
+	w := workDir(r.WorkRoot, string(cp.UID))
+	err := s.update(ctx, func(st *cryov1.CheckpointStatus) {
+		now := metav1.Now()
+		st.Phase, st.Progress, st.StartTime = cryov1.PhaseCheckpointing, 5, &now
+	})
+	if err == nil {
+		err = r.sequence(ctx, cp, s, w)
+	}
+	r.removeLeftovers(ctx, cp, w)
+	if err != nil {
+		log.FromContext(ctx).Info("checkpoint failed", "checkpoint", s.key, "error", err.Error())
+		r.Events.Eventf(cp, nil, corev1.EventTypeWarning, "CheckpointFailed", "Checkpoint", "%s", err.Error())
+		if ferr := s.fail(ctx, failureOf(err)); ferr != nil {
+			log.FromContext(ctx).Error(ferr, "record the failure", "checkpoint", s.key)
+		}
+	}
+}
+
+// sequence is the work of run, step by step.
+func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *statusWriter, w work) error {
+	id := cp.Namespace + "/" + cp.Spec.PodName + "/" + cp.Spec.Container
+	if err := w.create(); err != nil {
+		return stepErr(id, stepBuild, err, "check that the agent's work directory "+r.WorkRoot+" is writable")
+	}
+	if err := s.timed(stepSecret, func() error { return r.readSecret(ctx, cp, w) }); err != nil {
+		return stepErr(id, stepSecret, err, "create the Secret "+cp.Spec.PushSecretName+" (type kubernetes.io/dockerconfigjson) in namespace "+cp.Namespace)
+	}
+	var archive string
+	failpoint(stepKubelet)
+	err := s.timed(stepKubelet, func() (err error) {
+		archive, err = r.Kubelet.Checkpoint(ctx, cp.Namespace, cp.Spec.PodName, cp.Spec.Container, timeoutOf(cp))
+		return err
+	})
+	if err != nil {
+		return stepErr(id, stepKubelet, err, kubeletRemedy(err))
+	}
+	defer removeArchive(archive)
+	if err := s.progress(ctx, cryov1.PhaseCheckpointing, 40); err != nil {
+		return err
+	}
+	var b *built
+	if err := s.timed(stepBuild, func() (err error) { b, err = w.buildRunnable(ctx, archive, tagOf(cp)); return err }); err != nil {
+		return stepErr(id, stepBuild, err, "check the agent's log and free space in "+r.WorkRoot)
+	}
+	s.insertAfter(stepKubelet, b.steps)
+	if err := s.progress(ctx, cryov1.PhasePushing, 70); err != nil {
+		return err
+	}
+	failpoint(stepPush)
+	var digest string
+	if err := s.timed(stepPush, func() (err error) { digest, err = w.push(ctx, b); return err }); err != nil {
+		return stepErr(id, stepPush, err, "check that the Secret "+cp.Spec.PushSecretName+" may push to "+cp.Spec.Repository)
+	}
+	return s.succeed(ctx, pinned(cp.Spec.Repository, digest), b.summary)
+}
+
+// readSecret writes the push Secret's docker config into the work
+// directory; a Checkpoint without one pushes anonymously.
+func (r *Reconciler) readSecret(ctx context.Context, cp *cryov1.Checkpoint, w work) error {
+	if cp.Spec.PushSecretName == "" {
+		return nil
+	}
+	sec := &corev1.Secret{}
+	if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: cp.Namespace, Name: cp.Spec.PushSecretName}, sec); err != nil {
+		return err
+	}
+	data, ok := sec.Data[corev1.DockerConfigJsonKey]
+	if !ok {
+		return fmt.Errorf("%w: Secret %s/%s has no %s", ErrSecret, cp.Namespace, sec.Name, corev1.DockerConfigJsonKey)
+	}
+	return w.writeAuth(data)
+}
+
+// ErrSecret is a push Secret the agent cannot use.
+var ErrSecret = errors.New("unusable push Secret")
+
+// tagOf is the tag the agent pushes: the Checkpoint's name, unique in its
+// namespace at any time.
+func tagOf(cp *cryov1.Checkpoint) string { return cp.Spec.Repository + ":" + cp.Name }
+
+// timeoutOf is the kubelet call's deadline: the Checkpoint's timeout, or
+// the API's default.
+func timeoutOf(cp *cryov1.Checkpoint) time.Duration {
+	if cp.Spec.Timeout != nil && cp.Spec.Timeout.Duration > 0 {
+		return cp.Spec.Timeout.Duration
+	}
+	return 10 * time.Minute
+}
+
+func stepErr(id, step string, err error, remedy string) error {
+	return &report.StepError{Op: "checkpoint", ID: id, Step: step, Err: err, Remedy: remedy}
+}
+
+func removeArchive(path string) {
+	if path != "" {
+		_ = os.Remove(path)
+	}
+}
