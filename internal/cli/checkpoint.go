@@ -64,6 +64,8 @@ locking".`,
 	addLockTimeout(fs)
 	addCopyTimeout(fs)
 	addAllowIPC(fs)
+	addHookFlag(fs, "pre", "run HOOK in the tree before anything is suspended; its failure ends the checkpoint, the tree untouched")
+	addHookFlag(fs, "post", "run HOOK after a --leave-running checkpoint or a failed one whose --pre-hook ran (the server wakes)")
 	addFormatFlags(cmd, "{{.pid}} {{.dir}}")
 	return cmd
 }
@@ -93,6 +95,14 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
+	pre, err := hookFlag(cmd, "pre")
+	if err != nil {
+		return err
+	}
+	wake, err := hookFlag(cmd, "post")
+	if err != nil {
+		return err
+	}
 	o := orchestrator(cmd, drv, orchestrate.WithLockTimeout(lt), orchestrate.WithAllowCUDAIPC(fBool(cmd, "allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(cmd.Context(), orchestrate.ProcessOptions{
 		PID:            pid,
@@ -100,6 +110,8 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 		LeaveRunning:   fBool(cmd, "leave-running"),
 		TCPEstablished: fBool(cmd, "tcp-established"),
 		ShellJob:       fBool(cmd, "shell-job"),
+		PreHook:        pre,
+		Wake:           wake,
 	})
 	if err != nil {
 		return err

@@ -62,6 +62,7 @@ afterwards. --dir given a file restores it as --import does.`,
 	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the pid")
 	addGPUMapFlag(fs)
 	addCopyTimeout(fs)
+	addHookFlag(fs, "post", "--dir: run HOOK once the tree runs with its GPU state; on its failure the tree runs on, and cryo exits non-zero")
 	addStoreFlag(fs)
 	addDecryptFlags(fs)
 	addContainerdRestoreFlags(fs)
@@ -76,6 +77,9 @@ func restoreRun(cmd *cobra.Command, _ []string) error {
 	dir, ref, file := fString(cmd, "dir"), fString(cmd, "image"), fString(cmd, "import")
 	if given(dir, ref, file) != 1 {
 		return usageErrorf(cmd, "give one of --dir DIR, --image REF and --import FILE")
+	}
+	if (file != "" || ref != "") && (cmd.Flags().Changed("post-hook") || cmd.Flags().Changed("post-hook-timeout")) {
+		return usageErrorf(cmd, "--post-hook works with --dir only")
 	}
 	if file != "" {
 		return restoreImport(cmd, file)
@@ -109,10 +113,15 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return err
 	}
+	post, err := hookFlag(cmd, "post")
+	if err != nil {
+		return err
+	}
 	res, err := orchestrator(cmd, drv, orchestrate.WithGPUMap(pairs)).RestoreDetached(cmd.Context(), orchestrate.RestoreOptions{
 		Dir:            dir,
 		ShellJob:       fBool(cmd, "shell-job"),
 		TCPEstablished: fBool(cmd, "tcp-established"),
+		PostHook:       post,
 	})
 	if res != nil {
 		printRestored(cmd, asJSON, newRestoreResult(dir, res))

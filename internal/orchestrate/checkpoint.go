@@ -133,6 +133,9 @@ func (c *checkpoint) runner(steps []step) *runner {
 func (c *checkpoint) begin() []step {
 	return []step{
 		{name: StepThaw, do: c.thaw, skip: func() bool { return c.t.Thaw == nil }},
+		// Before anything is suspended, after the thaw: a frozen server
+		// cannot answer.
+		c.preHookStep(),
 		{name: StepFind, do: c.find},
 		{name: StepInventory, do: c.inventory, skip: func() bool { return !c.m.HasCUDA() }},
 		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoSuspend},
@@ -148,6 +151,7 @@ func (c *checkpoint) finish() []step {
 	return []step{
 		{name: StepDump, do: c.runDump, undo: c.undoDump},
 		{name: StepResume, do: c.resume, skip: func() bool { return !c.leaveRunning || c.noCUDA() }},
+		c.wakeStep(),
 		{name: StepDigests, do: c.digests},
 	}
 }

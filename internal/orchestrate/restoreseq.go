@@ -32,6 +32,9 @@ type Restorer struct {
 	// nothing to remove. Removed says what became of it, for the error.
 	Cleanup func(ctx context.Context) error
 	Removed string
+	// PostRestore, if set, is run once the restored processes run with
+	// their CUDA state; a failure leaves them running (PostHookFailed).
+	PostRestore *Hook
 }
 
 // Restore is the one restore sequence that follows CheckRestore, for every
@@ -45,6 +48,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
 	var pid int
+	var hookErr error
 	seq := &runner{o: o, op: "restore", id: id, steps: []step{
 		{name: StepRestore, do: func(ctx context.Context) error {
 			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
@@ -58,6 +62,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(pid), m))
 		}},
+		o.postHookStep(id, r, &pid, &hookErr),
 	},
 		record: func(s StepName, d time.Duration, _ error) {
 			if m != nil {
@@ -71,7 +76,10 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			return killedError(err, outcome)
 		},
 	}
-	return pid, seq.run(ctx)
+	if err := seq.run(ctx); err != nil {
+		return pid, err
+	}
+	return pid, hookErr
 }
 
 // killedOutcome is what a restore whose CUDA resume failed says when the

@@ -102,6 +102,8 @@ func checkpointRemedy(step StepName, err error, dir string) string {
 		return "upgrade the NVIDIA driver to 570 or newer (the checkpoint API)"
 	}
 	switch step {
+	case StepPreHook:
+		return preHookRemedy(err)
 	case StepThaw:
 		return "check the container's cgroup (is another tool freezing it?) and retry"
 	case StepFind, StepSuspend:
