@@ -3,7 +3,6 @@ package orchestrate
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/cryo-gpu/cryo/internal/hook"
 )
@@ -131,5 +130,5 @@ func preHookRemedy(err error) string {
 	if errors.Is(err, hook.ErrNoExec) {
 		return "use an http: hook here, or checkpoint through a runtime that runs exec hooks"
 	}
-	return fmt.Sprintf("check the hook (%s) against the server (is it started with its sleep endpoint enabled?), then checkpoint again", hook.Syntax)
+	return "check that the server serves the hook's endpoint (vLLM's sleep mode needs --enable-sleep-mode), then checkpoint again"
 }
