@@ -57,8 +57,11 @@ func firstPID(ctx context.Context, t Target) (int, error) {
 
 // preHookStep is the checkpoint's pre-checkpoint hook, skipped without
 // one; its undo wakes the server again.
+// A checkpoint of processes that a GPU-free pause suspended (containerd
+// pauses every task before its checkpoint) skips it: the pause ran it,
+// before its own suspend, and the resume after it wakes the server.
 func (c *checkpoint) preHookStep() step {
-	return step{name: StepPreHook, skip: func() bool { return c.t.PreCheckpoint == nil },
+	return step{name: StepPreHook, skip: func() bool { return c.t.PreCheckpoint == nil || c.pausedBefore() },
 		do: func(ctx context.Context) error {
 			pid, err := firstPID(ctx, c.t)
 			if err != nil {
@@ -71,8 +74,30 @@ func (c *checkpoint) preHookStep() step {
 
 // wakeStep wakes the server a leave-running checkpoint gave back.
 func (c *checkpoint) wakeStep() step {
-	return step{name: StepWakeHook, skip: func() bool { return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil },
+	return step{name: StepWakeHook, skip: func() bool {
+		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore()
+	},
 		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
+}
+
+// pausedBefore: a GPU-free pause holds the target (its record is there).
+// A pause run itself has written none yet when it asks.
+func (c *checkpoint) pausedBefore() bool {
+	if c.dir == "" {
+		return false // the pause's own run (newCheckpoint with no directory)
+	}
+	r, _ := c.o.readPause(c.t.ID)
+	return r != nil
+}
+
+// wakeAfterPause wakes the server that a GPU-free pause put to sleep,
+// once its CUDA runs again.
+func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
+	if t.PreCheckpoint == nil {
+		return
+	}
+	c := o.newCheckpoint(t, "")
+	_, _ = o.step(ctx, t.ID, StepWakeHook, func(ctx context.Context) error { c.wake(ctx); return nil })
 }
 
 // wake runs the post-restore hook on the checkpoint's own processes. A
