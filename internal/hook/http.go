@@ -30,9 +30,16 @@ func httpIn(ctx context.Context, pid int, s Spec) (Answer, error) {
 	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	url := "http://127.0.0.1:" + strconv.Itoa(s.Port) + s.Target
-	req, err := http.NewRequestWithContext(ctx, s.Method, url, nil)
+	var payload io.Reader
+	if s.Body != "" {
+		payload = strings.NewReader(s.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, s.Method, url, payload)
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	if s.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {

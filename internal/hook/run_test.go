@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -63,7 +64,8 @@ func TestRunHTTPInNetns(t *testing.T) {
 	var got []string
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sleep", func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Method+" "+r.URL.RequestURI())
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+string(b)))
 		fmt.Fprint(w, "asleep")
 	})
 	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +89,11 @@ func TestRunHTTPInNetns(t *testing.T) {
 	a, err := Run(context.Background(), PreCheckpoint, spec("/sleep?level=1", 5*time.Second), pid, nil)
 	if err != nil || a.Status != 200 || a.Text != "asleep" || len(got) != 1 || got[0] != "POST /sleep?level=1" {
 		t.Fatalf("sleep: %+v %v, server saw %v", a, err, got)
+	}
+	withBody := spec("/sleep", 5*time.Second)
+	withBody.Body = "{}"
+	if _, err := Run(context.Background(), PreCheckpoint, withBody, pid, nil); err != nil || len(got) != 2 || got[1] != "POST /sleep {}" {
+		t.Fatalf("sleep with a body: %v, server saw %v", err, got)
 	}
 	_, err = Run(context.Background(), PreCheckpoint, spec("/fail", 5*time.Second), pid, nil)
 	var he *Error

@@ -37,6 +37,7 @@ type Spec struct {
 	Method string // http: GET, POST or PUT
 	Target string // http: the request's path and query, "/sleep?level=1"
 	Port   int    // http: the port on the container's loopback
+	Body   string // http: a JSON body (json=…), "" for none
 	Argv   []string
 	// Timeout is the hook's deadline: past it the request is abandoned,
 	// or the command killed, and the hook has failed.
@@ -50,7 +51,7 @@ var ErrSyntax = errors.New("hook syntax")
 
 // Syntax is the one-line description of the syntax, for messages and
 // flag help.
-const Syntax = `"http:METHOD /PATH port=N" (METHOD GET, POST or PUT) or "exec:PROG ARG…" or "exec:[\"PROG\",\"ARG\",…]"`
+const Syntax = `"http:METHOD /PATH port=N [json=BODY]" (METHOD GET, POST or PUT) or "exec:PROG ARG…" or "exec:[\"PROG\",\"ARG\",…]"`
 
 // Parse reads a hook: "http:POST /sleep?level=1 port=8000",
 // "exec:/usr/bin/curl -sf …" (arguments split at spaces, no quoting) or
@@ -81,11 +82,19 @@ func Parse(text string) (Spec, error) {
 
 var methods = map[string]bool{"GET": true, "POST": true, "PUT": true}
 
-// parseHTTP reads "METHOD /PATH port=N", exactly three fields.
+// parseHTTP reads "METHOD /PATH port=N", and an optional json=BODY (a
+// JSON value without spaces: SGLang's endpoints want "json={}").
 func (s *Spec) parseHTTP(body string) error {
 	f := strings.Fields(body)
+	if len(f) == 4 {
+		v, ok := strings.CutPrefix(f[3], "json=")
+		if !ok || !json.Valid([]byte(v)) {
+			return fmt.Errorf("%q, want json=BODY with BODY a JSON value without spaces", f[3])
+		}
+		s.Body, f = v, f[:3]
+	}
 	if len(f) != 3 {
-		return fmt.Errorf("%d fields after http:, want 3 (METHOD /PATH port=N)", len(f))
+		return fmt.Errorf("%d fields after http:, want 3 or 4 (METHOD /PATH port=N [json=BODY])", len(f))
 	}
 	if !methods[f[0]] {
 		return fmt.Errorf("method %q, want GET, POST or PUT", f[0])

@@ -15,6 +15,7 @@ func TestParse(t *testing.T) {
 	}{
 		{"http:POST /sleep?level=1 port=8000", Spec{Kind: KindHTTP, Method: "POST", Target: "/sleep?level=1", Port: 8000}},
 		{"  http:GET /health   port=1 ", Spec{Kind: KindHTTP, Method: "GET", Target: "/health", Port: 1}},
+		{"http:POST /release_memory_occupation port=30000 json={}", Spec{Kind: KindHTTP, Method: "POST", Target: "/release_memory_occupation", Port: 30000, Body: "{}"}},
 		{"exec:/bin/kill -USR1 1", Spec{Kind: KindExec, Argv: []string{"/bin/kill", "-USR1", "1"}}},
 		{`exec:["/bin/sh","-c","echo 'a b'"]`, Spec{Kind: KindExec, Argv: []string{"/bin/sh", "-c", "echo 'a b'"}}},
 	}
@@ -30,23 +31,25 @@ func TestParse(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		"":                              "no kind",
-		"/sleep":                        "no kind",
-		"https:POST /sleep port=1":      `unknown kind "https"`,
-		"http:DELETE /sleep port=8000":  `method "DELETE"`,
-		"http:post /sleep port=8000":    `method "post"`,
-		"http:POST sleep port=8000":     `path "sleep"`,
-		"http:POST //evil/x port=8000":  `path "//evil/x"`,
-		"http:POST /sleep port=0":       `"port=0"`,
-		"http:POST /sleep port=65536":   `"port=65536"`,
-		"http:POST /sleep port=08000":   `"port=08000"`,
-		"http:POST /sleep 8000":         `"8000"`,
-		"http:POST /sleep port=1 extra": "4 fields",
-		"exec:":                         "no command",
-		`exec:/bin/sh -c "echo hi"`:     "JSON array",
-		"exec:sh -c true":               "not an absolute path",
-		`exec:["/bin/sh",1]`:            "not a JSON array of strings",
-		`exec:[]`:                       "no command",
+		"":                               "no kind",
+		"/sleep":                         "no kind",
+		"https:POST /sleep port=1":       `unknown kind "https"`,
+		"http:DELETE /sleep port=8000":   `method "DELETE"`,
+		"http:post /sleep port=8000":     `method "post"`,
+		"http:POST sleep port=8000":      `path "sleep"`,
+		"http:POST //evil/x port=8000":   `path "//evil/x"`,
+		"http:POST /sleep port=0":        `"port=0"`,
+		"http:POST /sleep port=65536":    `"port=65536"`,
+		"http:POST /sleep port=08000":    `"port=08000"`,
+		"http:POST /sleep 8000":          `"8000"`,
+		"http:POST /sleep port=1 extra":  `"extra", want json=BODY`,
+		"http:POST /sleep port=1 json={": `"json={", want json=BODY`,
+		"http:POST /s port=1 json={} x":  "5 fields",
+		"exec:":                          "no command",
+		`exec:/bin/sh -c "echo hi"`:      "JSON array",
+		"exec:sh -c true":                "not an absolute path",
+		`exec:["/bin/sh",1]`:             "not a JSON array of strings",
+		`exec:[]`:                        "no command",
 	}
 	for text, want := range bad {
 		_, err := Parse(text)
