@@ -34,6 +34,12 @@ with --tcp-established is restored with its connections without the flag.
 A checkpoint taken with --shell-job is restored with --shell-job into the
 terminal cryo runs in. CRIU's log is DIR/criu-restore.log.
 
+--post-hook runs once the tree runs with its GPU state: an inference server
+that slept for its checkpoint (cryo checkpoint --pre-hook) wakes, e.g.
+vLLM: --post-hook "http:POST /wake_up port=8000". If it fails, the tree
+runs on, the error is printed and cryo exits non-zero; the pid is printed
+either way.
+
 With --image, REF is a checkpoint image of the local store (pulled first
 with --pull), restored as "cryo image restore REF" does: a containerd
 checkpoint into the containerd at --address, as container --name, on the
