@@ -49,6 +49,7 @@ func TestCRIRestore(t *testing.T) {
 		run  func(*criNode, criCheckpoint)
 	}{
 		{"Annotation", testCRIRestoreAnnotation},
+		{"TwiceAtOnceWithHook", testCRIRestoreTwice},
 		{"WrongGPU", testCRIRestoreWrongGPU},
 		{"ContainerdRestore", testCRIContainerdRestore},
 		{"RuncPod", testCRIRuncPod},
