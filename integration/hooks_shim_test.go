@@ -23,9 +23,17 @@ import (
 
 const hookPort = 8000
 
-// hookScript starts the CGI server on the container's loopback and the
-// app, its ticks both in the log and in /tmp/ticks for the CGI to count.
-const hookScript = `mkdir -p /tmp/www/cgi-bin && cd /tmp/www/cgi-bin &&
+// hookScript starts the CGI server on the container's loopback, port
+// hookPort, and the app, its ticks both in the log and in /tmp/ticks for
+// the CGI to count.
+var hookScript = hookScriptOn(hookPort)
+
+// hookScriptOn is hookScript with the CGI server on port.
+func hookScriptOn(port int) string {
+	return strings.ReplaceAll(hookScriptTmpl, "PORT", strconv.Itoa(port))
+}
+
+const hookScriptTmpl = `mkdir -p /tmp/www/cgi-bin && cd /tmp/www/cgi-bin &&
 cat > ev <<'E'
 #!/bin/sh
 what=${QUERY_STRING:-$1}
@@ -41,7 +49,7 @@ sleep 3
 printf 'Content-Type: text/plain\r\n\r\nlate\n'
 E
 chmod +x ev slow
-busybox httpd -f -p 127.0.0.1:8000 -h /tmp/www &
+busybox httpd -f -p 127.0.0.1:PORT -h /tmp/www &
 /bin/fakecuda-app 100 | busybox tee /tmp/ticks`
 
 // runHookApp starts the hook workload in container id with annotations.
