@@ -13,6 +13,7 @@
 # A 16 GiB workload makes a ~17 GB image: each image is deleted before the
 # next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
 # CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0, CRYO_BENCH_LLM=0,
+# CRYO_BENCH_LLM_SLEEP=0 (no "with sleep hook" rows of the transformers server),
 # CRYO_LLM_WEIGHTS_GIB (8), CRYO_LLM_CACHE_GIB (32) or CRYO_LLM_GPU_UTIL
 # (0.9: the cache fills the GPU to 90 %), CRYO_BENCH_ORDER ("cryo raw"; "cryo"
 # alone skips the baseline), CRYO_BENCH_THP=1 (the CUDA workload again with
