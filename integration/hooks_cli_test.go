@@ -134,6 +134,19 @@ func TestHooksCLI(t *testing.T) {
 	}
 	p.waitTicks(t, p.lastTick(t)+3)
 	bareTicksIncrease(t, p.output())
+
+	// A failed post-restore hook: the tree runs on, restored, and cryo
+	// says so, with the hook's answer, and exits non-zero.
+	img2 := filepath.Join(t.TempDir(), "img")
+	bareCryo(t, env, "checkpoint", "--pid", pid, "--dir", img2)
+	waitFor(t, 10*time.Second, "the dumped tree to exit", func() bool { return !p.alive() })
+	out = bareCryoFails(t, env, "restore", "--dir", img2, "--post-hook", hookAt("/fail"))
+	t.Logf("cryo says:\n%s", out)
+	wantIn(t, out, "post-hook", `post-restore hook "`+hookAt("/fail")+`"`, "503", "the restored processes run", pid)
+	if !p.alive() {
+		t.Fatalf("a failed post-restore hook ended the restored tree:\n%s", out)
+	}
+	p.waitTicks(t, p.lastTick(t)+3)
 }
 
 func stepNames(steps []manifest.Step) []string {
