@@ -98,6 +98,27 @@ func TestHooksCLI(t *testing.T) {
 		time.Sleep(3 * time.Second)
 	})
 
+	t.Run("a failed checkpoint wakes the server", func(t *testing.T) {
+		faults := t.TempDir()
+		if err := os.WriteFile(filepath.Join(faults, "checkpoint"), []byte("error 2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		img := filepath.Join(t.TempDir(), "img")
+		out := bareCryoFails(t, fakeDriverEnv(t, faults), "checkpoint", "--pid", pid, "--dir", img,
+			"--pre-hook", hookAt("/sleep"), "--post-hook", hookAt("/wake"))
+		wantIn(t, out, "failed at step suspend", "left running")
+		ev := hookEvents(p)
+		if len(ev) != 2 {
+			t.Fatalf("events %v, want sleep then wake", ev)
+		}
+		if slept, woke := eventTick(t, ev[0], "sleep"), eventTick(t, ev[1], "wake"); woke <= slept {
+			t.Fatalf("woke after tick %d, slept after %d", woke, slept)
+		}
+		if err := os.Remove(filepath.Join(p.dir, "events")); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	img := filepath.Join(t.TempDir(), "img")
 	out := bareCryo(t, env, "checkpoint", "--pid", pid, "--dir", img, "--pre-hook", hookAt("/sleep?level=1"))
 	hook, suspend := strings.Index(out, "running the pre-checkpoint hook"), strings.Index(out, "suspending CUDA")

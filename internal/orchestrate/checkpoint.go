@@ -33,6 +33,7 @@ type checkpoint struct {
 	toSuspend []int        // CUDA processes found running, suspended by us
 	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
 	suspended bool         // CUDA is suspended: a failure must resume it
+	slept     bool         // the pre-checkpoint hook ran: a failure wakes the server
 	dumped    bool         // the dump succeeded: without leaveRunning the processes are gone
 
 	watch *digest.Watcher // hashes the page images while they are written

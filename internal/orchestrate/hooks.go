@@ -56,7 +56,7 @@ func firstPID(ctx context.Context, t Target) (int, error) {
 }
 
 // preHookStep is the checkpoint's pre-checkpoint hook, skipped without
-// one; its undo wakes the server again.
+// one; a failure after it wakes the server again (wakeAfterFailure).
 // A checkpoint of processes that a GPU-free pause suspended (containerd
 // pauses every task before its checkpoint) skips it: the pause ran it,
 // before its own suspend, and the resume after it wakes the server.
@@ -67,9 +67,25 @@ func (c *checkpoint) preHookStep() step {
 			if err != nil {
 				return err
 			}
-			return c.t.PreCheckpoint.run(ctx, c.o, c.t.ID, hook.PreCheckpoint, pid)
-		},
-		undo: func(ctx context.Context) undone { c.wake(context.WithoutCancel(ctx)); return undone{} }}
+			if err := c.t.PreCheckpoint.run(ctx, c.o, c.t.ID, hook.PreCheckpoint, pid); err != nil {
+				return err
+			}
+			c.slept = true
+			return nil
+		}}
+}
+
+// wakeAfterFailure wakes the server of a failed checkpoint or pause whose
+// pre-checkpoint hook had run, once the rollback has given the processes
+// back (CUDA resumed, stopped ones continued); not where the dump ended
+// them. It is no undo of the runner's: an undo that gives the processes
+// back whole ends the walk before the earlier steps' undos.
+func (c *checkpoint) wakeAfterFailure(ctx context.Context) {
+	if !c.slept || c.workloadGone() {
+		return
+	}
+	c.slept = false
+	c.wake(context.WithoutCancel(ctx))
 }
 
 // wakeStep wakes the server a leave-running checkpoint gave back.

@@ -79,7 +79,8 @@ func (c *checkpoint) recordPause() error {
 // pauseError says which step of a pause failed; the runner's rollback has
 // returned the container to running (internal/cuda has already rolled back a
 // failed suspend).
-func (c *checkpoint) pauseError(_ context.Context, step StepName, err error, outcome string) error {
+func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, outcome string) error {
+	c.wakeAfterFailure(ctx)
 	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,
 		Remedy: pauseRemedies[step]}
 	if errors.Is(err, cuda.ErrTimeout) {

@@ -31,6 +31,7 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
 	}
+	c.wakeAfterFailure(ctx)
 	var remedy string
 	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome)
 	if remedy != "" {
