@@ -134,18 +134,13 @@ func (c *checkpoint) wake(ctx context.Context) {
 }
 
 // postHookStep runs the restore's post-restore hook on the restored
-// processes. A failure does not fail the sequence (whose rollback would
-// kill the processes): they were restored and run with their GPU state,
-// and killing them would lose the only running copy for a hook that the
-// user can run again. It is kept in *failed and returned after the run.
-func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int, failed *error) step {
-	return step{name: StepPostHook, skip: func() bool { return r.PostRestore == nil },
-		do: func(ctx context.Context) error {
-			if err := r.PostRestore.run(ctx, o, id, hook.PostRestore, *pid); err != nil {
-				*failed = postHookError(id, err)
-			}
-			return nil
-		}}
+// processes. It is soft: a failure does not fail the sequence (whose
+// rollback would kill the processes), since they were restored and run
+// with their GPU state, and killing them would lose the only running copy
+// for a hook that the user can run again. Restore returns it after the run.
+func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int) step {
+	return step{name: StepPostHook, soft: true, skip: func() bool { return r.PostRestore == nil },
+		do: func(ctx context.Context) error { return r.PostRestore.run(ctx, o, id, hook.PostRestore, *pid) }}
 }
 
 // postHookError is the restore's error for a failed post-restore hook.

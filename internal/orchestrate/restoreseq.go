@@ -48,7 +48,6 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
 	var pid int
-	var hookErr error
 	seq := &runner{o: o, op: "restore", id: id, steps: []step{
 		{name: StepRestore, do: func(ctx context.Context) error {
 			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
@@ -62,7 +61,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(pid), m))
 		}},
-		o.postHookStep(id, r, &pid, &hookErr),
+		o.postHookStep(id, r, &pid),
 	},
 		record: func(s StepName, d time.Duration, _ error) {
 			if m != nil {
@@ -79,7 +78,10 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 	if err := seq.run(ctx); err != nil {
 		return pid, err
 	}
-	return pid, hookErr
+	if seq.kept != nil {
+		return pid, postHookError(id, seq.kept)
+	}
+	return pid, nil
 }
 
 // killedOutcome is what a restore whose CUDA resume failed says when the
