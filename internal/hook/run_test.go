@@ -133,3 +133,38 @@ func TestRunExec(t *testing.T) {
 		t.Errorf("no exec route: %v, want ErrNoExec", err)
 	}
 }
+
+// TestNsenterJoinsCgroups: an exec hook of a bare tree runs in the tree's
+// cgroups (here a pids cgroup of its own), so their limits bind it.
+func TestNsenterJoinsCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a cgroup")
+	}
+	dir := fmt.Sprintf("/sys/fs/cgroup/pids/cryo-hook-test-%d", os.Getpid())
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skip("no cgroup v1 pids hierarchy here:", err)
+	}
+	target := exec.Command("sleep", "600")
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		target.Process.Kill()
+		target.Wait()
+		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(target.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := Parse("exec:/bin/cat /proc/self/cgroup")
+	a, err := Run(context.Background(), PreCheckpoint, s, target.Process.Pid, Nsenter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("pids:/cryo-hook-test-%d", os.Getpid())
+	if !strings.Contains(a.Text, want) {
+		t.Fatalf("the hook ran in\n%s\nwant %s", a.Text, want)
+	}
+}
