@@ -51,6 +51,8 @@ rc=${PIPESTATUS[0]}
 # TestBenchShim: cryo-runc against the containerd shim's content-store and
 # image-path routes, same workload (CRYO_BENCH_SHIM_MIB, default 1024);
 # its rows go to bench-shim.tsv, apart from the report's. "none" skips it.
+# On a GPU host its containers share the host's network (each restore is
+# granted it again); CRYO_BENCH_SHIM_HOSTNET=0 gives them their own.
 : >"$OUT/bench-shim.tsv"
 if [ "${CRYO_BENCH_SHIM_MIB:-}" != none ]; then
 	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/integration.test" -test.run '^TestBenchShim$' -test.v -test.timeout 10m) 2>&1 | tee "$OUT/bench-shim.log"
