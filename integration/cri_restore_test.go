@@ -50,6 +50,7 @@ func TestCRIRestore(t *testing.T) {
 	}{
 		{"Annotation", testCRIRestoreAnnotation},
 		{"TwiceAtOnceWithHook", testCRIRestoreTwice},
+		{"PreCheckpointHook", testCRIPreCheckpointHook},
 		{"WrongGPU", testCRIRestoreWrongGPU},
 		{"ContainerdRestore", testCRIContainerdRestore},
 		{"RuncPod", testCRIRuncPod},

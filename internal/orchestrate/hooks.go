@@ -166,5 +166,9 @@ func preHookRemedy(err error) string {
 	if errors.Is(err, hook.ErrNoExec) {
 		return "use an http: hook here, or checkpoint through a runtime that runs exec hooks"
 	}
+	var he *hook.Error
+	if errors.As(err, &he) && he.Spec.Kind == hook.KindExec {
+		return "check the hook's command against its answer above, then checkpoint again"
+	}
 	return "check that the server serves the hook's endpoint (vLLM's sleep mode needs --enable-sleep-mode), then checkpoint again"
 }
