@@ -50,19 +50,27 @@ func TestBenchShim(t *testing.T) {
 // shimWorkload is the container every route runs: its image, command and
 // whether it uses the real GPU.
 type shimWorkload struct {
-	t     *testing.T
-	mib   int
-	gpu   bool
-	dir   string
-	root  string // the image's root filesystem
-	args  []string
-	image string
+	t   *testing.T
+	mib int
+	gpu bool
+	// hostNet: the containers share the host's network namespace (the GPU
+	// hosts' default; $CRYO_BENCH_SHIM_HOSTNET=1 or 0 says otherwise). Every
+	// restore must then be granted it again: a checkpoint carries no rights.
+	hostNet bool
+	dir     string
+	root    string // the image's root filesystem
+	args    []string
+	image   string
 }
 
 func newShimWorkload(t *testing.T, mib int) *shimWorkload {
 	w := &shimWorkload{t: t, mib: mib, dir: t.TempDir(), image: "localhost/cryo/benchshim:test"}
 	_, err := os.Stat("/dev/nvidiactl")
 	w.gpu = err == nil
+	w.hostNet = w.gpu
+	if v := os.Getenv("CRYO_BENCH_SHIM_HOSTNET"); v != "" {
+		w.hostNet = v == "1"
+	}
 	if w.gpu {
 		w.root = gpuRootfs(t, w.dir)
 		w.args = []string{"/bin/cudamem", strconv.Itoa(mib), "100"}
@@ -210,6 +218,11 @@ func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
 		// The fake driver's GPU 0 is a stand-in node, handed over by path.
 		args = append(args, "--gpus", standInNode(t, 0))
 	}
+	if w.hostNet {
+		// The checkpointed container shared the host's network: the
+		// restore is refused unless granted it again.
+		args = append(args, "--net-host")
+	}
 	node.cryo(t, append(args, img)...)
 	w.waitTick(func() string { return readFile(d.logPath(id)) }, n, 3*time.Minute)
 	b.row(w.name(), w.mib, "cryo image restore --containerd to first output", time.Since(start).Seconds())
@@ -220,7 +233,7 @@ func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
 
 // container creates a container of the workload on the cryo runtime.
 func (w *shimWorkload) container(d *daemon, id string) client.Container {
-	return d.newCryoContainer(w.t, id, w.image, w.args, w.gpu, w.gpu)
+	return d.newCryoContainer(w.t, id, w.image, w.args, w.hostNet, w.gpu)
 }
 
 // startTaskLogged starts a container's task with its output in logPath.

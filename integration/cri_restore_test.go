@@ -49,6 +49,8 @@ func TestCRIRestore(t *testing.T) {
 		run  func(*criNode, criCheckpoint)
 	}{
 		{"Annotation", testCRIRestoreAnnotation},
+		{"TwiceAtOnceWithHook", testCRIRestoreTwice},
+		{"PreCheckpointHook", testCRIPreCheckpointHook},
 		{"WrongGPU", testCRIRestoreWrongGPU},
 		{"ContainerdRestore", testCRIContainerdRestore},
 		{"RuncPod", testCRIRuncPod},

@@ -13,6 +13,7 @@
 # A 16 GiB workload makes a ~17 GB image: each image is deleted before the
 # next run. Knobs: CRYO_BENCH_PROCS (4), CRYO_BENCH_PROC_MIB (4096),
 # CRYO_SERVE_GIB (3), CRYO_BENCH_SERVE=0, CRYO_BENCH_ZSTD=0, CRYO_BENCH_LLM=0,
+# CRYO_BENCH_LLM_SLEEP=0 (no "with sleep hook" rows of the transformers server),
 # CRYO_LLM_WEIGHTS_GIB (8), CRYO_LLM_CACHE_GIB (32) or CRYO_LLM_GPU_UTIL
 # (0.9: the cache fills the GPU to 90 %), CRYO_BENCH_ORDER ("cryo raw"; "cryo"
 # alone skips the baseline), CRYO_BENCH_THP=1 (the CUDA workload again with
@@ -50,6 +51,8 @@ rc=${PIPESTATUS[0]}
 # TestBenchShim: cryo-runc against the containerd shim's content-store and
 # image-path routes, same workload (CRYO_BENCH_SHIM_MIB, default 1024);
 # its rows go to bench-shim.tsv, apart from the report's. "none" skips it.
+# On a GPU host its containers share the host's network (each restore is
+# granted it again); CRYO_BENCH_SHIM_HOSTNET=0 gives them their own.
 : >"$OUT/bench-shim.tsv"
 if [ "${CRYO_BENCH_SHIM_MIB:-}" != none ]; then
 	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/integration.test" -test.run '^TestBenchShim$' -test.v -test.timeout 10m) 2>&1 | tee "$OUT/bench-shim.log"

@@ -86,9 +86,17 @@ def llm_section(rows, order):
             r = g(mode + " restore to first output, page cache dropped")
             if cold and r:
                 out.append(f"\n{mode}: cold start / restore from a cold page cache = {cold / r:.2f}×")
-        for suffix, label in (("", "page cache warm"), (", page cache dropped", "page cache dropped")):
+        hooked = [(name, g(a), g("cryo with sleep hook " + b), fmt) for name, a, b, fmt in (
+            ("checkpoint", "cryo checkpoint", "checkpoint", s),
+            ("image", "cryo image bytes", "image bytes", gb),
+            ("restore to first answer, page cache warm", "cryo restore to first output", "restore to first output", s))]
+        if any(h for _, _, h, _ in hooked):
+            out += ["\nWith the server's sleep and wake endpoints as the container's hooks (cryo.io/pre-checkpoint POST /sleep?level=1, cryo.io/post-restore POST /wake_up; the first answer comes after the wake):\n",
+                    "| figure | cryo | cryo with sleep hook | hook/plain |", "|---|---|---|---|"]
+            out += [f"| {name} | {fmt(a)} | {fmt(h)} | {ratio(h, a)} |" for name, a, h, fmt in hooked]
+        for suffix, label in (("", "page cache warm"), (", page cache dropped", "page cache dropped"), (", sleep hook", "sleep hook")):
             rs = [(k[len("cryo restore step: "):-len(suffix) or None], v) for k, v in rows[key].items()
-                  if k.startswith("cryo restore step: ") and k.endswith(suffix) and (suffix or "page cache" not in k)]
+                  if k.startswith("cryo restore step: ") and k.endswith(suffix) and (suffix or ("page cache" not in k and "sleep hook" not in k))]
             if rs:
                 out.append(f"\ncryo's restore steps ({label}): " + ", ".join(f"{n} {v:.2f} s" for n, v in rs))
         steps = [(k[len("cold start step: "):], v) for k, v in rows[key].items() if k.startswith("cold start step: ")]

@@ -40,6 +40,19 @@ For containers use the container tool: "ctr task checkpoint" with the cryo
 runtime, "podman container checkpoint" with cryo-runc, or the kubelet's
 checkpoint API; a pid inside a container is refused here.
 
+--pre-hook runs before anything is suspended: an inference server drops its
+KV cache (zeros the driver would copy), e.g. vLLM started with
+--enable-sleep-mode: --pre-hook "http:POST /sleep?level=1 port=8000"
+--post-hook "http:POST /wake_up port=8000"; SGLang started with
+--enable-memory-saver: "http:POST /release_memory_occupation port=30000
+json={}" and /resume_memory_occupation. An http: hook is a request to
+127.0.0.1:N in the tree's network namespace (2xx is a success); an exec:
+hook runs in the tree's namespaces as its user (exit 0 is a success). A
+failed or timed-out --pre-hook ends the checkpoint with the tree untouched.
+--post-hook wakes the server after --leave-running, and after a failed
+checkpoint whose --pre-hook had run. Restore with "cryo restore
+--post-hook" (see docs/kubernetes.md for the annotations of a pod).
+
 --finish DIR completes a checkpoint whose run was interrupted after CRIU's
 dump had completed (cryo killed while it hashed, a full disk at the last
 write): it hashes the image files as they are now and writes the manifest.
@@ -48,7 +61,8 @@ complete cannot be finished and must be taken again (see "cryo help
 interrupted"). Two runs on one process collide at once, see "cryo help
 locking".`,
 		Example: `  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/train
-  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/serve --leave-running --tcp-established --print-stats`,
+  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/serve --leave-running --tcp-established --print-stats
+  cryo checkpoint --pid 4242 --dir /var/lib/ckpt/vllm --pre-hook "http:POST /sleep?level=1 port=8000"`,
 		Args: noArgs,
 		RunE: checkpointRun,
 	}
@@ -64,6 +78,8 @@ locking".`,
 	addLockTimeout(fs)
 	addCopyTimeout(fs)
 	addAllowIPC(fs)
+	addHookFlag(fs, "pre", "run HOOK in the tree before anything is suspended; its failure ends the checkpoint, the tree untouched")
+	addHookFlag(fs, "post", "run HOOK after a --leave-running checkpoint or a failed one whose --pre-hook ran (the server wakes)")
 	addFormatFlags(cmd, "{{.pid}} {{.dir}}")
 	return cmd
 }
@@ -93,6 +109,14 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
+	pre, err := hookFlag(cmd, "pre")
+	if err != nil {
+		return err
+	}
+	wake, err := hookFlag(cmd, "post")
+	if err != nil {
+		return err
+	}
 	o := orchestrator(cmd, drv, orchestrate.WithLockTimeout(lt), orchestrate.WithAllowCUDAIPC(fBool(cmd, "allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(cmd.Context(), orchestrate.ProcessOptions{
 		PID:            pid,
@@ -100,6 +124,8 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 		LeaveRunning:   fBool(cmd, "leave-running"),
 		TCPEstablished: fBool(cmd, "tcp-established"),
 		ShellJob:       fBool(cmd, "shell-job"),
+		PreHook:        pre,
+		Wake:           wake,
 	})
 	if err != nil {
 		return err

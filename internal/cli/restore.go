@@ -34,6 +34,12 @@ with --tcp-established is restored with its connections without the flag.
 A checkpoint taken with --shell-job is restored with --shell-job into the
 terminal cryo runs in. CRIU's log is DIR/criu-restore.log.
 
+--post-hook runs once the tree runs with its GPU state: an inference server
+that slept for its checkpoint (cryo checkpoint --pre-hook) wakes, e.g.
+vLLM: --post-hook "http:POST /wake_up port=8000". If it fails, the tree
+runs on, the error is printed and cryo exits non-zero; the pid is printed
+either way.
+
 With --image, REF is a checkpoint image of the local store (pulled first
 with --pull), restored as "cryo image restore REF" does: a containerd
 checkpoint into the containerd at --address, as container --name, on the
@@ -62,6 +68,7 @@ afterwards. --dir given a file restores it as --import does.`,
 	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the pid")
 	addGPUMapFlag(fs)
 	addCopyTimeout(fs)
+	addHookFlag(fs, "post", "--dir: run HOOK once the tree runs with its GPU state; on its failure the tree runs on, and cryo exits non-zero")
 	addStoreFlag(fs)
 	addDecryptFlags(fs)
 	addContainerdRestoreFlags(fs)
@@ -76,6 +83,9 @@ func restoreRun(cmd *cobra.Command, _ []string) error {
 	dir, ref, file := fString(cmd, "dir"), fString(cmd, "image"), fString(cmd, "import")
 	if given(dir, ref, file) != 1 {
 		return usageErrorf(cmd, "give one of --dir DIR, --image REF and --import FILE")
+	}
+	if (file != "" || ref != "") && (cmd.Flags().Changed("post-hook") || cmd.Flags().Changed("post-hook-timeout")) {
+		return usageErrorf(cmd, "--post-hook works with --dir only")
 	}
 	if file != "" {
 		return restoreImport(cmd, file)
@@ -109,10 +119,15 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return err
 	}
+	post, err := hookFlag(cmd, "post")
+	if err != nil {
+		return err
+	}
 	res, err := orchestrator(cmd, drv, orchestrate.WithGPUMap(pairs)).RestoreDetached(cmd.Context(), orchestrate.RestoreOptions{
 		Dir:            dir,
 		ShellJob:       fBool(cmd, "shell-job"),
 		TCPEstablished: fBool(cmd, "tcp-established"),
+		PostHook:       post,
 	})
 	if res != nil {
 		printRestored(cmd, asJSON, newRestoreResult(dir, res))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/criu"
+	"github.com/cryo-gpu/cryo/internal/hook"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/procfs"
@@ -28,12 +29,19 @@ type ProcessOptions struct {
 	// stdio is a terminal, and restore it into the caller's session and
 	// terminal.
 	ShellJob bool
+	// PreHook, if set, runs before anything is suspended (see
+	// Target.PreCheckpoint); Wake wakes the tree after a leave-running
+	// checkpoint or a failed one. Their exec hooks run through nsenter.
+	PreHook, Wake *hook.Spec
 }
 
 // RestoreOptions configures a bare-process restore.
 type RestoreOptions struct {
 	Dir      string
 	ShellJob bool
+	// PostHook, if set, runs once the restored tree runs with its CUDA
+	// state; its failure leaves the tree running (PostHookFailed).
+	PostHook *hook.Spec
 	// TCPEstablished restores established TCP connections; a checkpoint
 	// that holds some is restored with it anyway.
 	TCPEstablished bool
@@ -69,7 +77,8 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	// established TCP: CRIU keeps the network locked for a stopped tree, and
 	// a tree continued after a failure would find its connections dead.
 	stopped := !po.LeaveRunning && !po.TCPEstablished
-	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped}
+	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped,
+		PreCheckpoint: bareHook(po.PreHook), Wake: bareHook(po.Wake)}
 	dump := func(ctx context.Context) error {
 		return criuDump(ctx, po.PID, po.Dir, criuOptions{Options: criu.Options{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped}, Binary: o.Config.CRIU})
 	}
@@ -83,6 +92,14 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 		o.log().Warn("dumped process not reaped yet by its parent: a restore needs its pid free", "pid", po.PID)
 	}
 	return m, err
+}
+
+// bareHook is s run on a bare tree: exec hooks through nsenter.
+func bareHook(s *hook.Spec) *Hook {
+	if s == nil {
+		return nil
+	}
+	return &Hook{Spec: *s, Exec: hook.Nsenter}
 }
 
 // discardPartial removes the images of a failed checkpoint whose processes
@@ -186,15 +203,18 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		Target: func(pid int) Target {
 			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 		},
-		Remedy:  bareRestoreRemedy,
-		Cleanup: func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
-		Removed: bareRemoved,
+		Remedy:      bareRestoreRemedy,
+		Cleanup:     func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
+		Removed:     bareRemoved,
+		PostRestore: bareHook(ro.PostHook),
 	})
 	if pid == 0 {
 		return nil, err
 	}
-	if err == nil {
-		err = o.checkRestored(ctx, id, ro.Dir, pid, m)
+	if err == nil || PostHookFailed(err) {
+		if cerr := o.checkRestored(ctx, id, ro.Dir, pid, m); cerr != nil {
+			err = cerr
+		}
 	}
 	return &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}, err
 }

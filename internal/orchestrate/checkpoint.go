@@ -33,6 +33,7 @@ type checkpoint struct {
 	toSuspend []int        // CUDA processes found running, suspended by us
 	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
 	suspended bool         // CUDA is suspended: a failure must resume it
+	slept     bool         // the pre-checkpoint hook ran: a failure wakes the server
 	dumped    bool         // the dump succeeded: without leaveRunning the processes are gone
 
 	watch *digest.Watcher // hashes the page images while they are written
@@ -133,6 +134,9 @@ func (c *checkpoint) runner(steps []step) *runner {
 func (c *checkpoint) begin() []step {
 	return []step{
 		{name: StepThaw, do: c.thaw, skip: func() bool { return c.t.Thaw == nil }},
+		// Before anything is suspended, after the thaw: a frozen server
+		// cannot answer.
+		c.preHookStep(),
 		{name: StepFind, do: c.find},
 		{name: StepInventory, do: c.inventory, skip: func() bool { return !c.m.HasCUDA() }},
 		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoSuspend},
@@ -148,6 +152,7 @@ func (c *checkpoint) finish() []step {
 	return []step{
 		{name: StepDump, do: c.runDump, undo: c.undoDump},
 		{name: StepResume, do: c.resume, skip: func() bool { return !c.leaveRunning || c.noCUDA() }},
+		c.wakeStep(),
 		{name: StepDigests, do: c.digests},
 	}
 }

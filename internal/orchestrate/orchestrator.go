@@ -44,6 +44,12 @@ type Target struct {
 	// it): a later run needs them to tell a completed dump from a partial
 	// one. Empty: the image directory.
 	CRIUWorkDir string
+	// PreCheckpoint, if set, is run before anything is suspended; its
+	// failure ends the checkpoint with the processes untouched. Wake, if
+	// set (the post-restore hook), is run after a leave-running
+	// checkpoint, and after a failed checkpoint whose PreCheckpoint had
+	// run, so that a server put to sleep wakes again.
+	PreCheckpoint, Wake *Hook
 }
 
 // Event reports the start (Done false) and end of one step, for progress

@@ -46,10 +46,14 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 	c := o.newCheckpoint(t, "")
 	c.lock = l
 	r := &runner{o: o, op: "pause", id: t.ID, steps: []step{
+		// A GPU-free pause is the driver's checkpoint: a server asked to
+		// sleep before one gives back its cache instead of having it copied.
+		c.preHookStep(),
 		{name: StepFind, do: c.findForPause},
 		{name: StepInventory, do: c.inventory, skip: c.noCUDA},
 		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoPauseSuspend},
-		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: c.noCUDA},
+		// Recorded also when only the hook ran: the resume wakes the server.
+		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: func() bool { return c.noCUDA() && c.t.PreCheckpoint == nil }},
 		{name: StepFreeze, do: freeze},
 	},
 		// Between steps an interrupt stops the pause and the rollback
@@ -79,6 +83,7 @@ func (c *checkpoint) recordPause() error {
 // returned the container to running (internal/cuda has already rolled back a
 // failed suspend).
 func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, outcome string) error {
+	c.wakeAfterFailure(ctx)
 	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,
 		Remedy: pauseRemedies[step]}
 	if interrupted(ctx) {
@@ -87,6 +92,11 @@ func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, o
 	}
 	if errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = "retry when the container's GPU work can pause, or pause it freeze-only (" + freezeOnlyHint + ")"
+	}
+	if step == StepPreHook {
+		// containerd pauses every task before its checkpoint: the
+		// pre-checkpoint hook runs then, before the pause's suspend.
+		e.Remedy = preHookRemedy(err)
 	}
 	return e
 }
@@ -147,6 +157,7 @@ func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.C
 	if err != nil {
 		return o.resumeError(ctx, t.ID, r.pids(), err)
 	}
+	o.wakeAfterPause(ctx, t)
 	return nil
 }
 

@@ -30,6 +30,8 @@ var stepLabels = map[StepName]string{
 	StepComplete: "completing a checkpoint interrupted after its dump",
 	StepRestore:  "restoring with CRIU",
 	StepPorts:    "waiting for the listening ports to leave TIME_WAIT",
+	StepPreHook:  "running the pre-checkpoint hook",
+	StepPostHook: "running the post-restore hook",
 }
 
 // opaqueSteps report nothing while they run: their lines show the time
@@ -37,6 +39,7 @@ var stepLabels = map[StepName]string{
 var opaqueSteps = map[StepName]bool{
 	StepSuspend: true, StepResume: true, StepRollback: true,
 	StepComplete: true, StepRestore: true, StepPorts: true,
+	StepPreHook: true, StepPostHook: true,
 }
 
 // startTask begins the line of step s of id, or returns nil when s has none

@@ -32,6 +32,9 @@ type Restorer struct {
 	// nothing to remove. Removed says what became of it, for the error.
 	Cleanup func(ctx context.Context) error
 	Removed string
+	// PostRestore, if set, is run once the restored processes run with
+	// their CUDA state; a failure leaves them running (PostHookFailed).
+	PostRestore *Hook
 }
 
 // Restore is the one restore sequence that follows CheckRestore, for every
@@ -47,7 +50,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 	var pid int
 	started := false
 	r.Restore = startedFlag(r.Restore, &started)
-	seq := &runner{o: o, op: "restore", id: id, steps: o.restoreTable(m, r, &pid),
+	seq := &runner{o: o, op: "restore", id: id, steps: o.restoreTable(id, m, r, &pid),
 		// Interrupted before CRIU's restore is done, nothing is left of it;
 		// after, the resume completes it (restoreinterrupt.go).
 		interruptible: true,
@@ -67,11 +70,17 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			return killedError(err, outcome)
 		},
 	}
-	return pid, seq.run(ctx)
+	if err := seq.run(ctx); err != nil {
+		return pid, err
+	}
+	if seq.kept != nil {
+		return pid, postHookError(id, seq.kept)
+	}
+	return pid, nil
 }
 
 // restoreTable is Restore's table; the restore step sets *pid.
-func (o *Orchestrator) restoreTable(m *manifest.Manifest, r Restorer, pid *int) []step {
+func (o *Orchestrator) restoreTable(id string, m *manifest.Manifest, r Restorer, pid *int) []step {
 	return []step{
 		{name: StepRestore, do: func(ctx context.Context) error {
 			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
@@ -87,6 +96,7 @@ func (o *Orchestrator) restoreTable(m *manifest.Manifest, r Restorer, pid *int) 
 			defer cancel()
 			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(*pid), m))
 		}},
+		o.postHookStep(id, r, pid),
 	}
 }
 

@@ -31,6 +31,7 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 	if step == StepDump && !errors.Is(err, context.Canceled) {
 		e.Remedy = c.o.dumpRemedy(err)
 	}
+	c.wakeAfterFailure(ctx)
 	if step == StepSuspend && errors.Is(err, cuda.ErrRolledBack) && outcome == untouchedOutcome {
 		outcome = driverRolledBack
 	}
@@ -105,6 +106,8 @@ func checkpointRemedy(step StepName, err error, dir string) string {
 		return "upgrade the NVIDIA driver to 570 or newer (the checkpoint API)"
 	}
 	switch step {
+	case StepPreHook:
+		return preHookRemedy(err)
 	case StepThaw:
 		return "check the container's cgroup (is another tool freezing it?) and retry"
 	case StepFind, StepSuspend:

@@ -28,6 +28,10 @@ type step struct {
 	// undo, if set, reverts the completed step after a later one failed.
 	undo func(context.Context) undone
 	kind stepKind
+	// soft: a failure is announced and recorded as the step's, kept in the
+	// runner's kept, and the sequence goes on (nothing is undone): for a
+	// step whose failure must not cost what the others did.
+	soft bool
 }
 
 // undone is what one undo left: the outcome it gives the error ("" keeps
@@ -103,6 +107,8 @@ type runner struct {
 	failed func(ctx context.Context, s StepName, err error, outcome string) error
 	// untouched is the outcome when no undo had anything to say.
 	untouched string
+	// kept is the first failure of a soft step.
+	kept error
 }
 
 // moveTo takes the transition to next, refusing one the table does not
@@ -128,7 +134,12 @@ func (r *runner) run(ctx context.Context) error {
 			continue
 		}
 		if err := r.take(ctx, s); err != nil {
-			return r.fail(ctx, s.name, err)
+			if !s.soft {
+				return r.fail(ctx, s.name, err)
+			}
+			if r.kept == nil {
+				r.kept = err
+			}
 		}
 		r.done = append(r.done, s)
 	}

@@ -111,3 +111,33 @@ func TestRestoreSteps(t *testing.T) {
 		t.Errorf("RestoreSteps(bare) = %s, want %s", got, want)
 	}
 }
+
+// TestRunnerSoftStep: a soft step's failure is recorded and kept, nothing
+// is undone, and the steps after it run.
+func TestRunnerSoftStep(t *testing.T) {
+	var trail []string
+	mk := func(name string, err error, soft bool) step {
+		return step{name: StepName(name), soft: soft,
+			do:   func(context.Context) error { trail = append(trail, name); return err },
+			undo: func(context.Context) undone { trail = append(trail, "undo "+name); return undone{} }}
+	}
+	o := New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	var recorded []string
+	hookErr := errors.New("hook said no")
+	r := &runner{o: o, op: "test", id: "x",
+		steps:  []step{mk("a", nil, false), mk("hook", hookErr, true), mk("b", nil, false), mk("hook2", errors.New("later"), true)},
+		record: func(s StepName, _ time.Duration, err error) { recorded = append(recorded, fmt.Sprint(s, " ", err)) },
+		failed: func(context.Context, StepName, error, string) error {
+			t.Fatal("a soft failure failed the sequence")
+			return nil
+		}}
+	if err := r.run(context.Background()); err != nil || r.state != seqDone {
+		t.Fatalf("run: %v in state %s, want done", err, r.state)
+	}
+	if !errors.Is(r.kept, hookErr) || !slices.Equal(trail, []string{"a", "hook", "b", "hook2"}) {
+		t.Fatalf("kept %v after %v; want the first soft failure, every step taken, none undone", r.kept, trail)
+	}
+	if recorded[1] != "hook hook said no" {
+		t.Fatalf("recorded %v, want the soft step with its error", recorded)
+	}
+}

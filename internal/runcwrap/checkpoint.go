@@ -41,6 +41,11 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 	if wd := workDir(o); wd != o.imagePath {
 		t.CRIUWorkDir = wd // CRIU's log and stats-dump land there, not in the image
 	}
+	if st, err := w.cli.runc().State(ctx, o.id); err == nil {
+		if t.PreCheckpoint, t.Wake, err = w.hooksOf(o.id, st.Bundle, "checkpoint"); err != nil {
+			return err
+		}
+	}
 	dump := func(ctx context.Context) error { return w.runDump(o) }
 	m, err := w.orchestrator().Checkpoint(ctx, t, o.imagePath, o.leaveRunning, dump)
 	if t.Thaw != nil {

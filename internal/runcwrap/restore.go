@@ -101,7 +101,12 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 	if cleanup == nil {
 		removed = ""
 	}
-	_, err := w.orchestrator().Restore(ctx, o.id, m, orchestrate.Restorer{
+	_, post, err := w.hooksOf(o.id, o.bundle, "restore")
+	if err != nil {
+		w.log.error("%v", err)
+		return exitCode(err)
+	}
+	_, err = w.orchestrator().Restore(ctx, o.id, m, orchestrate.Restorer{
 		Restore: func(ctx context.Context) (int, error) {
 			code, err := w.runRuncUntil(ctx, config.EnvOrchestrated+"=1")
 			if err != nil {
@@ -119,10 +124,17 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 		Kill: func(ctx context.Context) {
 			_ = w.cli.runc().Kill(ctx, o.id, int(syscall.SIGKILL), &gorunc.KillOpts{All: true})
 		},
-		Remedy:  outcomeRemedy,
-		Cleanup: cleanup,
-		Removed: removed,
+		Remedy:      outcomeRemedy,
+		Cleanup:     cleanup,
+		Removed:     removed,
+		PostRestore: post,
 	})
+	if orchestrate.PostHookFailed(err) {
+		// The container runs with its GPU state; a failed restore would
+		// have Podman remove it. The error is logged.
+		w.log.error("%v", err)
+		err = nil
+	}
 	if err != nil {
 		w.log.error("%v", err)
 		return exitCode(err) // runc's own status when runc failed

@@ -21,9 +21,10 @@ import (
 // and the step timings that end up in the log.
 type checkpointRun struct {
 	req       *taskv3.CheckpointTaskRequest
-	exit      bool   // --exit: the task stops after the dump
-	workDir   string // CRIU's work directory when it is not the image directory
-	wasPaused bool   // containerd paused (froze) the task before calling us
+	exit      bool              // --exit: the task stops after the dump
+	workDir   string            // CRIU's work directory when it is not the image directory
+	wasPaused bool              // containerd paused (froze) the task before calling us
+	pre, wake *orchestrate.Hook // the container's hooks, from its spec's annotations
 	start     time.Time
 	dumpStart time.Time
 	dumpTime  time.Duration
@@ -79,6 +80,9 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 		return nil, &orchestrate.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
 	}
 	run.wasPaused = st.Status == task.Status_PAUSED
+	if run.pre, run.wake, err = s.hooksOf(r.ID, st.Bundle, "checkpoint"); err != nil {
+		return nil, err
+	}
 	return run, nil
 }
 
@@ -86,6 +90,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	id := run.req.ID
 	target := s.target(id, run.wasPaused)
 	target.CRIUWorkDir = run.workDir
+	target.PreCheckpoint, target.Wake = run.pre, run.wake
 	// The dump is containerd's runc service, which runs runc through
 	// go-runc with no process group of its own but with Pdeathsig
 	// SIGKILL, and runc runs CRIU in its own group. That group is the

@@ -24,7 +24,11 @@ func (s *service) pause(ctx context.Context, r *taskv3.PauseRequest) (*emptypb.E
 		_, err := s.TTRPCTaskService.Pause(ctx, r)
 		return err
 	}
-	if err := o.Pause(ctx, s.target(r.ID, false), freeze); err != nil {
+	t := s.target(r.ID, false)
+	if t.PreCheckpoint, t.Wake, err = s.hooksOf(r.ID, st.Bundle, "pause"); err != nil {
+		return nil, toGRPC(err, false)
+	}
+	if err := o.Pause(ctx, t, freeze); err != nil {
 		return nil, toGRPC(err, false)
 	}
 	return &emptypb.Empty{}, nil
@@ -40,7 +44,12 @@ func (s *service) Resume(ctx context.Context, r *taskv3.ResumeRequest) (*emptypb
 		_, thawErr = s.TTRPCTaskService.Resume(ctx, r)
 		return thawErr
 	}
-	if err := s.orch(ctx).Resume(ctx, s.target(r.ID, false), thaw); err != nil {
+	t := s.target(r.ID, false)
+	if st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID}); err == nil {
+		// A bad annotation refused the pause already: none to wake here.
+		t.PreCheckpoint, t.Wake, _ = s.hooksOf(r.ID, st.Bundle, "resume")
+	}
+	if err := s.orch(ctx).Resume(ctx, t, thaw); err != nil {
 		if thawErr != nil {
 			return nil, thawErr // the runc service's error, with its code
 		}

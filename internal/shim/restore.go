@@ -86,11 +86,15 @@ func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest)
 	if err != nil {
 		return pendingRestore{}, err
 	}
+	_, post, err := s.hooksOf(r.ID, r.Bundle, "restore")
+	if err != nil {
+		return pendingRestore{}, err
+	}
 	armed, err := armOutcome(r.ID, r.Bundle)
 	if err != nil {
 		return pendingRestore{}, err
 	}
-	return pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle, armed: armed}, nil
+	return pendingRestore{m: m, scope: scope, tcp: tcp, bundle: r.Bundle, armed: armed, post: post}, nil
 }
 
 // restoreCreated records a checked restore for Start, once the runc
@@ -151,11 +155,19 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 			t.Scope, t.InitPID = pending.scope, pid
 			return t
 		},
-		Kill:    func(ctx context.Context) { s.killRestored(ctx, r.ID) },
-		Remedy:  outcomeRemedy,
-		Cleanup: cleanup,
-		Removed: removed,
+		Kill:        func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+		Remedy:      outcomeRemedy,
+		Cleanup:     cleanup,
+		Removed:     removed,
+		PostRestore: pending.post,
 	})
+	if orchestrate.PostHookFailed(err) {
+		// The task runs with its GPU state: failing Start would have
+		// containerd (and the kubelet) kill the only running copy over
+		// an action the user can take again. The error is logged.
+		log.G(ctx).WithError(err).WithField("id", r.ID).Error("cryo: restored, but the post-restore hook failed")
+		err = nil
+	}
 	if err != nil {
 		log.G(ctx).WithError(err).Error("cryo: restore failed")
 		return nil, toGRPC(labelBundle(err, r.ID, pending.bundle), false)

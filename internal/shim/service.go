@@ -151,7 +151,8 @@ type pendingRestore struct {
 	// ctrdCopy is the directory containerd unpacked its checkpoint blob
 	// into, removed after the restore (see containerdCopy); "" otherwise.
 	ctrdCopy string
-	armed    outcome.Armed // the outcome check, in the bundle's CRIU configuration for this restore
+	armed    outcome.Armed     // the outcome check, in the bundle's CRIU configuration for this restore
+	post     *orchestrate.Hook // the container's post-restore hook, nil without one
 }
 
 func (s *service) setRestore(id string, r pendingRestore) {

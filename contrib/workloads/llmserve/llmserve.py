@@ -32,6 +32,14 @@ across a checkpoint and restore.
              pool's written part against its sum, its unwritten part all zero;
              "layer" -1 names the pool)
         GET /healthz -> 200 {"status": "ok", ...}
+        POST /sleep?level=1 -> 200 {"sleeping": true, "freed_gib": G}
+             vLLM's sleep mode for a checkpoint's pre-checkpoint hook: the
+             KV-cache pool is freed and given back to the driver
+             (torch.cuda.empty_cache), so that a checkpoint has no zeros
+             to copy; generate still answers (it does not use the pool)
+        POST /wake_up -> 200 {"sleeping": false, "cache_s": S}
+             the pool allocated again, zeroed, its prefix cache written
+             again: what a post-restore hook calls; /v1/verify checks it
       It prints "ready cold_start_s=... import_s=... load_s=... warmup_s=...
       cache_s=... weights_gib=... cache_gib=... listen=http://HOST:PORT" once it
       answers.
@@ -118,11 +126,35 @@ class Server:
         self.generate(0, max_tokens)  # warm-up: kernels, allocator pools
         torch.cuda.synchronize()
         self.t_warm = time.time()
-        self.pool = torch.zeros(self.pool_elements(cache_gib, gpu_util), dtype=torch.bfloat16, device="cuda")
-        self.written = self.write_prefix(written_mib)
+        self.written_mib = written_mib
+        self.pool_numel = self.pool_elements(cache_gib, gpu_util)
+        self.pool = None
+        self.allocate_pool()
+        self.t_cache = time.time()
+
+    def allocate_pool(self):
+        """The KV-cache pool, zeroed, with its prefix cache written."""
+        torch = self.torch
+        self.pool = torch.zeros(self.pool_numel, dtype=torch.bfloat16, device="cuda")
+        self.written = self.write_prefix(self.written_mib)
         self.pool_sum = self.pool[:self.written].sum(dtype=torch.float64).item()
         torch.cuda.synchronize()
-        self.t_cache = time.time()
+
+    def sleep(self):
+        """Frees the pool and returns its memory to the driver; the GiB freed."""
+        if self.pool is None:
+            return 0.0
+        self.pool = None
+        self.torch.cuda.synchronize()
+        self.torch.cuda.empty_cache()
+        return self.pool_numel * 2 / GIB
+
+    def wake(self):
+        """Allocates the pool again (a no-op when awake); the seconds it took."""
+        t = time.time()
+        if self.pool is None:
+            self.allocate_pool()
+        return time.time() - t
 
     def pool_elements(self, cache_gib, gpu_util):
         """bf16 elements of the pool: cache_gib GiB, or what fills the GPU to gpu_util."""
@@ -168,6 +200,8 @@ class Server:
         for i, p in enumerate(self.params):
             if p.sum(dtype=self.torch.float64).item() != self.sums[i]:
                 return i
+        if self.pool is None:
+            return None  # asleep: no pool to check
         if self.pool[:self.written].sum(dtype=self.torch.float64).item() != self.pool_sum:
             return -1
         for chunk in self.pool[self.written:].split(GIB // 2):
@@ -179,7 +213,7 @@ class Server:
         return (f"ready cold_start_s={time.time() - T0:.3f} import_s={self.t_import - T0:.3f} "
                 f"load_s={self.t_load - self.t_import:.3f} warmup_s={self.t_warm - self.t_load:.3f} "
                 f"cache_s={self.t_cache - self.t_warm:.3f} weights_gib={sum(p.numel() for p in self.params) * 2 / GIB:.2f} "
-                f"cache_gib={self.pool.numel() * 2 / GIB:.2f} written_mib={self.written * 2 >> 20} listen=http://{listen}")
+                f"cache_gib={self.pool_numel * 2 / GIB:.2f} written_mib={self.written * 2 >> 20} listen=http://{listen}")
 
 
 def handler(srv):
@@ -199,7 +233,7 @@ def handler(srv):
         def do_GET(self):
             if self.path == "/healthz":
                 self.reply(200, {"status": "ok", "layers": srv.model.config.num_hidden_layers,
-                                 "cache_gib": srv.pool.numel() * 2 / GIB})
+                                 "cache_gib": srv.pool_numel * 2 / GIB, "sleeping": srv.pool is None})
             elif self.path == "/v1/verify":
                 bad = srv.verify()
                 self.reply(200 if bad is None else 500, {"verify": "OK"} if bad is None else {"verify": "BAD", "layer": bad})
@@ -207,8 +241,15 @@ def handler(srv):
                 self.reply(404, {"error": "want GET /healthz, GET /v1/verify, POST /v1/generate or POST /v1/infer"})
 
         def do_POST(self):
+            path = self.path.split("?")[0]
+            if path == "/sleep":
+                self.reply(200, {"sleeping": True, "freed_gib": srv.sleep()})
+                return
+            if path == "/wake_up":
+                self.reply(200, {"sleeping": False, "cache_s": srv.wake()})
+                return
             if self.path not in ("/v1/generate", "/v1/infer"):
-                self.reply(404, {"error": "want POST /v1/generate or POST /v1/infer"})
+                self.reply(404, {"error": "want POST /v1/generate, /v1/infer, /sleep or /wake_up"})
                 return
             try:
                 n = int(self.headers.get("Content-Length", "0"))

@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cryo-gpu/cryo/internal/bundle"
+	"github.com/cryo-gpu/cryo/internal/hook"
+	"github.com/cryo-gpu/cryo/internal/testsupport"
+)
+
+// llmSleep: the transformers server through cryo-runc once more, with its
+// sleep and wake endpoints as the container's hooks, as a pod would name
+// vLLM's (cryo.io/pre-checkpoint "POST /sleep?level=1", cryo.io/post-restore
+// "POST /wake_up"): the KV-cache pool is freed before the suspend, so the
+// driver and CRIU have its zeros no more to copy, and allocated again once
+// the restored server runs. The restore's first output counts from the
+// restore command to the first answer, which comes after the wake hook's
+// answer (cryo-runc returns once the hook has answered). Rows "cryo with
+// sleep hook …" beside the llm rows; CRYO_BENCH_LLM_SLEEP=0 skips it.
+func (b *bench) llmSleep(py *hostPython, model, script string, args []string, mib int) {
+	t := b.t
+	if os.Getenv("CRYO_BENCH_LLM_SLEEP") == "0" || !slices.Contains(benchOrder(), "cryo") {
+		return
+	}
+	const v = "cryo with sleep hook"
+	dropCaches(t)
+	r := runcFor(t, "cryo")
+	s := startServeWith(t, runcFlavor(filepath.Base(r)), "cryo-bench-llm-sleep", py, script, model, args, r)
+	s.c.criu = criuFor(t, "cryo")
+	defer s.c.remove()
+	_, port, err := net.SplitHostPort(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hooks are read from the bundle at the checkpoint and at the
+	// restore: runc itself never reads config.json again once it runs.
+	setAnnotations(t, s.c.bundle, map[string]string{
+		hook.AnnPreCheckpoint:        "http:POST /sleep?level=1 port=" + port,
+		hook.AnnPostRestore:          "http:POST /wake_up port=" + port,
+		hook.AnnPreCheckpointTimeout: "5m",
+		hook.AnnPostRestoreTimeout:   "5m",
+	})
+	img := filepath.Join(t.TempDir(), "img")
+	flushDirty(t)
+	b.row("llm", mib, v+" checkpoint", s.c.checkpoint(img).Seconds())
+	b.row("llm", mib, v+" image bytes", float64(dirBytes(t, img)))
+	s.c.log = &testsupport.Buffer{}
+	start := b.restoreAs("llm", mib, "cryo", s.c, img, ", sleep hook")
+	first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
+	b.row("llm", mib, v+" restore to first output", time.Since(start).Seconds())
+	if first != s.answers[0] {
+		t.Fatalf("llm (sleep hook): after the restore %q, before %q", first, s.answers[0])
+	}
+	s.check(t) // the pool is back, zeroed, with its prefix cache
+	_ = os.RemoveAll(img)
+}
+
+// setAnnotations adds ann to the bundle's config.json.
+func setAnnotations(t *testing.T, dir string, ann map[string]string) {
+	t.Helper()
+	raw, err := bundle.ReadRaw(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range ann {
+		raw.SetAnnotation(k, v)
+	}
+	if err := raw.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,174 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cryo-gpu/cryo/internal/hook"
+)
+
+// The hook steps: a container's own actions, run by the step runner like
+// every other step (announced, timed, recorded in the manifest).
+const (
+	// StepPreHook: the pre-checkpoint hook, before anything is suspended
+	// (an inference server drops its KV cache: zeros the driver would copy).
+	StepPreHook = "pre-hook"
+	// StepWakeHook: the post-restore hook, run on the processes a
+	// leave-running checkpoint gives back, or after a failed one whose
+	// pre-checkpoint hook had run: the server that slept wakes up.
+	StepWakeHook = "wake-hook"
+	// StepPostHook: the post-restore hook, once the restored processes run
+	// with their CUDA state.
+	StepPostHook = "post-hook"
+)
+
+// Hook is a container's hook as its front end runs it.
+type Hook struct {
+	Spec hook.Spec
+	// Exec runs an exec hook inside the container through the front
+	// end's runtime; nil refuses exec hooks (hook.ErrNoExec).
+	Exec hook.Exec
+}
+
+// run runs h in the container whose process pid is, logging its answer.
+func (h *Hook) run(ctx context.Context, o *Orchestrator, id, name string, pid int) error {
+	a, err := hook.Run(ctx, name, h.Spec, pid, h.Exec)
+	if err != nil {
+		return err
+	}
+	o.log().Info("cryo hook answered", "id", id, "hook", name, "spec", h.Spec.Text, "status", a.Status, "answer", a.Text, "elapsed", a.Took)
+	return nil
+}
+
+// firstPID is a process of t: its network namespace is the container's.
+func firstPID(ctx context.Context, t Target) (int, error) {
+	if t.InitPID > 0 {
+		return t.InitPID, nil
+	}
+	pids, err := t.PIDs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(pids) == 0 {
+		return 0, ErrNoProcess
+	}
+	return pids[0], nil
+}
+
+// preHookStep is the checkpoint's pre-checkpoint hook, skipped without
+// one; a failure after it wakes the server again (wakeAfterFailure).
+// A checkpoint of processes that a GPU-free pause suspended (containerd
+// pauses every task before its checkpoint) skips it: the pause ran it,
+// before its own suspend, and the resume after it wakes the server.
+func (c *checkpoint) preHookStep() step {
+	return step{name: StepPreHook, skip: func() bool { return c.t.PreCheckpoint == nil || c.pausedBefore() },
+		do: func(ctx context.Context) error {
+			pid, err := firstPID(ctx, c.t)
+			if err != nil {
+				return err
+			}
+			if err := c.t.PreCheckpoint.run(ctx, c.o, c.t.ID, hook.PreCheckpoint, pid); err != nil {
+				return err
+			}
+			c.slept = true
+			return nil
+		}}
+}
+
+// wakeAfterFailure wakes the server of a failed checkpoint or pause whose
+// pre-checkpoint hook had run, once the rollback has given the processes
+// back (CUDA resumed, stopped ones continued); not where the dump ended
+// them. It is no undo of the runner's: an undo that gives the processes
+// back whole ends the walk before the earlier steps' undos.
+func (c *checkpoint) wakeAfterFailure(ctx context.Context) {
+	if !c.slept || c.workloadGone() {
+		return
+	}
+	c.slept = false
+	c.wake(context.WithoutCancel(ctx))
+}
+
+// wakeStep wakes the server a leave-running checkpoint gave back.
+func (c *checkpoint) wakeStep() step {
+	return step{name: StepWakeHook, skip: func() bool {
+		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore()
+	},
+		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
+}
+
+// pausedBefore: a GPU-free pause holds the target (its record is there).
+// A pause run itself has written none yet when it asks.
+func (c *checkpoint) pausedBefore() bool {
+	if c.dir == "" {
+		return false // the pause's own run (newCheckpoint with no directory)
+	}
+	r, _ := c.o.readPause(c.t.ID)
+	return r != nil
+}
+
+// wakeAfterPause wakes the server that a GPU-free pause put to sleep,
+// once its CUDA runs again.
+func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
+	if t.PreCheckpoint == nil {
+		return
+	}
+	c := o.newCheckpoint(t, "")
+	_, _ = o.step(ctx, t.ID, StepWakeHook, func(ctx context.Context) error { c.wake(ctx); return nil })
+}
+
+// wake runs the post-restore hook on the checkpoint's own processes. A
+// failure is logged, not returned: the checkpoint (or its rollback) is
+// what it is either way, and the processes run; the log says the server
+// may still sleep.
+func (c *checkpoint) wake(ctx context.Context) {
+	if c.t.Wake == nil {
+		return
+	}
+	pid, err := firstPID(ctx, c.t)
+	if err == nil {
+		err = c.t.Wake.run(ctx, c.o, c.t.ID, hook.PostRestore, pid)
+	}
+	if err != nil {
+		c.o.log().Warn("cryo hook failed: the processes run, but may still be asleep", "id", c.t.ID, "error", err)
+	}
+}
+
+// postHookStep runs the restore's post-restore hook on the restored
+// processes. It is soft: a failure does not fail the sequence (whose
+// rollback would kill the processes), since they were restored and run
+// with their GPU state, and killing them would lose the only running copy
+// for a hook that the user can run again. Restore returns it after the run.
+func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int) step {
+	return step{name: StepPostHook, soft: true, skip: func() bool { return r.PostRestore == nil },
+		do: func(ctx context.Context) error { return r.PostRestore.run(ctx, o, id, hook.PostRestore, *pid) }}
+}
+
+// postHookError is the restore's error for a failed post-restore hook.
+func postHookError(id string, err error) error {
+	return &StepError{Op: "restore", ID: id, Step: StepPostHook, Err: err,
+		Outcome: "the restored processes run, with their GPU state; the hook's action did not take place",
+		Remedy:  "run the hook's action by hand (or fix the server and restart it); give a longer deadline if it timed out"}
+}
+
+// PostHookFailed reports whether err is a restore that succeeded but for
+// its post-restore hook: the processes run, and the front end reports the
+// error without treating the restore as failed.
+func PostHookFailed(err error) bool {
+	var se *StepError
+	return errors.As(err, &se) && se.Step == StepPostHook
+}
+
+// preHookRemedy is the remedy of a failed pre-checkpoint hook.
+func preHookRemedy(err error) string {
+	if errors.Is(err, hook.ErrTimeout) {
+		return "give the hook a longer deadline, or check why the server did not answer, then checkpoint again"
+	}
+	if errors.Is(err, hook.ErrNoExec) {
+		return "use an http: hook here, or checkpoint through a runtime that runs exec hooks"
+	}
+	var he *hook.Error
+	if errors.As(err, &he) && he.Spec.Kind == hook.KindExec {
+		return "check the hook's command against its answer above, then checkpoint again"
+	}
+	return "check that the server serves the hook's endpoint (vLLM's sleep mode needs --enable-sleep-mode), then checkpoint again"
+}
