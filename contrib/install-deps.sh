@@ -13,7 +13,9 @@
 #                  4.1 cannot dump TCP or UDP sockets on kernels >= 6.16) with
 #                  cryo's patches (contrib/criu/patches) as /usr/local/sbin/criu,
 #                  and without them as /usr/local/libexec/cryo/criu-stock; a
-#                  machine with an older or unpatched build is rebuilt
+#                  machine with an older or unpatched build is rebuilt; its
+#                  source tree with the tests of contrib/criu/zdtm-subset.txt
+#                  built is kept in $CRYO_DEPS/criu-zdtm (TestCRIUZdtm)
 #   runc, iptables, Podman, docker-registry, patchelf (make release),
 #                  debootstrap (TestReleaseChroot)   from the host's release
 #   CNI plugins    bookworm's containernetworking-plugins (/usr/lib/cni), for
@@ -219,6 +221,45 @@ install_criu() {
 criu_make() {
 	(cd "$1" && make -j"$(nproc)" criu >"$2" 2>&1) ||
 		{ tail -30 "$2" >&2; die "CRIU build failed; full log in $2"; }
+}
+
+# CRIU's own test suite (test/zdtm.py), for integration's TestCRIUZdtm: a
+# source tree of cryo's CRIU (patches/ applied) with the tests of
+# contrib/criu/zdtm-subset.txt built, kept in $CRYO_DEPS/criu-zdtm. The test
+# runs both installed CRIUs from it (zdtm.py --criu-bin). The stamp names the
+# version, the patches and the list: a change of any rebuilds it. A failed
+# build is recorded in criu-zdtm.failed and the test skips, saying why.
+CRIU_ZDTM_SUBSET=$(cd "$(dirname "$0")" && pwd)/criu/zdtm-subset.txt
+CRIU_ZDTM_ROOT=$(cd "$(dirname "$0")" && pwd)/criu/zdtm-root-tests.patch
+
+install_criu_zdtm() {
+	local dir=$CRYO_DEPS/criu-zdtm stamp work tarball src tests
+	stamp="$(criu_stamp) $(cat "$CRIU_ZDTM_SUBSET" "$CRIU_ZDTM_ROOT" | sha256sum | cut -d' ' -f1)"
+	if [ "$(cat "$dir/cryo-zdtm.stamp" 2>/dev/null)" = "$stamp" ]; then
+		say "CRIU's test suite present in $dir"
+		return 0
+	fi
+	apt_install "${CRIU_BUILD_DEPS[@]}" patch python3-yaml python3-protobuf
+	add_suites
+	work=$(mktemp -d)
+	(cd "$work" && apt-get source -qq --download-only -t "$CRIU_SUITE" criu >/dev/null 2>&1) || true
+	tarball=$(ls "$work"/criu_"$CRIU_VERSION"*.orig.tar.* 2>/dev/null | head -1 || true)
+	src=$work/criu-$CRIU_VERSION
+	tests=$(sed -n 's|^zdtm/static/\([^ ]*\).*|\1|p' "$CRIU_ZDTM_SUBSET" | sort -u)
+	# shellcheck disable=SC2086 # one word a test
+	if [ -n "$tarball" ] && tar -C "$work" -xf "$tarball" &&
+		cat "$CRIU_PATCHES"/*.patch "$CRIU_ZDTM_ROOT" | patch -s -p1 -d "$src" &&
+		(cd "$src" && make -j"$(nproc)" criu lib && make -C test/zdtm/lib &&
+			make -j"$(nproc)" -C test/zdtm/static $tests && make -C test zdtm_ct umount2) >"$work/build.log" 2>&1; then
+		rm -rf "$dir" "$dir.failed"
+		mv "$src" "$dir"
+		echo "$stamp" >"$dir/cryo-zdtm.stamp"
+		say "CRIU's test suite built in $dir"
+	else
+		{ echo "building CRIU's test suite failed (contrib/install-deps.sh, install_criu_zdtm):"; tail -20 "$work/build.log" 2>/dev/null || echo "no source of criu $CRIU_VERSION from $CRIU_SUITE"; } >"$dir.failed"
+		say "WARNING: CRIU's test suite not built; TestCRIUZdtm will skip (see $dir.failed)"
+	fi
+	rm -rf "$work"
 }
 
 # install_containerd VERSION_PREFIX SUITE DIR unpacks the containerd .deb of a
@@ -456,6 +497,7 @@ main() {
 	install_go
 	install_criu
 	mkdir -p "$CRYO_DEPS"
+	install_criu_zdtm
 	install_containerd 1.7. trixie "$CRYO_DEPS/containerd-1.7"
 	install_containerd 2. sid "$CRYO_DEPS/containerd-2"
 	install_checkpointctl

@@ -1,0 +1,87 @@
+package integration
+
+// cryo's CRIU seizes the stopped tasks of a cgroup to freeze by interrupt
+// (contrib/criu/patches/0003), also when that cgroup is already frozen
+// before CRIU starts, as after `runc pause`.
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// taskState is the state letter of /proc/PID/stat ("" when it is gone).
+func taskState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if err != nil || i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// TestCRIUFrozenStopped: a process held in a group stop (SIGSTOP) in a
+// cgroup that is frozen before CRIU starts reports state D, not T. cryo's
+// CRIU still finds it stopped (its wchan is do_signal_stop), seizes by
+// interrupt and dumps it, where stock CRIU's seize waits in the kernel until
+// the cgroup is thawed (a watchdog thaws it after a minute, so a hanging
+// CRIU fails the test instead of holding it). Restored, the process is
+// still stopped, and runs on SIGCONT.
+func TestCRIUFrozenStopped(t *testing.T) {
+	requireRoot(t)
+	criu := patchedCRIU(t)
+	p := startBare(t, nil, nil, "sleep 1000 </dev/null")
+	fz := newFreezer(t, "cryo-frozen-"+strconv.Itoa(p.pid), p.pid)
+	if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the process to stop", func() bool { return taskState(p.pid) == "T" })
+	fz.set(t, true)
+	if s := taskState(p.pid); s == "T" {
+		t.Logf("a stopped task of a frozen cgroup reports T on this kernel")
+	}
+
+	var thawed atomic.Bool
+	watchdog := time.AfterFunc(time.Minute, func() {
+		thawed.Store(true)
+		fz.thawNow()
+	})
+	img := t.TempDir()
+	out, err := runErr(3*time.Minute, nil, criu, "dump", "-t", strconv.Itoa(p.pid), "-D", img, "-o", "dump.log", "-v4",
+		"--freeze-cgroup", fz.dir)
+	watchdog.Stop()
+	log, _ := os.ReadFile(filepath.Join(img, "dump.log"))
+	if thawed.Load() {
+		t.Fatalf("criu dump of a stopped task in a frozen cgroup hung until the cgroup was thawed:\n%s", tail(string(log), 20))
+	}
+	if err != nil {
+		t.Fatalf("criu dump: %v\n%s\n%s", err, out, tail(string(log), 30))
+	}
+	wantIn(t, string(log), "cryo: a task of "+fz.dir+" is stopped; seizing by interrupt, not by the freezer")
+	waitFor(t, 2*time.Minute, "the dumped process to be reaped", func() bool { return taskState(p.pid) == "" })
+
+	criuRestore(t, criu, img, nil)
+	if s := taskState(p.pid); s != "T" {
+		t.Fatalf("restored process: state %q, want T (stopped, as it was dumped)", s)
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the restored process to run on SIGCONT", func() bool { return taskState(p.pid) == "S" })
+}
+
+// thawNow thaws the cgroup without waiting: for a watchdog, which runs
+// outside the test's goroutine.
+func (fz *freezer) thawNow() {
+	file, value := "cgroup.freeze", "0"
+	if fz.v1 {
+		file, value = "freezer.state", "THAWED"
+	}
+	_ = os.WriteFile(filepath.Join(fz.dir, file), []byte(value), 0o644)
+}
