@@ -11,9 +11,9 @@ import (
 	"github.com/cryo-gpu/cryo/internal/confine/outcome"
 )
 
-// cryo-runc exits with runc's own status when runc is what failed, through
+// TestExitCodeOfRunc: cryo-runc exits with runc's own status when runc is what failed, through
 // any wrapping the orchestration adds, and 1 for anything else.
-func TestExitCode(t *testing.T) {
+func TestExitCodeOfRunc(t *testing.T) {
 	for _, c := range []struct {
 		err  error
 		want int
