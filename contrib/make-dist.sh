@@ -36,7 +36,7 @@ need "$here/bin/cryo"; need "$criu"; need /usr/sbin/runc; need "$deps/containerd
 
 rm -rf "$b" && mkdir -p "$b"/{bin,sbin,lib,libexec} "$b/deps/containerd-2/usr/bin"
 
-say "cryo and its names"
+say "cryo and its names (not cryo-k8s: no GPU test runs the Kubernetes front ends)"
 cp -a "$here"/bin/cryo "$b/bin/"
 for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/bin/$l"; done
 
@@ -49,7 +49,7 @@ mkdir -p "$b/share/man/man1" "$b/share/bash-completion/completions" "$b/share/zs
 
 say "cryo with the tests' failpoints (the GPU signal sweep holds it at a step)"
 mkdir -p "$b/libexec/failpoints"
-(cd "$here" && make --no-print-directory failpoints >/dev/null)
+(cd "$here" && CRYO_FAILPOINTS_K8S=0 make --no-print-directory failpoints >/dev/null)
 cp -a "$here"/bin/failpoints/cryo "$b/libexec/failpoints/"
 for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/libexec/failpoints/$l"; done
 
