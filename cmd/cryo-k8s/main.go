@@ -1,10 +1,11 @@
-// Command cryo-k8s is cryo's Kubernetes front ends, apart from the node
-// binary cryo: client-go, apimachinery's schemes and controller-runtime
-// double cryo's size and add to the init of every exec of it, and cryo is
-// exec'd many times on the checkpoint and restore path (the shim, each CRIU
-// action, each driver call). The cluster's programs run from the chart's
-// image or an administrator's PATH, never on that path, so they live here.
-// The table below lists them, with who starts each and how it is chosen.
+// Command cryo-k8s holds cryo's Kubernetes front ends, kept apart from the
+// node binary cryo so that cryo links no Kubernetes client. client-go,
+// apimachinery's schemes and controller-runtime double cryo's size and add
+// to the init of every exec of it, and cryo is exec'd many times on the
+// checkpoint and restore path (the shim, each CRIU action, each driver
+// call). The cluster's programs run from the chart's image or an
+// administrator's PATH, never on that path, so they live here. The table
+// below lists them, with who starts each and how it is chosen.
 package main
 
 import (
