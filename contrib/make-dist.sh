@@ -122,6 +122,12 @@ export CRYO_FAILPOINT_BIN="$CRYO_BUNDLE/libexec/failpoints"
 ENV
 
 say "compressing"
-tar -C "$out" -cf - cryo-bundle | xz -T0 -6 >"$out/cryo-bundle.tar.xz"
+# cryo, its failpoints build and integration.test share most of their code:
+# side by side at the head of the tar and with a 64 MiB window (xz's block
+# is three windows, so all three fall in one), xz finds the copies, and the
+# three take 18 MB instead of 31 MB. Unpacking needs 64 MiB of memory.
+first="cryo-bundle/bin/cryo cryo-bundle/libexec/failpoints/cryo cryo-bundle/bin/integration.test"
+(cd "$out" && { printf '%s\n' $first; find cryo-bundle | grep -vxF -f <(printf '%s\n' $first); }) |
+	tar -C "$out" --no-recursion -T - -cf - | xz -T0 --lzma2=preset=6,dict=64MiB >"$out/cryo-bundle.tar.xz"
 rm -rf "$b"
 say "wrote $out/cryo-bundle.tar.xz ($(du -h "$out/cryo-bundle.tar.xz" | cut -f1))"
