@@ -9,7 +9,10 @@ DIST     := $(CURDIR)/dist
 CRYO_DEPS ?= /opt/cryo-deps
 export CRYO_DEPS
 # The names one multi-call binary answers to.
-LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action kubectl-cryo
+LINKS    := containerd-shim-cryo-v2 cryo-runc cryo-criu-action
+# The names cryo-k8s (cmd/cryo-k8s: the Kubernetes front ends, apart so
+# that cryo links no Kubernetes client) answers to.
+K8S_LINKS := kubectl-cryo
 # The version cryo reports (cryo version, the shim's -v, every manifest).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -25,7 +28,7 @@ help:
 	@echo "make demo        install what is missing (no Kubernetes), then checkpoint and restore a container through"
 	@echo "                 containerd (without a GPU: the fake CUDA app on cryo's fake driver)"
 	@echo "make test        install what is missing, then run all tests (unit and integration, as root)"
-	@echo "make build       build bin/cryo and its names ($(LINKS))"
+	@echo "make build       build bin/cryo and its names ($(LINKS)), bin/cryo-k8s and its ($(K8S_LINKS))"
 	@echo "make failpoints  build bin/failpoints/cryo, a cryo with the integration tests' failpoints (never shipped)"
 	@echo "make fake        build the fake CUDA driver used by the tests (bin/fake)"
 	@echo "make deps        install CRIU 4.2.1, runc, containerd 1.7 and 2.x, Podman, a registry, Kubernetes (CRYO_DEPS_K8S=0: not)"
@@ -43,16 +46,22 @@ build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/cryo ./cmd/cryo
 	@for l in $(LINKS); do ln -sf cryo $(BIN)/$$l; done
+	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/cryo-k8s ./cmd/cryo-k8s
+	@for l in $(K8S_LINKS); do ln -sf cryo-k8s $(BIN)/$$l; done
 
 # A cryo with the failpoints (-tags cryo_failpoints: CRYO_TEST_HOLD holds a
 # checkpoint before a step) for the integration tests, which build it
 # themselves through this target (integration/failpoint_test.go). Built
 # apart, under a temporary name, so that bin/cryo never holds them and two
-# test runs never see half a binary.
+# test runs never see half a binary. cryo-k8s too: the agent's tests hold
+# it at a step (TestK8sAgent); CRYO_FAILPOINTS_K8S=0 skips it where no test
+# needs it (the GPU bundle).
 failpoints:
 	@mkdir -p $(BIN)/failpoints
 	tmp=$(BIN)/failpoints/.cryo.$$$$; CGO_ENABLED=1 $(GO) build -tags cryo_failpoints $(GOFLAGS_BUILD) -o $$tmp ./cmd/cryo && mv -f $$tmp $(BIN)/failpoints/cryo
 	@for l in $(LINKS); do ln -sfn cryo $(BIN)/failpoints/$$l; done
+	@if [ "$${CRYO_FAILPOINTS_K8S:-1}" != 0 ]; then \
+		tmp=$(BIN)/failpoints/.cryo-k8s.$$$$; CGO_ENABLED=1 $(GO) build -tags cryo_failpoints $(GOFLAGS_BUILD) -o $$tmp ./cmd/cryo-k8s && mv -f $$tmp $(BIN)/failpoints/cryo-k8s; fi
 
 fake:
 	@mkdir -p $(FAKE)
@@ -68,7 +77,7 @@ deps:
 # built without a container engine: an OCI layout in a tar, for
 # `ctr -n k8s.io images import` or any registry client to push.
 installer-image: build
-	$(GO) run ./internal/installer/image -bin $(BIN)/cryo -name $(INSTALLER_IMAGE) -o $(BIN)/cryo-installer.tar
+	$(GO) run ./internal/installer/image -bin $(BIN)/cryo -k8s $(BIN)/cryo-k8s -name $(INSTALLER_IMAGE) -o $(BIN)/cryo-installer.tar
 
 # The tests must leave no process behind: `go test` runs with a random
 # CRYO_TEST_RUN, which every process it starts inherits, and

@@ -1,6 +1,6 @@
 package integration
 
-// The node agent of the Kubernetes tests: `cryo k8s agent` as a real
+// The node agent of the Kubernetes tests: `cryo-k8s agent` as a real
 // process on the test's node, with the chart's ServiceAccount and RBAC
 // (rendered by helm from deploy/helm/cryo), a kubeconfig holding that
 // ServiceAccount's token, and the kubelet's checkpoints directory. There
@@ -83,13 +83,13 @@ func (c *k8sCluster) agentKubeconfig() string {
 	return path
 }
 
-// startAgent runs bin (a cryo) as the node agent, with env added, until
+// startAgent runs bin (a cryo-k8s) as the node agent, with env added, until
 // the end of test life (a subtest's agent may outlive the subtest).
 func (c *k8sCluster) startAgent(life testing.TB, bin string, env ...string) *k8sAgent {
 	c.t.Helper()
 	a := &k8sAgent{work: filepath.Join(c.dir, "agent-work")}
 	argv := append([]string{"env"}, env...)
-	argv = append(argv, bin, "k8s", "agent", "--node", k8sNodeName, "--kubeconfig", c.agentKubeconfig(),
+	argv = append(argv, bin, "agent", "--node", k8sNodeName, "--kubeconfig", c.agentKubeconfig(),
 		"--kubelet-host", "127.0.0.1", "--kubelet-port", strconv.Itoa(c.kubeletPort), "--kubelet-ca", c.pki.caCert,
 		"--work-dir", a.work, "--archive-dir", c.archiveDir())
 	agentRuns++
@@ -118,7 +118,7 @@ func (c *k8sCluster) archives(ns, pod string) []string {
 	return m
 }
 
-// startCryoController runs cryo's controller and webhooks (`cryo k8s
+// startCryoController runs cryo's controller and webhooks (`cryo-k8s
 // controller`, as TestK8sCheckpointAPI runs them) beside the kubelet:
 // it assigns each Checkpoint to its pod's node, and its pod webhook
 // starts pods of cryo.io/restore-from from the checkpoint image.

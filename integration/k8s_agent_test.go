@@ -2,7 +2,7 @@ package integration
 
 // The node agent end to end, on the real kubelet and API server: a
 // Checkpoint made with `kubectl cryo checkpoint --wait` is carried out by
-// `cryo k8s agent` (the chart's RBAC, its own ServiceAccount token at the
+// `cryo-k8s agent` (the chart's RBAC, its own ServiceAccount token at the
 // kubelet's webhook authorization) into a runnable image in a registry
 // with a password; two new pods started from the image carry on the
 // source's counter; a pod of a namespace without the pull secret never
@@ -45,7 +45,7 @@ func TestK8sAgent(t *testing.T) {
 	c.namespace(nsAgentOther, nil)
 	c.kubectl("create", "secret", "docker-registry", agentSecret, "-n", nsAgentApps, "--docker-server="+reg.addr,
 		"--docker-username="+privateUser, "--docker-password="+privatePassword)
-	agent := c.startAgent(t, cryoBin(t, "cryo"))
+	agent := c.startAgent(t, cryoBin(t, "cryo-k8s"))
 
 	c.runPod(appPod(nsAgentApps, "source", c.app, podOpts{pullSecret: agentSecret}))
 	c.waitPod(nsAgentApps, "source", "Running")
@@ -197,7 +197,7 @@ func testAgentPlugin(c *k8sCluster) {
 func testAgentKilled(c *k8sCluster, life testing.TB, a *k8sAgent, repo string) *k8sAgent {
 	a.proc.stop()
 	hold := filepath.Join(c.t.TempDir(), "hold")
-	held := c.startAgent(c.t, failpointBin(c.t, "cryo"), "CRYO_TEST_HOLD=agent-push:"+hold)
+	held := c.startAgent(c.t, failpointBin(c.t, "cryo-k8s"), "CRYO_TEST_HOLD=agent-push:"+hold)
 	c.plugin("checkpoint", "source", "--to", repo, "--secret", agentSecret, "-n", nsAgentApps, "--name", "second")
 	waitFor(c.t, k8sWait, "the agent held before its push", func() bool { _, err := os.Stat(hold); return err == nil })
 	if cp := c.checkpointObj(nsAgentApps, "second"); cp.Status.Phase != cryov1.PhasePushing {
@@ -208,7 +208,7 @@ func testAgentKilled(c *k8sCluster, life testing.TB, a *k8sAgent, repo string) *
 	}
 	held.kill(c.t)
 	ticks := lastOf(c.logTicks(nsAgentApps, "source"))
-	a = c.startAgent(life, cryoBin(c.t, "cryo"))
+	a = c.startAgent(life, cryoBin(c.t, "cryo-k8s"))
 	cp, seen := c.waitCheckpoint(nsAgentApps, "second")
 	if cp.Status.Phase != cryov1.PhaseFailed || cp.Status.Failure == nil || !strings.HasPrefix(cp.Status.Failure.Cause, "AgentRestarted") {
 		c.t.Fatalf("after the agent's kill: %v, failure %+v", seen, cp.Status.Failure)
@@ -251,7 +251,7 @@ func testAgentPodDeleted(c *k8sCluster, life testing.TB, a *k8sAgent, repo strin
 	c.waitPod(nsAgentApps, "doomed", "Running")
 	a.proc.stop()
 	hold := filepath.Join(c.t.TempDir(), "hold")
-	held := c.startAgent(c.t, failpointBin(c.t, "cryo"), "CRYO_TEST_HOLD=agent-kubelet-checkpoint:"+hold)
+	held := c.startAgent(c.t, failpointBin(c.t, "cryo-k8s"), "CRYO_TEST_HOLD=agent-kubelet-checkpoint:"+hold)
 	c.plugin("checkpoint", "doomed", "--to", repo, "--secret", agentSecret, "-n", nsAgentApps, "--name", "third")
 	waitFor(c.t, k8sWait, "the agent held before the kubelet's checkpoint", func() bool { _, err := os.Stat(hold); return err == nil })
 	c.kubectl("delete", "pod", "doomed", "-n", nsAgentApps, "--grace-period=1", "--wait=true", "--timeout=60s")
@@ -264,7 +264,7 @@ func testAgentPodDeleted(c *k8sCluster, life testing.TB, a *k8sAgent, repo strin
 	}
 	c.t.Logf("failed: %+v", *cp.Status.Failure)
 	held.proc.stop()
-	a = c.startAgent(life, cryoBin(c.t, "cryo"))
+	a = c.startAgent(life, cryoBin(c.t, "cryo-k8s"))
 	c.checkNoLeftovers(a, nsAgentApps, "doomed")
 	return a
 }

@@ -2,7 +2,7 @@ package integration
 
 // An API-only cluster for the Checkpoint API's tests: etcd and
 // kube-apiserver on loopback, with cryo's CRD, and cryo's controller and
-// webhooks as the real binary (`cryo k8s controller`) with a serving
+// webhooks as the real binary (`cryo-k8s controller`) with a serving
 // certificate from the test's PKI; the API server reaches the webhooks
 // by URL on 127.0.0.1. No kubelet: the tests write the pods' status
 // themselves, as a kubelet would.
@@ -166,11 +166,11 @@ func (a *apiCluster) webhooks() {
 	}
 }
 
-// startController runs `cryo k8s controller` and waits until its
+// startController runs `cryo-k8s controller` and waits until its
 // webhooks serve.
 func (a *apiCluster) startController() {
 	a.t.Helper()
-	a.ctrl = startK8sProc(a.t, a.dir, "cryo-controller", cryoBin(a.t, "cryo"), "k8s", "controller",
+	a.ctrl = startK8sProc(a.t, a.dir, "cryo-controller", cryoBin(a.t, "cryo-k8s"), "controller",
 		"--kubeconfig", a.ctrlKubeconfig, "--webhook-host", "127.0.0.1", "--webhook-port", strconv.Itoa(a.webhookPort),
 		"--cert-dir", a.certDir, "--probe-addr", a.probeAddr)
 	a.ctrl.waitUp(a.t, time.Minute, func() error {

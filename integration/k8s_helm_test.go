@@ -257,11 +257,15 @@ func (c *k8sCluster) loadInstallerImageAs(ref, criu string) {
 }
 
 // loadInstallerImageFrom builds and imports the installer image of the
-// cryo binary bin as ref.
+// cryo binary bin as ref, with the cryo-k8s beside bin if there is one
+// (a release built for the upgrade has none: the installer needs none).
 func (c *k8sCluster) loadInstallerImageFrom(ref, bin, criu string) {
 	c.t.Helper()
 	archive := filepath.Join(c.dir, "installer-"+filepath.Base(strings.ReplaceAll(ref, ":", "-"))+".tar")
 	args := []string{"-C", repoRoot(), "run", "./internal/installer/image", "-bin", bin, "-name", ref, "-o", archive}
+	if k8s := filepath.Join(filepath.Dir(bin), "cryo-k8s"); fileExists(k8s) {
+		args = append(args, "-k8s", k8s)
+	}
 	if criu != "" {
 		args = append(args, "-criu", criu)
 	}

@@ -97,6 +97,7 @@ func checkChroot(t *testing.T, out, version string) {
 	t.Helper()
 	wantIn(t, readOut(out, "version.txt"), "cryo "+version+" ", "criu:   4.2.1 (/usr/local/sbin/criu)")
 	wantIn(t, readOut(out, "criu-version.txt"), "Version: 4.2.1")
+	wantIn(t, readOut(out, "kubectl-cryo.txt"), "kubectl cryo drives cryo's Checkpoint API")
 	// CRIU's libraries come from the release, glibc from the chroot.
 	ldd := readOut(out, "ldd.txt")
 	wantIn(t, ldd, "/usr/local/sbin/../lib/cryo/libprotobuf-c.so.1", "/usr/local/sbin/../lib/cryo/libnftables.so.1")

@@ -1,6 +1,8 @@
 // Command cryo is one multi-call binary, to keep the bundle small: every
-// program of cryo's is this binary under another name, another argument or
-// another environment. The table below lists them all, with who starts each
+// program of cryo's on a node is this binary under another name, another
+// argument or another environment. The Kubernetes front ends (agent,
+// controller, kubectl-cryo) are cmd/cryo-k8s: they link client-go, which
+// would slow every exec of this one. The table below lists them all, with who starts each
 // and why it is chosen the way it is; the libraries decide nothing by
 // themselves.
 package main
@@ -13,9 +15,6 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criuaction"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/installer"
-	"github.com/cryo-gpu/cryo/internal/k8s/agent"
-	"github.com/cryo-gpu/cryo/internal/k8s/controller"
-	"github.com/cryo-gpu/cryo/internal/k8s/kubectlcryo"
 	"github.com/cryo-gpu/cryo/internal/runcwrap"
 	"github.com/cryo-gpu/cryo/internal/shim"
 )
@@ -72,20 +71,6 @@ var personalities = []personality{
 	// is a front end of its own (internal/installer) and not a command of
 	// the CLI's tree.
 	{name: "node installer", chosen: firstArg("node"), run: runInstaller},
-	// Started by the Helm chart's agent DaemonSet on each cryo-ready node:
-	// `cryo k8s agent`, the Kubernetes node agent (internal/k8s/agent).
-	// Chosen by its first two arguments, as the installer is.
-	{name: "Kubernetes node agent", chosen: firstArgs("k8s", "agent"), run: runAgent},
-	// Started by kubectl as the plugin kubectl-cryo (`kubectl cryo …`),
-	// found in PATH by that name. Chosen by argv[0]: kubectl passes the
-	// user's arguments alone.
-	{name: "kubectl plugin", chosen: calledAs(kubectlcryo.BinaryName), run: runKubectlPlugin},
-	// Started by the Helm chart's controller Deployment (deploy/helm/cryo):
-	// `cryo k8s controller`, the Checkpoint controller and the admission
-	// webhooks in one process (internal/k8s/controller). Chosen by its
-	// first two arguments: a front end of its own, like the installer,
-	// beside the other `cryo k8s` programs of the cluster.
-	{name: "cluster controller", chosen: firstArgs("k8s", "controller"), run: runController},
 }
 
 // init chooses the personalities that must run before main; see
@@ -123,30 +108,6 @@ func either(a, b func() bool) func() bool { return func() bool { return a() || b
 func firstArg(word string) func() bool {
 	return func() bool { return len(os.Args) > 1 && os.Args[1] == word }
 }
-
-// firstArgs chooses a personality by its first arguments, as firstArg.
-func firstArgs(words ...string) func() bool {
-	return func() bool {
-		if len(os.Args) <= len(words) {
-			return false
-		}
-		for i, w := range words {
-			if os.Args[i+1] != w {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-// runAgent runs `cryo k8s agent …`.
-func runAgent() int { return agent.Main(os.Args[3:]) }
-
-// runKubectlPlugin runs `kubectl cryo …`.
-func runKubectlPlugin() int { return kubectlcryo.Main(os.Args[1:]) }
-
-// runController runs `cryo k8s controller …`.
-func runController() int { return controller.Main(os.Args[3:]) }
 
 // runInstaller runs `cryo node …`.
 func runInstaller() int { return installer.Main(os.Args[2:]) }

@@ -68,6 +68,8 @@ paths >$out/paths.before
 sh $rel/install.sh >$out/install.log 2>&1
 sh $rel/install.sh >>$out/install.log 2>&1
 cryo version >$out/version.txt 2>&1
+# The Kubernetes front ends, a binary of their own: it loads here too.
+kubectl-cryo --help >$out/kubectl-cryo.txt 2>&1 || echo "exit $?" >>$out/kubectl-cryo.txt
 criu --version >$out/criu-version.txt 2>&1
 ldd /usr/local/sbin/criu >$out/ldd.txt 2>&1
 cryo doctor --json >$out/doctor.json 2>$out/doctor.err || echo "exit $?" >>$out/doctor.err

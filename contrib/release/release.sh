@@ -7,7 +7,8 @@
 #   OUTDIR/SHA256SUMS                         both, as sha256sum -c reads them
 #
 # The tree is laid out as it lands under / (docs/release.md describes it):
-#   usr/local/bin/cryo (+ containerd-shim-cryo-v2, cryo-runc, cryo-criu-action, kubectl-cryo)
+#   usr/local/bin/cryo (+ containerd-shim-cryo-v2, cryo-runc, cryo-criu-action)
+#   usr/local/bin/cryo-k8s (+ kubectl-cryo)   the Kubernetes front ends, apart from cryo
 #   usr/local/sbin/criu           cryo's patched CRIU; its RPATH ($ORIGIN/../lib/cryo)
 #   usr/local/lib/cryo/           finds the libraries it needs, copied beside it,
 #                                 so only glibc (>= 2.34) comes from the host
@@ -28,6 +29,7 @@ say() { printf 'release: %s\n' "$*"; }
 die() { printf 'release: ERROR: %s\n' "$*" >&2; exit 1; }
 
 [ -x "$here/bin/cryo" ] || die "$here/bin/cryo missing; run make build (make release does)"
+[ -x "$here/bin/cryo-k8s" ] || die "$here/bin/cryo-k8s missing; run make build (make release does)"
 [ -x "$criu" ] || die "$criu missing; run make deps (contrib/install-deps.sh builds cryo's CRIU)"
 command -v patchelf >/dev/null || die "patchelf missing; run make deps (or apt-get install patchelf)"
 got=$("$here/bin/cryo" --version | awk 'NR == 1 {print $2}')
@@ -44,7 +46,11 @@ mkdir -p "$u"/{bin,sbin,lib/cryo,share/cryo/containerd,share/man/man1} \
 
 say "cryo $version and its names"
 install -m 0755 "$here/bin/cryo" "$u/bin/cryo"
-for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action kubectl-cryo; do ln -s cryo "$u/bin/$l"; done
+for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -s cryo "$u/bin/$l"; done
+# The Kubernetes front ends: a binary of their own, so that cryo, exec'd
+# on every checkpoint's path, links no Kubernetes client.
+install -m 0755 "$here/bin/cryo-k8s" "$u/bin/cryo-k8s"
+ln -s cryo-k8s "$u/bin/kubectl-cryo"
 
 say "man pages and shell completions"
 "$u/bin/cryo" gen-docs --man "$u/share/man/man1"

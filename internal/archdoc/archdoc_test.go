@@ -102,6 +102,42 @@ func TestHouseRules(t *testing.T) {
 	}
 }
 
+// The node binary links no Kubernetes client (bans), through any chain
+// of imports.
+func TestHouseRulesLinks(t *testing.T) {
+	r := root(t)
+	module, _, err := loadPackages(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := linkViolations(module, goDeps(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range got {
+		t.Error(v)
+	}
+}
+
+// The bans catch a banned package however deep, and only the banned.
+func TestHouseRulesLinksRefuse(t *testing.T) {
+	deps := map[string][]string{"m/cmd/cryo": {"m/internal/cli", "k8s.io/cri-api/pkg/apis/runtime/v1", "k8s.io/klog/v2",
+		"k8s.io/apimachinery/pkg/runtime", "sigs.k8s.io/controller-runtime", "k8s.io/client-go/rest"}}
+	got, err := linkViolations("m", func(main string) ([]string, error) { return deps[main], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(got, "\n")
+	for _, want := range []string{"cmd/cryo links k8s.io/apimachinery/pkg/runtime", "cmd/cryo links sigs.k8s.io/controller-runtime:", "cmd/cryo links k8s.io/client-go/rest"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("violations lack %q:\n%s", want, joined)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("%d violations, want 3 (cri-api and klog are allowed):\n%s", len(got), joined)
+	}
+}
+
 // The rules catch what they forbid, each named by its import.
 func TestHouseRulesRefuse(t *testing.T) {
 	mk := func(path string, imports ...string) *pkg {

@@ -162,5 +162,6 @@ func rulesText() string {
 	for _, gt := range gates {
 		fmt.Fprintf(&b, "- Only %s %s, which a package does by importing %s: %s.\n", q(gt.only), gt.what, q(gt.imports), gt.note)
 	}
+	b.WriteString(bansText())
 	return b.String()
 }

@@ -1,7 +1,9 @@
 // Command image builds the node installer's OCI image without a
 // container engine: one layer holding the cryo binary at
 // /usr/local/bin/cryo, its names, and the shared libraries it loads (ldd),
-// with `cryo node install --wait` as its command, written as an OCI
+// with `cryo node install --wait` as its command; and cryo-k8s (the chart's
+// controller and node agent run it from this image) with its link
+// kubectl-cryo, written as an OCI
 // layout in a tar that `ctr images import` loads and a registry client
 // pushes (`make installer-image`).
 package main
@@ -30,21 +32,25 @@ import (
 // names are the links to cryo that the image carries, as make build's.
 var names = []string{"containerd-shim-cryo-v2", "cryo-runc", "cryo-criu-action"}
 
+// k8sNames are the links to cryo-k8s, as make build's K8S_LINKS.
+var k8sNames = []string{"kubectl-cryo"}
+
 func main() {
 	bin := flag.String("bin", "bin/cryo", "the cryo binary to ship")
 	name := flag.String("name", "localhost/cryo/installer:dev", "the image's name")
 	out := flag.String("o", "bin/cryo-installer.tar", "the OCI layout tar to write")
+	k8s := flag.String("k8s", "", "the cryo-k8s binary to ship at /usr/local/bin/cryo-k8s, which the chart's controller and agent run (none: an image for the installer alone)")
 	criu := flag.String("criu", "", "a CRIU to ship at /usr/local/sbin/criu, which the installer copies onto the node (it must run with the node's libraries)")
 	flag.Parse()
-	if err := build(*bin, *criu, *name, *out); err != nil {
+	if err := build(*bin, *k8s, *criu, *name, *out); err != nil {
 		fmt.Fprintf(os.Stderr, "installer image: %v\n", err)
 		os.Exit(1)
 	}
 	fmt.Printf("built %s into %s\n", *name, *out)
 }
 
-func build(bin, criu, name, out string) error {
-	files, err := contents(bin, criu)
+func build(bin, k8s, criu, name, out string) error {
+	files, err := contents(bin, k8s, criu)
 	if err != nil {
 		return err
 	}
@@ -77,15 +83,23 @@ type file struct {
 }
 
 // contents are the image's files: cryo, its names, and what ldd says it
-// loads, each at the path the loader asks for; and criu, if given.
-func contents(bin, criu string) (map[string]file, error) {
-	data, err := os.ReadFile(bin)
-	if err != nil {
+// loads, each at the path the loader asks for; cryo-k8s and its names,
+// and criu, if given.
+func contents(bin, k8s, criu string) (map[string]file, error) {
+	files := map[string]file{}
+	if err := addBinary(files, bin, "usr/local/bin/cryo"); err != nil {
 		return nil, err
 	}
-	files := map[string]file{"usr/local/bin/cryo": {data: data, mode: 0o755}}
 	for _, n := range names {
 		files["usr/local/bin/"+n] = file{link: "cryo"}
+	}
+	if k8s != "" {
+		if err := addBinary(files, k8s, "usr/local/bin/cryo-k8s"); err != nil {
+			return nil, err
+		}
+		for _, n := range k8sNames {
+			files["usr/local/bin/"+n] = file{link: "cryo-k8s"}
+		}
 	}
 	if criu != "" {
 		data, err := os.ReadFile(criu)
@@ -94,18 +108,28 @@ func contents(bin, criu string) (map[string]file, error) {
 		}
 		files["usr/local/sbin/criu"] = file{data: data, mode: 0o755}
 	}
-	libs, err := libraries(bin)
+	return files, nil
+}
+
+// addBinary adds the binary at path as dst, and the libraries it loads.
+func addBinary(files map[string]file, path, dst string) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	files[dst] = file{data: data, mode: 0o755}
+	libs, err := libraries(path)
+	if err != nil {
+		return err
 	}
 	for _, l := range libs {
 		data, err := os.ReadFile(l) // follows the links: the file itself
 		if err != nil {
-			return nil, err
+			return err
 		}
 		files[l[1:]] = file{data: data, mode: 0o755}
 	}
-	return files, nil
+	return nil
 }
 
 var lddPath = regexp.MustCompile(`(?m)(?:=>\s*)?(/\S+)\s+\(0x`)

@@ -1,4 +1,4 @@
-// Package agent is cryo's Kubernetes node agent, `cryo k8s agent`: run by
+// Package agent is cryo's Kubernetes node agent, `cryo-k8s agent`: run by
 // the Helm chart's DaemonSet on every cryo-ready node, it takes the
 // Checkpoints assigned to its node (status.node), checkpoints the pod's
 // container through the kubelet's checkpoint API with its own
@@ -49,7 +49,7 @@ type Options struct {
 
 func parse(args []string, stderr io.Writer) (Options, error) {
 	var o Options
-	fs := flag.NewFlagSet("cryo k8s agent", flag.ContinueOnError)
+	fs := flag.NewFlagSet("cryo-k8s agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Node, "node", os.Getenv("NODE_NAME"), "this node's `NAME` (default $NODE_NAME)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` with the agent's ServiceAccount token (default: in-cluster)")
@@ -71,7 +71,7 @@ func parse(args []string, stderr io.Writer) (Options, error) {
 	return o, nil
 }
 
-// Main runs `cryo k8s agent ARGS` until SIGTERM or SIGINT.
+// Main runs `cryo-k8s agent ARGS` until SIGTERM or SIGINT.
 func Main(args []string) int {
 	o, err := parse(args, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -83,7 +83,7 @@ func Main(args []string) int {
 		err = Run(ctx, o)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cryo k8s agent:", err)
+		fmt.Fprintln(os.Stderr, "cryo-k8s agent:", err)
 		return 1
 	}
 	return 0

@@ -1,4 +1,4 @@
-// Package controller is cryo's cluster front end, `cryo k8s controller`:
+// Package controller is cryo's cluster front end, `cryo-k8s controller`:
 // one process, a controller-runtime manager, that runs the Checkpoint
 // controller and serves the admission webhooks (package admission).
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // Usage is the controller's help.
-const Usage = `usage: cryo k8s controller [flags]
+const Usage = `usage: cryo-k8s controller [flags]
 
 Runs cryo's Checkpoint controller and serves its admission webhooks (the
 Checkpoint webhook, which checks and records who asks, and the pod
@@ -24,9 +24,9 @@ webhook, which starts pods annotated cryo.io/restore-from from their
 checkpoint). The Helm chart runs it as a Deployment.
 `
 
-// Main runs `cryo k8s controller …` on args (after "controller").
+// Main runs `cryo-k8s controller …` on args (after "controller").
 func Main(args []string) int {
-	fs := flag.NewFlagSet("cryo k8s controller", flag.ContinueOnError)
+	fs := flag.NewFlagSet("cryo-k8s controller", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, Usage); fs.PrintDefaults() }
 	var o Options
 	kubeconfig := fs.String("kubeconfig", "", "a kubeconfig; default: the pod's service account")
@@ -44,13 +44,13 @@ func Main(args []string) int {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 	cfg, err := config(*kubeconfig)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "cryo k8s controller: %v\n", err)
+		fmt.Fprintf(os.Stderr, "cryo-k8s controller: %v\n", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := Run(ctx, cfg, o); err != nil {
-		fmt.Fprintf(os.Stderr, "cryo k8s controller: %v\n", err)
+		fmt.Fprintf(os.Stderr, "cryo-k8s controller: %v\n", err)
 		return 1
 	}
 	return 0
