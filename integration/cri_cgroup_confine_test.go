@@ -107,8 +107,12 @@ func TestCRICgroupCrafted(t *testing.T) {
 		}
 		t.Logf("/proc/%s/cgroup of the restored task:\n%s", pid, data)
 		var own string
+		mounted := mountedHierarchies(t)
 		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 			parts := strings.SplitN(l, ":", 3)
+			if len(parts) == 3 && !mounted(parts[1]) {
+				continue // no place for a pod there: see assertInCgroup
+			}
 			if len(parts) != 3 || !strings.HasPrefix(parts[2], n.cgroup+"/") {
 				t.Errorf("the restored task is in %q, outside its pod's cgroup parent %s", l, n.cgroup)
 				continue

@@ -54,11 +54,12 @@ func TestShimCtrGroupInterrupt(t *testing.T) {
 	// returns, on ctr's request context: ctr gone, that resume fails, and
 	// the task stays paused. Nothing is lost: the pause's own resume
 	// brings it back, CUDA first.
-	waitFor(t, 20*time.Second, "the shim to answer the checkpoint", func() bool {
-		st := d.taskStatus("sig")
-		return st == client.Paused || st == client.Running
-	})
-	if st := d.taskStatus("sig"); st == client.Paused {
+	// While the shim checkpoints, the task reads Running (the checkpoint
+	// thaws it to dump it); the shim's answer leaves it paused again, as
+	// containerd's pause had it. Wait for that answer, not for a status.
+	if !waitUntil(30*time.Second, func() bool { return d.taskStatus("sig") == client.Paused }) {
+		t.Logf("the task never read paused after the checkpoint: %s", d.taskStatus("sig"))
+	} else {
 		t.Logf("containerd left the task paused: `ctr task resume`")
 		d.ctr("task", "resume", "sig")
 	}
@@ -84,4 +85,14 @@ func holdScriptParent(t *testing.T, holdFile string) int {
 	}
 	t.Fatalf("no CRIU runs %s", script)
 	return 0
+}
+
+// waitUntil polls cond every 100 ms until it holds or d passes.
+func waitUntil(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
