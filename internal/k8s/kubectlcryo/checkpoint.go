@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cryo-gpu/cryo/internal/progress"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,7 +118,7 @@ func (e *env) follow(ctx context.Context, key client.ObjectKey) error {
 		}
 		switch st.Phase {
 		case cryov1.PhaseSucceeded:
-			fmt.Fprintf(e.out, "image %s (%s)\n", st.Image, human(st.ImageSize))
+			fmt.Fprintf(e.out, "image %s (%s)\n", st.Image, progress.Human(st.ImageSize))
 			for _, t := range st.StepTimings {
 				fmt.Fprintf(e.out, "  %-20s %s\n", t.Step, t.Duration.Duration)
 			}
@@ -153,18 +155,4 @@ func failedError(key client.ObjectKey, f *cryov1.Failure) error {
 		return fmt.Errorf("%w; remedy: %s", msg, f.Remedy)
 	}
 	return msg
-}
-
-// human is a byte count for a person.
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

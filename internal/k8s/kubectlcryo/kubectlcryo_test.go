@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/progress"
 )
 
 // TestRestoreFromTargets: only the three workload kinds, with a name,
@@ -21,8 +23,8 @@ func TestRestoreFromTargets(t *testing.T) {
 
 func TestHuman(t *testing.T) {
 	for n, want := range map[int64]string{512: "512 B", 35746: "34.9 KiB", 3 << 30: "3.0 GiB"} {
-		if got := human(n); got != want {
-			t.Errorf("human(%d) = %q, want %q", n, got, want)
+		if got := progress.Human(n); got != want {
+			t.Errorf("progress.Human(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

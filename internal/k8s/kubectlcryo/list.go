@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/progress"
 )
 
 func listCommand(e *env) *cobra.Command {
@@ -77,5 +78,5 @@ func sizeOf(n int64) string {
 	if n == 0 {
 		return "-"
 	}
-	return human(n)
+	return progress.Human(n)
 }
