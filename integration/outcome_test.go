@@ -57,26 +57,7 @@ func TestOutcomeKillsExcessRunc(t *testing.T) {
 	ticks := filepath.Join(out, "ticks")
 	before := lineCount(t, ticks)
 	c.edit(specRestricted)
-	env := append(c.env(), "CRYO_TEST_SKIP_CONFINE=1")
-	began := time.Now()
-	msg, err := runErr(time.Minute, env, failpointBin(t, "cryo-runc"), c.restoreArgs(img)...)
-	if err == nil {
-		t.Fatalf("the restore was not refused:\n%s", msg)
-	}
-	t.Logf("refused in %v:\n%s", time.Since(began), msg)
-	for _, w := range []string{"the restored tasks were checked before they ran and killed", "uid is 0", "nothing was restored"} {
-		if !strings.Contains(msg, w) {
-			t.Errorf("the refusal lacks %q", w)
-		}
-	}
-	if strings.Contains(msg, "confine: ") {
-		t.Errorf("the confine step ran; the failpoint should have switched it off")
-	}
-	time.Sleep(time.Second)
-	if n := lineCount(t, ticks); n != before {
-		t.Errorf("the restored workload ran: %d tick lines before the restore, %d after", before, n)
-	}
-	nothingLeft(t, c.id, c.root, img+"-rwork")
+	assertOutcomeKills(t, c, img, ticks, before, "uid is 0")
 }
 
 // nothingLeft checks that a refused restore of container id left no runc
@@ -301,6 +282,34 @@ func TestOutcomeKillsMaskedPathAsProc(t *testing.T) {
 		if !strings.Contains(msg, w) {
 			t.Errorf("the refusal lacks %q:\n%s", w, msg)
 		}
+	}
+	time.Sleep(time.Second)
+	if n := lineCount(t, ticks); n != before {
+		t.Errorf("the restored workload ran: %d tick lines before the restore, %d after", before, n)
+	}
+	nothingLeft(t, c.id, c.root, img+"-rwork")
+}
+
+// assertOutcomeKills restores img through the failpoint cryo-runc with the
+// pre-restore checks off: the outcome check alone must refuse it, naming
+// field, kill the tree before its code runs (no new tick in ticks) and
+// leave nothing behind.
+func assertOutcomeKills(t *testing.T, c *cfContainer, img, ticks string, before int, field string) {
+	t.Helper()
+	env := append(c.env(), "CRYO_TEST_SKIP_CONFINE=1")
+	began := time.Now()
+	msg, err := runErr(time.Minute, env, failpointBin(t, "cryo-runc"), c.restoreArgs(img)...)
+	if err == nil {
+		t.Fatalf("the restore was not refused:\n%s", msg)
+	}
+	t.Logf("refused in %v:\n%s", time.Since(began), msg)
+	for _, w := range []string{"the restored tasks were checked before they ran and killed", field, "nothing was restored"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("the refusal lacks %q", w)
+		}
+	}
+	if strings.Contains(msg, "confine: ") {
+		t.Errorf("the confine step ran; the failpoint should have switched it off")
 	}
 	time.Sleep(time.Second)
 	if n := lineCount(t, ticks); n != before {
