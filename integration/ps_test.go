@@ -130,7 +130,7 @@ func psBusy(t *testing.T, env []string, faults string, p *bareProc) {
 	}
 	done := make(chan string, 1)
 	go func() {
-		out, _ := runErr(time.Minute, env, cryoBin(t, "cryo"), "cuda", "suspend", "--copy-timeout", "5s", strconv.Itoa(p.pid))
+		out, _ := runErr(time.Minute, env, cryoBin(t, "cryo"), "cuda", "suspend", "--copy-timeout", "30s", strconv.Itoa(p.pid))
 		done <- out
 	}()
 	defer func() {
@@ -139,7 +139,10 @@ func psBusy(t *testing.T, env []string, faults string, p *bareProc) {
 	}()
 	var got status.Process
 	var r *status.Report
-	waitFor(t, 8*time.Second, "cryo ps to see the suspend under way", func() bool {
+	// The window is the suspend's --copy-timeout: wide enough that a
+	// loaded CI host, where the suspend takes seconds to reach the driver
+	// and each `cryo ps` takes seconds more, still sees it.
+	waitFor(t, 25*time.Second, "cryo ps to see the suspend under way", func() bool {
 		var procs map[int]status.Process
 		r, procs = psJSON(t, env)
 		got = procs[p.pid]
