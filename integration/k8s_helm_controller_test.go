@@ -80,15 +80,19 @@ func TestKubeletHelmController(t *testing.T) {
 	cp.controllerPod = c.playDeploymentController(chartController)
 	cp.agentPod = helmDaemonSetPod(chartAgent)
 	c.playDaemonSetControllerOf(chartAgent, cp.agentPod)
+	// The source of the Checkpoint below; its sandbox also brings up the
+	// pod network's bridge, where the webhook's endpoint is.
+	c.runPod(appPod(nsApps, "source", c.app, podOpts{}))
 	ip := c.waitReady(cp.controllerPod)
 	t.Logf("controller pod Ready (%s) %s after helm install", ip, time.Since(took).Round(time.Millisecond))
+	c.waitPod(nsApps, "source", "Running")
 	c.playEndpointSlice(cp, ip)
 	c.waitPodFor(helmNamespace, cp.agentPod, "the agent pod Running", func(p *k8sPod) (bool, bool) {
 		return p.Status.Phase == "Running", p.Status.Phase == "Failed" || p.Status.Phase == "Succeeded"
 	})
 
 	took = time.Now()
-	testChartWebhookRefuses(c)
+	testChartWebhookRefuses(c, cp)
 	t.Logf("Checkpoint webhook answered in %s", time.Since(took).Round(time.Millisecond))
 	testChartCheckpointRestore(c, cp, reg.addr+"/ckpt/chart")
 	t.Logf("took %s", time.Since(began).Round(time.Millisecond))
@@ -261,7 +265,8 @@ func (c *k8sCluster) waitReady(pod string) string {
 // EndpointSlice controller does for the Ready pod its selector picks. The
 // pod's address is the node's, loopback here, which no EndpointSlice may
 // hold: the slice names the node's address on the pod network (the CNI
-// bridge's gateway), where the pod's host-network port is as well.
+// bridge's gateway, up once a pod of that network runs), where the
+// pod's host-network port is as well.
 func (c *k8sCluster) playEndpointSlice(cp *chartPods, podIP string) {
 	c.t.Helper()
 	_, subnet, err := net.ParseCIDR(c.node.subnet)
@@ -298,16 +303,20 @@ func checkpointObject(name, pod, repo string) map[string]any {
 // webhook through its Service, trusting the caBundle Helm generated, and
 // the webhook refuses a Checkpoint of another namespace's pod. (Polled:
 // the API server's informers see the EndpointSlice a moment later.)
-func testChartWebhookRefuses(c *k8sCluster) {
+func testChartWebhookRefuses(c *k8sCluster, cp *chartPods) {
 	c.t.Helper()
 	var out string
 	var err error
-	waitFor(c.t, 30*time.Second, "the Checkpoint webhook's answer", func() bool {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
 		out, err = c.apply(checkpointObject("x-pod", "other/source", "registry.test/ckpt/x"))
-		return err != nil && !strings.Contains(out, "no endpoints available") && !strings.Contains(out, "failed calling webhook")
-	})
+		if err == nil || strings.Contains(out, "denied the request") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err == nil || !strings.Contains(out, `admission webhook "checkpoints.cryo.io" denied the request`) || !strings.Contains(out, "names another namespace") {
-		c.t.Fatalf("Checkpoint of pod other/source: %v\n%s\nwant the webhook's refusal naming another namespace", err, out)
+		logs, _ := c.kubectlErr("logs", "-n", helmNamespace, cp.controllerPod)
+		c.t.Fatalf("Checkpoint of pod other/source: %v\n%s\nwant the webhook's refusal naming another namespace\ncontroller log:\n%s\nAPI server:\n%s",
+			err, out, logs, c.apiserver.tail(20))
 	}
 	c.t.Logf("refused: %s", strings.TrimSpace(out))
 }
@@ -318,7 +327,6 @@ func testChartWebhookRefuses(c *k8sCluster) {
 // by the pod webhook and carries on the source's counter.
 func testChartCheckpointRestore(c *k8sCluster, cp *chartPods, repo string) {
 	c.t.Helper()
-	c.runPod(appPod(nsApps, "source", c.app, podOpts{}))
 	c.waitPod(nsApps, "source", "Running")
 	c.waitTicks(nsApps, "source", 3)
 	took := time.Now()
