@@ -4,9 +4,9 @@ package integration
 // controller Deployment (cryo-k8s controller, its webhooks behind the
 // chart's Service and Helm-made CA) and the agent DaemonSet (cryo-k8s
 // agent) run from the installer image with the chart's flags,
-// ServiceAccounts and RBAC. Through the API server only: the controller
-// pod becomes Ready by its probes, its Checkpoint webhook refuses a
-// Checkpoint of another namespace's pod, a Checkpoint of a running pod is
+// ServiceAccounts and RBAC. Through the API server only: both pods become
+// Ready by their probes, the Checkpoint webhook refuses a Checkpoint of
+// another namespace's pod, a Checkpoint of a running pod is
 // assigned to the node and carried out by the agent pod into an image,
 // and the pod webhook starts a pod annotated cryo.io/restore-from from
 // that image, which carries on the source's counter.
@@ -51,7 +51,8 @@ const (
 // chartPods are the node's side of the controller and agent pods.
 type chartPods struct {
 	dir                     string // their token and certificate directories
-	webhookPort, probePort  int
+	webhookPort, probePort  int    // the controller's, on the node
+	agentProbePort          int
 	controllerPod, agentPod string
 }
 
@@ -69,7 +70,8 @@ func TestKubeletHelmController(t *testing.T) {
 	c.kubectl("label", "node", k8sNodeName, "cryo.io/runtime=ready")
 	c.kubectl("create", "secret", "docker-registry", agentSecret, "-n", nsApps, "--docker-server="+reg.addr,
 		"--docker-username="+privateUser, "--docker-password="+privatePassword)
-	cp := &chartPods{dir: filepath.Join(c.dir, "chart-pods"), webhookPort: testsupport.FreePort(t), probePort: testsupport.FreePort(t)}
+	cp := &chartPods{dir: filepath.Join(c.dir, "chart-pods"), webhookPort: testsupport.FreePort(t), probePort: testsupport.FreePort(t),
+		agentProbePort: testsupport.FreePort(t)}
 	chart := filepath.Join(repoRoot(), "deploy", "helm", "cryo")
 	values := c.chartPodValues(cp)
 	wantIn(t, c.helm(helm, "lint", chart, "-f", values), "0 chart(s) failed")
@@ -87,9 +89,7 @@ func TestKubeletHelmController(t *testing.T) {
 	t.Logf("controller pod Ready (%s) %s after helm install", ip, time.Since(took).Round(time.Millisecond))
 	c.waitPod(nsApps, "source", "Running")
 	c.playEndpointSlice(cp, ip)
-	c.waitPodFor(helmNamespace, cp.agentPod, "the agent pod Running", func(p *k8sPod) (bool, bool) {
-		return p.Status.Phase == "Running", p.Status.Phase == "Failed" || p.Status.Phase == "Succeeded"
-	})
+	c.waitReady(cp.agentPod)
 
 	took = time.Now()
 	testChartWebhookRefuses(c, cp)
@@ -122,7 +122,7 @@ func (c *k8sCluster) chartPodValues(cp *chartPods) string {
 		"controller": map[string]any{"hostNetwork": true, "automountToken": false, "probePort": cp.probePort, "env": env,
 			"extraVolumes": ctlVols, "extraVolumeMounts": ctlMounts,
 			"webhook": map[string]any{"port": cp.webhookPort, "certVolume": map[string]any{"hostPath": map[string]any{"path": certs, "type": "Directory"}}}},
-		"agent": map[string]any{"hostNetwork": true, "automountToken": false, "env": env,
+		"agent": map[string]any{"hostNetwork": true, "automountToken": false, "env": env, "probePort": cp.agentProbePort,
 			"kubeletPort": c.kubeletPort, "kubeletCheckpoints": c.archiveDir(), "workDir": filepath.Join(c.dir, "agent-work"),
 			"extraVolumes": agentVols, "extraVolumeMounts": agentMounts},
 	}
