@@ -277,9 +277,19 @@ func (c *k8sCluster) loadInstallerImageFrom(ref, bin, criu string) {
 	waitFor(c.t, 10*time.Second, "CRI to list the installer image", func() bool { return c.node.imageKnown(ref) })
 }
 
-// playDaemonSetController creates the DaemonSet's pod on the node from its
-// template, owned by it, as the DaemonSet controller does.
+// playDaemonSetController creates the installer DaemonSet's pod on the
+// node from its template, owned by it, as the DaemonSet controller does.
 func (c *k8sCluster) playDaemonSetController() {
+	c.t.Helper()
+	c.playDaemonSetControllerOf(helmDaemonSet, helmDaemonSetPod(helmDaemonSet))
+}
+
+// helmDaemonSetPod is the name the test gives the pod of DaemonSet name.
+func helmDaemonSetPod(name string) string { return name + "-node" }
+
+// playDaemonSetControllerOf creates the pod of the release's DaemonSet
+// name on the node, named pod.
+func (c *k8sCluster) playDaemonSetControllerOf(name, pod string) {
 	c.t.Helper()
 	var ds struct {
 		Metadata struct{ Name, UID string }
@@ -290,11 +300,11 @@ func (c *k8sCluster) playDaemonSetController() {
 			}
 		}
 	}
-	if err := c.getJSON("/apis/apps/v1/namespaces/"+helmNamespace+"/daemonsets/"+helmDaemonSet, &ds); err != nil {
-		c.t.Fatalf("get the chart's DaemonSet: %v", err)
+	if err := c.getJSON("/apis/apps/v1/namespaces/"+helmNamespace+"/daemonsets/"+name, &ds); err != nil {
+		c.t.Fatalf("get the chart's DaemonSet %s: %v", name, err)
 	}
 	meta := ds.Spec.Template.Metadata
-	meta["name"], meta["namespace"] = helmDaemonSet+"-node", helmNamespace
+	meta["name"], meta["namespace"] = pod, helmNamespace
 	meta["ownerReferences"] = []any{map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds.Metadata.Name,
 		"uid": ds.Metadata.UID, "controller": true, "blockOwnerDeletion": true}}
 	spec := ds.Spec.Template.Spec

@@ -137,7 +137,10 @@ func (c *k8sCluster) startAPIServer() {
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+pki.path("sa.key"),
 		"--service-account-signing-key-file="+pki.path("sa.key"), "--service-cluster-ip-range="+k8sServiceRange,
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true", "--cert-dir="+filepath.Join(c.dir, "apiserver"),
-		"--endpoint-reconciler-type=none", "--profiling=false")
+		"--endpoint-reconciler-type=none", "--profiling=false",
+		// Webhooks of a Service are reached at its endpoints, not its
+		// cluster address: there is no kube-proxy to route that.
+		"--enable-aggregator-routing=true")
 	c.apiURL = "https://" + addr
 	p.waitUp(c.t, 2*time.Minute, func() error {
 		out, err := httpGet(c.admin(), c.apiURL+"/readyz")
