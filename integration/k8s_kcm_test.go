@@ -25,9 +25,13 @@ import (
 )
 
 // k8sControllers are the controllers the workload tests need: a
-// Deployment's rollout and scale, its ReplicaSets' pods, and the garbage
-// collector that removes a ReplicaSet's pods with it.
-var k8sControllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller"}
+// Deployment's rollout and scale, its ReplicaSets' pods, the garbage
+// collector that removes a ReplicaSet's pods with it, and the node
+// lifecycle controller, which lifts the node.kubernetes.io/not-ready
+// taint the kubelet registers its node with once the node is Ready:
+// without it the scheduler binds no pod.
+var k8sControllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller",
+	"node-lifecycle-controller"}
 
 // requireK8sControllers is requireK8s for the controller manager and the
 // scheduler too, which build-k8s.sh builds with the others.
@@ -36,7 +40,7 @@ func requireK8sControllers(t testing.TB) {
 	dir := requireK8s(t)
 	for _, b := range []string{"kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Fatalf("%s missing in %s: run contrib/kubernetes/build-k8s.sh again (it builds it since 2026-12; CRYO_K8S_DIR names another directory)", b, dir)
+			t.Fatalf("%s missing in %s: run `make deps` or contrib/kubernetes/build-k8s.sh (CRYO_K8S_DIR names another directory)", b, dir)
 		}
 	}
 }
