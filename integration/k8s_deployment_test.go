@@ -161,9 +161,11 @@ func testDeployCheckpoint(d *deployTest, repo string) {
 }
 
 // testDeployScaleRestores: scaled to 3, the two new replicas start from
-// the checkpoint image, marked restored-from by the webhook, and each
-// carries on the counter from the checkpoint's value.
+// the checkpoint image, marked restored-from by the webhook with no cold
+// start Event, and each carries on the counter from the checkpoint's
+// value while the checkpointed replica runs on.
 func testDeployScaleRestores(d *deployTest) {
+	rs := d.coldStarts()
 	start := time.Now()
 	d.kubectl("scale", "deployment/"+deployName, "-n", nsDeploy, "--replicas=3")
 	pods := d.waitNew(2, "two restored replicas")
@@ -189,6 +191,25 @@ func testDeployScaleRestores(d *deployTest) {
 	if ready := d.kubectl("get", "deployment/"+deployName, "-n", nsDeploy, "-o", "jsonpath={.status.readyReplicas}"); ready != "3" {
 		d.t.Errorf("the Deployment has %s ready replicas, want 3", ready)
 	}
+	if now := d.coldStarts(); now != rs {
+		d.t.Errorf("the scale-up recorded %d cold start Events (before it %d, for the first replica)", now-rs, rs)
+	}
+}
+
+// coldStarts counts the webhook's cold start Events in the namespace.
+func (d *deployTest) coldStarts() int {
+	d.t.Helper()
+	var list struct{ Items []struct{ Reason string } }
+	if err := d.getJSON("/api/v1/namespaces/"+nsDeploy+"/events", &list); err != nil {
+		d.t.Fatalf("events of %s: %v", nsDeploy, err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Reason == admission.ReasonColdStart {
+			n++
+		}
+	}
+	return n
 }
 
 // testDeployWebhookDown: with cryo's webhook down (its failure policy is
