@@ -39,8 +39,9 @@
 #                  $CRYO_DEPS/containerd-tests/client-v<version>.test for
 #                  TestContainerdCheckpointSuite
 #   etcd 3.5 (trixie)      unpacked into $CRYO_DEPS/etcd, and kubelet,
-#                  kube-apiserver and kubectl built by kubernetes/build-k8s.sh,
-#                  for TestKubelet's one-node cluster; a failed build is
+#                  kube-apiserver, kube-controller-manager, kube-scheduler
+#                  and kubectl built by kubernetes/build-k8s.sh, for
+#                  TestKubelet's one-node cluster; a failed build is
 #                  recorded there and the test skips, saying why; not with
 #                  CRYO_DEPS_K8S=0 (make demo), which saves the ~450 s build
 #

@@ -131,9 +131,9 @@ func (c *k8sCluster) checkNoLeftovers(a *k8sAgent, ns, pod string) {
 
 // testAgentReplicas: two new pods of the source's spec with the
 // annotation cryo.io/restore-from: first (what a scaled Deployment's
-// template gives its new replicas) are started by cryo's pod webhook
-// from the checkpoint image, and each carries on the source's counter
-// from the checkpoint.
+// template gives its new replicas; TestK8sDeployment scales a real one)
+// are started by cryo's pod webhook from the checkpoint image, and each
+// carries on the source's counter from the checkpoint.
 func testAgentReplicas(c *k8sCluster, image string, before, after int) {
 	for _, name := range []string{"replica-1", "replica-2"} {
 		pod := appPod(nsAgentApps, name, c.app, podOpts{pullSecret: agentSecret})

@@ -4,8 +4,9 @@ package integration
 // and a kubelet on loopback, in a temporary directory, on top of a CRI
 // node (containerd 2.x with CRI, its CNI bridge and the cryo runtime
 // handler on the fake CUDA driver). There is no scheduler and no
-// controller manager: pods name their node (spec.nodeName), and the test
-// creates the namespaces' service accounts itself. The binaries come from
+// controller manager unless a test starts them (startWorkloadControllers):
+// pods name their node (spec.nodeName), and the test creates the
+// namespaces' service accounts itself. The binaries come from
 // contrib/kubernetes/build-k8s.sh, which `make deps` runs.
 
 import (
