@@ -19,6 +19,7 @@ import (
 // The steps of the agent's part of a checkpoint, as Failure.Step and
 // StepTimings name them.
 const (
+	stepTag     = "tag"
 	stepSecret  = "secret"
 	stepKubelet = "kubelet-checkpoint"
 	stepBuild   = "build"
@@ -52,6 +53,11 @@ func (r *Reconciler) run(ctx context.Context, cp *cryov1.Checkpoint) {
 // sequence is the work of run, step by step.
 func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *statusWriter, w work) error {
 	id := cp.Namespace + "/" + cp.Spec.PodName + "/" + cp.Spec.Container
+	// The webhook refused such a Checkpoint; one created while it was not
+	// configured fails here, before the kubelet stops anything.
+	if err := cryov1.ValidateImageRef(cp); err != nil {
+		return stepErr(id, stepTag, err, "create the Checkpoint again with a name of at most 128 characters and a repository without tag")
+	}
 	if err := w.create(); err != nil {
 		return stepErr(id, stepBuild, err, "check that the agent's work directory "+r.WorkRoot+" is writable")
 	}
@@ -72,7 +78,7 @@ func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *sta
 		return err
 	}
 	var b *built
-	if err := s.timed(stepBuild, func() (err error) { b, err = w.buildRunnable(ctx, archive, tagOf(cp)); return err }); err != nil {
+	if err := s.timed(stepBuild, func() (err error) { b, err = w.buildRunnable(ctx, archive, cryov1.ImageRef(cp)); return err }); err != nil {
 		return stepErr(id, stepBuild, err, "check the agent's log and free space in "+r.WorkRoot)
 	}
 	s.insertAfter(stepKubelet, b.steps)
@@ -106,10 +112,6 @@ func (r *Reconciler) readSecret(ctx context.Context, cp *cryov1.Checkpoint, w wo
 
 // ErrSecret is a push Secret the agent cannot use.
 var ErrSecret = errors.New("unusable push Secret")
-
-// tagOf is the tag the agent pushes: the Checkpoint's name, unique in its
-// namespace at any time.
-func tagOf(cp *cryov1.Checkpoint) string { return cp.Spec.Repository + ":" + cp.Name }
 
 // timeoutOf is the kubelet call's deadline: the Checkpoint's timeout, or
 // the API's default.

@@ -163,6 +163,8 @@ func failureOf(err error) cryov1.Failure {
 // reasonFor is the reason word of a failed step.
 func reasonFor(step string) string {
 	switch step {
+	case stepTag:
+		return cryov1.ReasonInvalidTag
 	case stepSecret:
 		return "PushSecret"
 	case stepKubelet:
