@@ -73,7 +73,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cryo controller: a manager for the apiserver at %s: %w (check --kubeconfig or the pod's service account)", cfg.Host, err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), Pods: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("cryo-controller")}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	srv := mgr.GetWebhookServer()
