@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -74,20 +76,33 @@ func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *sta
 		return stepErr(id, stepKubelet, err, kubeletRemedy(err))
 	}
 	defer removeArchive(archive)
-	if err := s.progress(ctx, cryov1.PhaseCheckpointing, 40); err != nil {
+	if err := s.progress(ctx, buildSpan.phase, buildSpan.lo); err != nil {
 		return err
 	}
+	// The image library draws its byte counts here; follow copies them
+	// into the status.
+	bytes := progress.New(io.Discard, false)
 	var b *built
-	if err := s.timed(stepBuild, func() (err error) { b, err = w.buildRunnable(ctx, archive, cryov1.ImageRef(cp)); return err }); err != nil {
+	err = s.timed(stepBuild, func() (err error) {
+		defer s.follow(ctx, bytes, buildSpan)()
+		b, err = w.buildRunnable(ctx, archive, cryov1.ImageRef(cp), bytes)
+		return err
+	})
+	if err != nil {
 		return stepErr(id, stepBuild, err, "check the agent's log and free space in "+r.WorkRoot)
 	}
 	s.insertAfter(stepKubelet, b.steps)
-	if err := s.progress(ctx, cryov1.PhasePushing, 70); err != nil {
+	if err := s.progress(ctx, pushSpan.phase, pushSpan.lo); err != nil {
 		return err
 	}
 	failpoint(stepPush)
 	var digest string
-	if err := s.timed(stepPush, func() (err error) { digest, err = w.push(ctx, b); return err }); err != nil {
+	err = s.timed(stepPush, func() (err error) {
+		defer s.follow(ctx, bytes, pushSpan)()
+		digest, err = w.push(ctx, b, bytes)
+		return err
+	})
+	if err != nil {
 		return stepErr(id, stepPush, err, "check that the Secret "+cp.Spec.PushSecretName+" may push to "+cp.Spec.Repository)
 	}
 	return s.succeed(ctx, pinned(cp.Spec.Repository, digest), b.summary)

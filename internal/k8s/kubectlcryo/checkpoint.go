@@ -149,6 +149,9 @@ func progressLine(cp *cryov1.Checkpoint) string {
 	if cp.Status.Node != "" {
 		line += " on " + cp.Status.Node
 	}
+	if st := cp.Status; st.BytesTotal > 0 && !phase.Done() {
+		line += fmt.Sprintf(", %s of %s", progress.Human(st.BytesDone), progress.Human(st.BytesTotal))
+	}
 	return line
 }
 
