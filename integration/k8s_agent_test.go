@@ -6,7 +6,8 @@ package integration
 // kubelet's webhook authorization) into a runnable image in a registry
 // with a password; two new pods started from the image carry on the
 // source's counter; a pod of a namespace without the pull secret never
-// gets it; an agent killed mid-checkpoint leaves a Failed Checkpoint, the
+// gets it; a second pod checkpointed with leaveRunning false is deleted
+// once its image is pushed; an agent killed mid-checkpoint leaves a Failed Checkpoint, the
 // source running and nothing on the node; and deleting a Checkpoint
 // removes its image from the registry (the cleanup finalizer).
 
@@ -78,8 +79,8 @@ func TestK8sAgent(t *testing.T) {
 	}{
 		{"Replicas", func(c *k8sCluster) { testAgentReplicas(c, cp.Status.Image, before, after) }},
 		{"OtherNamespace", func(c *k8sCluster) { testAgentOtherNamespace(c, cp.Status.Image) }},
-		{"LeaveRunningFalse", func(c *k8sCluster) { testAgentLeaveRunningFalse(c, repo) }},
 		{"Plugin", testAgentPlugin},
+		{"LeaveRunningFalse", func(c *k8sCluster) { testAgentLeaveRunningFalse(c, repo) }},
 		{"KilledMidCheckpoint", func(c *k8sCluster) { agent = testAgentKilled(c, t, agent, repo) }},
 		{"PodDeleted", func(c *k8sCluster) { agent = testAgentPodDeleted(c, t, agent, repo) }},
 		{"Cleanup", func(c *k8sCluster) { testAgentCleanup(c, reg, cp.Status.Image) }},
