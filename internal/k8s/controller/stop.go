@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -42,8 +43,17 @@ func (r *Reconciler) stopSource(ctx context.Context, cp *cryov1.Checkpoint) erro
 	case err != nil:
 		return err
 	}
-	meta.SetStatusCondition(&cp.Status.Conditions, cond)
-	if err := r.Status().Update(ctx, cp); err != nil {
+	// Retried here on a conflict, not by a new round: a new round would
+	// find the pod gone and record PodGone for a pod this one deleted.
+	// The read is uncached (the API reader): the cache may lag behind.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.Pods.Get(ctx, client.ObjectKeyFromObject(cp), cp); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&cp.Status.Conditions, cond)
+		return r.Status().Update(ctx, cp)
+	})
+	if err != nil {
 		return err
 	}
 	if r.Events != nil {
