@@ -6,7 +6,8 @@ package integration
 // kubelet's webhook authorization) into a runnable image in a registry
 // with a password; two new pods started from the image carry on the
 // source's counter; a pod of a namespace without the pull secret never
-// gets it; an agent killed mid-checkpoint leaves a Failed Checkpoint, the
+// gets it; a second pod checkpointed with leaveRunning false is deleted
+// once its image is pushed; an agent killed mid-checkpoint leaves a Failed Checkpoint, the
 // source running and nothing on the node; and deleting a Checkpoint
 // removes its image from the registry (the cleanup finalizer).
 
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -77,6 +80,7 @@ func TestK8sAgent(t *testing.T) {
 		{"Replicas", func(c *k8sCluster) { testAgentReplicas(c, cp.Status.Image, before, after) }},
 		{"OtherNamespace", func(c *k8sCluster) { testAgentOtherNamespace(c, cp.Status.Image) }},
 		{"Plugin", testAgentPlugin},
+		{"LeaveRunningFalse", func(c *k8sCluster) { testAgentLeaveRunningFalse(c, repo) }},
 		{"KilledMidCheckpoint", func(c *k8sCluster) { agent = testAgentKilled(c, t, agent, repo) }},
 		{"PodDeleted", func(c *k8sCluster) { agent = testAgentPodDeleted(c, t, agent, repo) }},
 		{"Cleanup", func(c *k8sCluster) { testAgentCleanup(c, reg, cp.Status.Image) }},
@@ -96,6 +100,9 @@ func checkSucceeded(t *testing.T, cp *cryov1.Checkpoint, repo string) {
 	st := cp.Status
 	if !strings.HasPrefix(st.Image, repo+"@sha256:") || st.ImageSize <= 0 || st.Progress != 100 || st.CryoVersion == "" {
 		t.Errorf("status: image %q size %d progress %d cryo %q", st.Image, st.ImageSize, st.Progress, st.CryoVersion)
+	}
+	if st.BytesTotal != st.ImageSize || st.BytesDone != st.BytesTotal {
+		t.Errorf("status: bytes %d of %d, want the push's %d of %d", st.BytesDone, st.BytesTotal, st.ImageSize, st.ImageSize)
 	}
 	steps := map[string]time.Duration{}
 	for _, s := range st.StepTimings {
@@ -153,6 +160,32 @@ func testAgentReplicas(c *k8sCluster, image string, before, after int) {
 		}
 		c.t.Logf("%s: ticks %d…%d (checkpoint between %d and %d)", name, ticks[0], lastOf(ticks), before, after)
 	}
+}
+
+// testAgentLeaveRunningFalse: a second pod, checkpointed as a preempted
+// job would be (--leave-running=false), is deleted once its image is
+// pushed and recorded, with a condition and an Event that say so.
+func testAgentLeaveRunningFalse(c *k8sCluster, repo string) {
+	c.runPod(appPod(nsAgentApps, "preempted", c.app, podOpts{pullSecret: agentSecret}))
+	c.waitPod(nsAgentApps, "preempted", "Running")
+	c.waitTicks(nsAgentApps, "preempted", 2)
+	out := c.plugin("checkpoint", "preempted", "--to", repo, "--secret", agentSecret, "--leave-running=false", "--wait", "-n", nsAgentApps, "--name", "preempted")
+	wantIn(c.t, out, "preempted: Succeeded 100%", "image "+repo+"@sha256:")
+	cp := c.checkpointObj(nsAgentApps, "preempted")
+	checkSucceeded(c.t, cp, repo)
+	waitFor(c.t, k8sWait, "the source pod deleted", func() bool {
+		_, err := c.kubectlErr("get", "pod", "preempted", "-n", nsAgentApps)
+		return err != nil
+	})
+	cp = c.checkpointObj(nsAgentApps, "preempted")
+	cond := meta.FindStatusCondition(cp.Status.Conditions, cryov1.ConditionSourceDeleted)
+	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, cp.Status.Image) {
+		c.t.Errorf("condition SourceDeleted: %+v", cond)
+	}
+	if ev := c.events(nsAgentApps, "preempted"); !strings.Contains(ev, "SourceDeleted: pod preempted was deleted") {
+		c.t.Errorf("no SourceDeleted Event on the Checkpoint:\n%s", ev)
+	}
+	c.t.Logf("deleted after the push: %s", cond.Message)
 }
 
 // testAgentOtherNamespace: a pod of a namespace without the pull secret

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +47,8 @@ func TestK8sCheckpointAPI(t *testing.T) {
 	t.Run("ControllerFails", func(t *testing.T) { testControllerFails(t, a, src) })
 	t.Run("RestoreFrom", func(t *testing.T) { testRestoreFrom(t, a, src) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, a) })
+	t.Run("InvalidTag", func(t *testing.T) { testInvalidTag(t, a, src) })
+	t.Run("LeaveRunningFalse", func(t *testing.T) { testLeaveRunningFalse(t, a) })
 	t.Run("WebhookDown", func(t *testing.T) { testWebhookDown(t, a) })
 }
 
@@ -426,5 +429,71 @@ func testWebhookDown(t *testing.T, a *apiCluster) {
 	}
 	if err := a.as("bob").Create(context.Background(), checkpoint("while-down", "web-0")); err == nil {
 		t.Error("a Checkpoint was created while its webhook was down")
+	}
+}
+
+// testInvalidTag: a name longer than an OCI tag may be, or a repository
+// with a tag, is refused at creation with what to do, not at the push.
+func testInvalidTag(t *testing.T, a *apiCluster, src *corev1.Pod) {
+	ctx := context.Background()
+	long := checkpoint(strings.Repeat("t", cryov1.MaxTagLength+1), src.Name)
+	tagged := checkpoint("tagged", src.Name)
+	tagged.Spec.Repository += ":v1"
+	for cp, want := range map[*cryov1.Checkpoint]string{long: "more than the 128 a tag may have", tagged: "carries a tag or digest"} {
+		err := a.as("bob").Create(ctx, cp)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Checkpoint of a %d-character name, repository %s: err = %v, want %q", len(cp.Name), cp.Spec.Repository, err, want)
+		}
+	}
+}
+
+// testLeaveRunningFalse: bob may exec but not delete pods, so he may not
+// ask for the pod's end; the admin's Checkpoint deletes its pod once it
+// Succeeded, and a failed one leaves its pod alone.
+func testLeaveRunningFalse(t *testing.T, a *apiCluster) {
+	ctx := context.Background()
+	no := false
+	stopping := func(name, pod string) *cryov1.Checkpoint {
+		cp := checkpoint(name, pod)
+		cp.Spec.LeaveRunning = &no
+		return cp
+	}
+	if err := a.as("bob").Create(ctx, stopping("by-bob-stop", "web-0")); err == nil || !strings.Contains(err.Error(), "may not delete pods web-0") {
+		t.Fatalf("bob, without delete on pods: err = %v, want a refusal", err)
+	}
+	done, failed := a.replica(t, nil), a.replica(t, nil)
+	a.running(t, done)
+	a.running(t, failed)
+	for _, cp := range []*cryov1.Checkpoint{stopping("stop-done", done.Name), stopping("stop-failed", failed.Name)} {
+		if err := a.admin.Create(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.succeed(t, "stop-done", time.Now(), nil)
+	cp := a.checkpointIn(t, apiNS, "stop-failed", cryov1.PhaseAssigned)
+	cp.Status.Phase, cp.Status.Failure = cryov1.PhaseFailed, &cryov1.Failure{Step: "push", Cause: "PushFailed: refused"}
+	if err := a.admin.Status().Update(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	var got cryov1.Checkpoint
+	eventually(t, "the SourceDeleted condition", func() (bool, error) {
+		err := a.admin.Get(ctx, client.ObjectKey{Namespace: apiNS, Name: "stop-done"}, &got)
+		return meta.IsStatusConditionTrue(got.Status.Conditions, cryov1.ConditionSourceDeleted), err
+	})
+	if got.Status.PodUID != string(done.UID) {
+		t.Errorf("status.podUID %q, want the pod's %s", got.Status.PodUID, done.UID)
+	}
+	// No kubelet confirms the deletion: the pod stays, marked deleted.
+	var pod corev1.Pod
+	if err := a.admin.Get(ctx, client.ObjectKeyFromObject(done), &pod); err == nil && pod.DeletionTimestamp.IsZero() {
+		t.Errorf("pod %s is not deleted though its Checkpoint says so", done.Name)
+	}
+	time.Sleep(2 * time.Second) // a round of the controller on the failed one
+	if err := a.admin.Get(ctx, client.ObjectKeyFromObject(failed), &pod); err != nil || !pod.DeletionTimestamp.IsZero() {
+		t.Errorf("the pod of a failed Checkpoint was deleted: %v", err)
+	}
+	if err := a.admin.Get(ctx, client.ObjectKey{Namespace: apiNS, Name: "stop-failed"}, &got); err != nil ||
+		meta.FindStatusCondition(got.Status.Conditions, cryov1.ConditionSourceDeleted) != nil {
+		t.Errorf("a failed Checkpoint has a SourceDeleted condition: %v %+v", err, got.Status.Conditions)
 	}
 }

@@ -61,8 +61,12 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="immutable: create another Checkpoint"
 	PushSecretName string `json:"pushSecretName,omitempty"`
 
-	// LeaveRunning leaves the container running after the checkpoint.
-	// False stops it once the image is pushed.
+	// LeaveRunning leaves the pod running after the checkpoint. False
+	// deletes the pod (exactly the one checkpointed, by UID) once the
+	// image is pushed and the Checkpoint Succeeded, as a preempted job
+	// expects: its owner (a Job, a StatefulSet) makes a new pod, which
+	// may start from the image. A Checkpoint that fails never deletes
+	// it. The requester needs the right to delete the pod.
 	// +optional
 	// +kubebuilder:default=true
 	LeaveRunning *bool `json:"leaveRunning,omitempty"`
@@ -151,6 +155,20 @@ type CheckpointStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	Progress int32 `json:"progress,omitempty"`
+
+	// BytesDone and BytesTotal are the bytes of the step under way (the
+	// image's build while Checkpointing, its push while Pushing) done
+	// and in all; Progress moves with them. After Succeeded they are the
+	// push's. 0: not known yet.
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+
+	// PodUID is the UID of the pod the controller assigned: the pod that
+	// spec.leaveRunning false deletes, never a newer one of its name.
+	// +optional
+	PodUID string `json:"podUID,omitempty"`
 
 	// Node is the node the pod runs on, set by the controller; the agent
 	// on that node does the checkpoint.

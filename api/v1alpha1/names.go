@@ -63,6 +63,10 @@ const (
 	ConditionReady = "Ready"
 	// ConditionFailed: the Checkpoint failed; Status.Failure says where.
 	ConditionFailed = "Failed"
+	// ConditionSourceDeleted: with spec.leaveRunning false, whether the
+	// source pod was deleted after the push (reason Deleted), or why not
+	// (PodGone: it was gone or replaced already).
+	ConditionSourceDeleted = "SourceDeleted"
 )
 
 // Reasons the controller sets on a failed Checkpoint (Failure.Cause
@@ -73,6 +77,9 @@ const (
 	ReasonContainerMissing = "ContainerMissing"
 	ReasonTimeout          = "Timeout"
 	ReasonNotCompatible    = "NotCompatible"
+	// ReasonInvalidTag: the image reference (spec.repository and the
+	// Checkpoint's name as the tag) cannot be pushed.
+	ReasonInvalidTag = "InvalidTag"
 )
 
 // ColdStartAnnotation is set by the pod webhook on a pod that named a

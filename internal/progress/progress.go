@@ -269,3 +269,24 @@ func outcome(err error) string {
 		return "failed"
 	}
 }
+
+// Snapshot is a running task's count, for a caller that reports it
+// somewhere other than a terminal (an API object's status).
+type Snapshot struct {
+	Name        string
+	Done, Total int64
+}
+
+// Running is the tasks still running, in start order.
+func (r *Renderer) Running() []Snapshot {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Snapshot, 0, len(r.tasks))
+	for _, t := range r.tasks {
+		out = append(out, Snapshot{Name: t.name, Done: t.done.Load(), Total: t.total.Load()})
+	}
+	return out
+}

@@ -389,3 +389,22 @@ func TestConcurrentTasksRace(t *testing.T) {
 		t.Fatal("the renderer draws after its last task ended")
 	}
 }
+
+// Running gives the counts of the tasks still running, none that ended.
+func TestRunningSnapshots(t *testing.T) {
+	r := New(io.Discard, false)
+	a, b := r.Start("build", 100), r.Start("verify", 0)
+	a.Add(40)
+	b.Done()
+	got := r.Running()
+	if len(got) != 1 || got[0] != (Snapshot{Name: "build", Done: 40, Total: 100}) {
+		t.Errorf("running %+v", got)
+	}
+	a.Done()
+	if got := r.Running(); len(got) != 0 {
+		t.Errorf("after the end: %+v", got)
+	}
+	if (*Renderer)(nil).Running() != nil {
+		t.Error("a quiet renderer has tasks")
+	}
+}

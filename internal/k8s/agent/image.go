@@ -8,6 +8,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/progress"
 )
 
 // work is one Checkpoint's private directory on the node: the archive's
@@ -50,7 +51,7 @@ type built struct {
 // buildRunnable turns the kubelet's archive into a runnable checkpoint
 // image tagged ref: the same code as `cryo image build --runnable`. The
 // application's base image is pulled with the push Secret's credentials.
-func (w work) buildRunnable(ctx context.Context, archive, ref string) (*built, error) {
+func (w work) buildRunnable(ctx context.Context, archive, ref string, bytes *progress.Renderer) (*built, error) {
 	if err := os.MkdirAll(w.tmp(), 0o700); err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (w work) buildRunnable(ctx context.Context, archive, ref string) (*built, e
 	}
 	defer src.Close()
 	_, sum, err := ociimage.Build(ctx, st, src, ociimage.BuildOptions{Ref: ref, SplitAt: ociimage.DefaultSplitAt,
-		Runnable: true, Remote: w.remote()})
+		Runnable: true, Remote: w.remote(), Progress: bytes})
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +77,12 @@ func (w work) buildRunnable(ctx context.Context, archive, ref string) (*built, e
 }
 
 // push sends the image to its registry and returns its manifest digest.
-func (w work) push(ctx context.Context, b *built) (string, error) {
+func (w work) push(ctx context.Context, b *built, bytes *progress.Renderer) (string, error) {
 	st, err := ociimage.OpenStore(ctx, w.store())
 	if err != nil {
 		return "", err
 	}
-	d, err := st.Push(ctx, b.ref, ociimage.TransferOptions{RemoteOptions: w.remote()})
+	d, err := st.Push(ctx, b.ref, ociimage.TransferOptions{RemoteOptions: w.remote(), Renderer: bytes})
 	if err != nil {
 		return "", err
 	}

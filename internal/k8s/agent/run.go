@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -13,12 +14,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // The steps of the agent's part of a checkpoint, as Failure.Step and
 // StepTimings name them.
 const (
+	stepTag     = "tag"
 	stepSecret  = "secret"
 	stepKubelet = "kubelet-checkpoint"
 	stepBuild   = "build"
@@ -52,6 +55,11 @@ func (r *Reconciler) run(ctx context.Context, cp *cryov1.Checkpoint) {
 // sequence is the work of run, step by step.
 func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *statusWriter, w work) error {
 	id := cp.Namespace + "/" + cp.Spec.PodName + "/" + cp.Spec.Container
+	// The webhook refused such a Checkpoint; one created while it was not
+	// configured fails here, before the kubelet stops anything.
+	if err := cryov1.ValidateImageRef(cp); err != nil {
+		return stepErr(id, stepTag, err, "create the Checkpoint again with a name of at most 128 characters and a repository without tag")
+	}
 	if err := w.create(); err != nil {
 		return stepErr(id, stepBuild, err, "check that the agent's work directory "+r.WorkRoot+" is writable")
 	}
@@ -68,20 +76,33 @@ func (r *Reconciler) sequence(ctx context.Context, cp *cryov1.Checkpoint, s *sta
 		return stepErr(id, stepKubelet, err, kubeletRemedy(err))
 	}
 	defer removeArchive(archive)
-	if err := s.progress(ctx, cryov1.PhaseCheckpointing, 40); err != nil {
+	if err := s.progress(ctx, buildSpan.phase, buildSpan.lo); err != nil {
 		return err
 	}
+	// The image library draws its byte counts here; follow copies them
+	// into the status.
+	bytes := progress.New(io.Discard, false)
 	var b *built
-	if err := s.timed(stepBuild, func() (err error) { b, err = w.buildRunnable(ctx, archive, tagOf(cp)); return err }); err != nil {
+	err = s.timed(stepBuild, func() (err error) {
+		defer s.follow(ctx, bytes, buildSpan)()
+		b, err = w.buildRunnable(ctx, archive, cryov1.ImageRef(cp), bytes)
+		return err
+	})
+	if err != nil {
 		return stepErr(id, stepBuild, err, "check the agent's log and free space in "+r.WorkRoot)
 	}
 	s.insertAfter(stepKubelet, b.steps)
-	if err := s.progress(ctx, cryov1.PhasePushing, 70); err != nil {
+	if err := s.progress(ctx, pushSpan.phase, pushSpan.lo); err != nil {
 		return err
 	}
 	failpoint(stepPush)
 	var digest string
-	if err := s.timed(stepPush, func() (err error) { digest, err = w.push(ctx, b); return err }); err != nil {
+	err = s.timed(stepPush, func() (err error) {
+		defer s.follow(ctx, bytes, pushSpan)()
+		digest, err = w.push(ctx, b, bytes)
+		return err
+	})
+	if err != nil {
 		return stepErr(id, stepPush, err, "check that the Secret "+cp.Spec.PushSecretName+" may push to "+cp.Spec.Repository)
 	}
 	return s.succeed(ctx, pinned(cp.Spec.Repository, digest), b.summary)
@@ -106,10 +127,6 @@ func (r *Reconciler) readSecret(ctx context.Context, cp *cryov1.Checkpoint, w wo
 
 // ErrSecret is a push Secret the agent cannot use.
 var ErrSecret = errors.New("unusable push Secret")
-
-// tagOf is the tag the agent pushes: the Checkpoint's name, unique in its
-// namespace at any time.
-func tagOf(cp *cryov1.Checkpoint) string { return cp.Spec.Repository + ":" + cp.Name }
 
 // timeoutOf is the kubelet call's deadline: the Checkpoint's timeout, or
 // the API's default.

@@ -93,6 +93,8 @@ func (s *statusWriter) succeed(ctx context.Context, image string, sum *ociimage.
 		now := metav1.Now()
 		st.Phase, st.Progress, st.Image, st.CompletionTime, st.Failure = cryov1.PhaseSucceeded, 100, image, &now, nil
 		st.ImageSize = sum.Sizes.Compressed
+		// The push's count, whether or not a sample caught it running.
+		st.BytesDone, st.BytesTotal = st.ImageSize, st.ImageSize
 		st.GPUs = gpusOf(sum)
 		st.DriverBranch = driverBranch(sum.Driver)
 		st.CUDAVersion = cudaVersion(sum.CUDA)
@@ -163,6 +165,8 @@ func failureOf(err error) cryov1.Failure {
 // reasonFor is the reason word of a failed step.
 func reasonFor(step string) string {
 	switch step {
+	case stepTag:
+		return cryov1.ReasonInvalidTag
 	case stepSecret:
 		return "PushSecret"
 	case stepKubelet:

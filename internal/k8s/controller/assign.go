@@ -38,6 +38,7 @@ func (r *Reconciler) assign(ctx context.Context, cp *cryov1.Checkpoint, now time
 	}
 	cp.Status.Phase = cryov1.PhaseAssigned
 	cp.Status.Node = pod.Spec.NodeName
+	cp.Status.PodUID = string(pod.UID)
 	cp.Status.CompatibilityKey = key
 	cp.Status.ObservedGeneration = cp.Generation
 	cp.Status.Requester = &cryov1.Requester{Username: cp.Annotations[cryov1.RequesterAnnotation], Groups: groups(cp)}

@@ -68,12 +68,17 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "cryo-controller.cryo.io",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		WebhookServer:           webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
+		// A replica stopped by SIGTERM (a rollout, a drain) gives the
+		// Lease up at once, so the next one takes over without waiting
+		// out the lease; Run returns right after, nothing reconciles
+		// past it.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cryo controller: a manager for the apiserver at %s: %w (check --kubeconfig or the pod's service account)", cfg.Host, err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), Pods: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Events: mgr.GetEventRecorder("cryo-controller")}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	srv := mgr.GetWebhookServer()

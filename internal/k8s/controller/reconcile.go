@@ -7,6 +7,7 @@ import (
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -24,6 +25,8 @@ type Reconciler struct {
 	// controller does not hold every pod of the cluster in memory for a
 	// read at each Checkpoint's assignment.
 	Pods client.Reader
+	// Events records the deletion of a source pod; nil: none.
+	Events events.EventRecorder
 	// Now is the clock, for tests; nil is time.Now.
 	Now func() time.Time
 }
@@ -57,6 +60,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	now := r.now()
 	switch {
+	case stopsSource(&cp):
+		// The update's event brings the retention round.
+		return ctrl.Result{}, r.stopSource(ctx, &cp)
 	case cp.Status.Phase.Done():
 		return r.retain(ctx, &cp, now)
 	case cp.Status.Phase == "" || cp.Status.Phase == cryov1.PhasePending:

@@ -18,7 +18,7 @@ import (
 
 type checkpointFlags struct {
 	container, to, secret, name string
-	wait                        bool
+	wait, leaveRunning          bool
 	timeout                     time.Duration
 }
 
@@ -32,7 +32,9 @@ default container). cryo's agent on the pod's node checkpoints it through
 the kubelet, builds the image and pushes it to REPOSITORY (no tag: the
 Checkpoint's name is the tag, and the status pins the digest) with the
 docker-registry Secret --secret of the same namespace. The pod keeps
-running.
+running, unless --leave-running=false: then cryo's controller deletes
+it once the image is pushed (never after a failure), so that its owner
+can start it again, e.g. from the checkpoint.
 
 With --wait, follows the Checkpoint's phase and progress until it ends,
 and exits non-zero if it failed, printing the failed step, its cause and
@@ -50,6 +52,7 @@ the remedy. Without it, prints the Checkpoint's name; follow it with
 	fs.StringVar(&f.secret, "secret", "", "the docker-registry `SECRET` of the namespace that may push to the repository")
 	fs.StringVar(&f.name, "name", "", "the Checkpoint's `NAME` (default: POD- and a random suffix)")
 	fs.BoolVarP(&f.wait, "wait", "w", false, "follow the Checkpoint until it succeeds or fails")
+	fs.BoolVar(&f.leaveRunning, "leave-running", true, "keep the pod running; false deletes it once the image is pushed")
 	fs.DurationVar(&f.timeout, "timeout", 0, "the Checkpoint's `DURATION` limit (default: the API's, 10m)")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
@@ -66,6 +69,9 @@ func (e *env) checkpoint(ctx context.Context, pod string, f checkpointFlags) err
 	}
 	if f.name == "" {
 		cp.GenerateName = pod + "-"
+	}
+	if !f.leaveRunning {
+		cp.Spec.LeaveRunning = &f.leaveRunning
 	}
 	if f.timeout > 0 {
 		cp.Spec.Timeout = &metav1.Duration{Duration: f.timeout}
@@ -142,6 +148,9 @@ func progressLine(cp *cryov1.Checkpoint) string {
 	line := fmt.Sprintf("%s: %s %d%%", cp.Name, phase, cp.Status.Progress)
 	if cp.Status.Node != "" {
 		line += " on " + cp.Status.Node
+	}
+	if st := cp.Status; st.BytesTotal > 0 && !phase.Done() {
+		line += fmt.Sprintf(", %s of %s", progress.Human(st.BytesDone), progress.Human(st.BytesTotal))
 	}
 	return line
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
 	"github.com/cryo-gpu/cryo/internal/progress"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestRestoreFromTargets: only the three workload kinds, with a name,
@@ -40,5 +42,18 @@ func TestHelp(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "kubectl cryo checkpoint POD --to REPOSITORY") {
 		t.Errorf("help:\n%s", out.String())
+	}
+}
+
+// The build's and the push's lines carry their sizes.
+func TestProgressLineBytes(t *testing.T) {
+	cp := &cryov1.Checkpoint{ObjectMeta: metav1.ObjectMeta{Name: "first"}, Status: cryov1.CheckpointStatus{
+		Phase: cryov1.PhasePushing, Progress: 77, Node: "n1", BytesDone: 1 << 30, BytesTotal: 4 << 30}}
+	if got, want := progressLine(cp), "first: Pushing 77% on n1, 1.0 GiB of 4.0 GiB"; got != want {
+		t.Errorf("line %q, want %q", got, want)
+	}
+	cp.Status.Phase, cp.Status.Progress = cryov1.PhaseSucceeded, 100
+	if got := progressLine(cp); strings.Contains(got, "GiB") {
+		t.Errorf("a finished line with a count: %q", got)
 	}
 }

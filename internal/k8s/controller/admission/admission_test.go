@@ -1,12 +1,18 @@
 package admission
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	admissionv1 "k8s.io/api/admission/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 func TestNamesRefuseOtherNamespaces(t *testing.T) {
@@ -68,5 +74,22 @@ func TestGPUAffinityAndsEveryTerm(t *testing.T) {
 	}
 	if got := gpuAffinity(nil, []cryov1.GPU{{Model: "X"}}); len(got.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 1 {
 		t.Errorf("no affinity: %+v", got)
+	}
+}
+
+// A name too long for a tag is refused before any access review: the
+// agent could never push the image, after the kubelet stopped the pod.
+func TestHandleRefusesInvalidTag(t *testing.T) {
+	for _, c := range []struct{ name, repo, want string }{
+		{strings.Repeat("a", 129), "r.example/app", "more than the 128"},
+		{"first", "r.example/app:v1", "carries a tag"},
+	} {
+		raw, _ := json.Marshal(&cryov1.Checkpoint{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "team"},
+			Spec: cryov1.CheckpointSpec{PodName: "web-0", Container: "app", Repository: c.repo}})
+		req := cradmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "team", Object: runtime.RawExtension{Raw: raw}}}
+		resp := (&Checkpoints{}).Handle(context.Background(), req)
+		if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, c.want) {
+			t.Errorf("name of %d characters, repository %s: allowed %v, %+v", len(c.name), c.repo, resp.Allowed, resp.Result)
+		}
 	}
 }

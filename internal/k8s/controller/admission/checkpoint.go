@@ -34,6 +34,9 @@ func (h *Checkpoints) Handle(ctx context.Context, req admission.Request) admissi
 	if why := names(&cp, req.Namespace); why != "" {
 		return admission.Denied(why)
 	}
+	if err := cryov1.ValidateImageRef(&cp); err != nil {
+		return admission.Denied(fmt.Sprintf("Checkpoint %s: %v", cp.Name, err))
+	}
 	if resp, ok := h.authorized(ctx, req, &cp); !ok {
 		return resp
 	}
@@ -63,10 +66,15 @@ func names(cp *cryov1.Checkpoint, ns string) string {
 
 // authorized asks the apiserver whether the requester may create
 // pods/exec on the pod (a checkpoint reads all of the pod's memory, which
-// exec already allows) and get the push Secret (the agent pushes with
-// it, which would otherwise lend its credentials to anyone).
+// exec already allows), get the push Secret (the agent pushes with
+// it, which would otherwise lend its credentials to anyone), and, for
+// spec.leaveRunning false, delete the pod (the controller deletes it
+// with its own rights).
 func (h *Checkpoints) authorized(ctx context.Context, req admission.Request, cp *cryov1.Checkpoint) (admission.Response, bool) {
 	checks := []authzv1.ResourceAttributes{{Namespace: req.Namespace, Verb: "create", Resource: "pods", Subresource: "exec", Name: cp.Spec.PodName}}
+	if cp.Spec.LeaveRunning != nil && !*cp.Spec.LeaveRunning {
+		checks = append(checks, authzv1.ResourceAttributes{Namespace: req.Namespace, Verb: "delete", Resource: "pods", Name: cp.Spec.PodName})
+	}
 	if cp.Spec.PushSecretName != "" {
 		checks = append(checks, authzv1.ResourceAttributes{Namespace: req.Namespace, Verb: "get", Resource: "secrets", Name: cp.Spec.PushSecretName})
 	}
