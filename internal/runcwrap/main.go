@@ -17,7 +17,6 @@
 package runcwrap
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +53,7 @@ func Main(args []string) int {
 		return 1
 	}
 	w := &wrapper{cmd: c, cfg: cfg, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ctx, stop := signalContext()
 	defer stop()
 	// A caller that goes away (Podman interrupted, its pipes closed) must
 	// not kill cryo-runc with SIGPIPE at its next log line, in the middle
