@@ -46,7 +46,19 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 	defer release()
 	c := o.newCheckpoint(t, "")
 	c.lock = l
-	r := &runner{o: o, op: "pause", id: t.ID, steps: []step{
+	r := &runner{o: o, op: "pause", id: t.ID, steps: c.pauseTable(freeze),
+		// Between steps an interrupt stops the pause and the rollback
+		// resumes what it suspended: the container is left running.
+		interruptible: true,
+		failed:        c.pauseError,
+		untouched:     pauseUntouched,
+	}
+	return r.run(ctx)
+}
+
+// pauseTable is the GPU-free pause's steps; freeze is the front end's.
+func (c *checkpoint) pauseTable(freeze func(context.Context) error) []step {
+	return []step{
 		// A GPU-free pause is the driver's checkpoint: a server asked to
 		// sleep before one gives back its cache instead of having it copied.
 		c.preHookStep(),
@@ -56,14 +68,7 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 		// Recorded also when only the hook ran: the resume wakes the server.
 		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: func() bool { return c.noCUDA() && c.t.PreCheckpoint == nil }},
 		{name: StepFreeze, do: freeze},
-	},
-		// Between steps an interrupt stops the pause and the rollback
-		// resumes what it suspended: the container is left running.
-		interruptible: true,
-		failed:        c.pauseError,
-		untouched:     pauseUntouched,
 	}
-	return r.run(ctx)
 }
 
 // pauseUntouched is a failed pause's outcome when no undo had anything
