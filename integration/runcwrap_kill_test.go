@@ -26,7 +26,7 @@ import (
 // every step of its own, each with its group killed. Each case has a
 // container of its own: a killed run may leave a held container and a
 // pause record behind, which a shared one would carry into the next case.
-// About 60 s here.
+// About 40 s here.
 func TestRuncwrapKillSweep(t *testing.T) {
 	requireRoot(t)
 	for _, step := range orchestrate.CheckpointSteps(true, true) {

@@ -72,7 +72,7 @@ func rwRunsIntact(t *testing.T, r rwRun, out string) {
 // says so and exits 128+signal, or, at the last write, the checkpoint
 // completes. Then the GPU-free pause held before each of its steps, and
 // its resume before each of its two. One container serves every case
-// (each leaves it running); about 80 s here.
+// (each leaves it running); about 50 s here.
 //
 // The three signals go to every checkpoint step: that is the sequence
 // with the most to undo, and Podman's stop (SIGTERM), a terminal's Ctrl-C
@@ -80,7 +80,7 @@ func rwRunsIntact(t *testing.T, r rwRun, out string) {
 // into the same cancellation, and only the exit status and the name in
 // the message tell them apart; so the pause, the resume and the restore
 // take SIGINT at every step and SIGTERM and SIGHUP at a sample of theirs
-// (rwSampled), which keeps the sweep near a minute and a half.
+// (rwSampled), which keeps the sweep under a minute.
 func TestRuncwrapSignalSweep(t *testing.T) {
 	requireRoot(t)
 	r := rwStart(t, "cryo-sigsweep", "CRYO_DIGEST_WATCH=0")
@@ -109,6 +109,7 @@ func rwCheckpointSignal(t *testing.T, r rwRun, step orchestrate.StepName, by sto
 		if ok, err := manifest.DumpCompleted(img, nil); code != 0 || !ok || err != nil {
 			t.Fatalf("exit %d at the last write, checkpoint complete %v (%v), want 0 and complete:\n%s", code, ok, err, out)
 		}
+		wantIn(t, out, by.String()+" came once the command could no longer be undone: it completed")
 		return
 	}
 	if code != 128+int(by.sig) {
@@ -175,6 +176,7 @@ func rwPauseSweep(t *testing.T, r rwRun) {
 				if code != 0 {
 					t.Fatalf("an interrupted resume exited %d, want 0 (a resume is not undone):\n%s", code, out)
 				}
+				wantIn(t, out, by.String()+" came once the command could no longer be undone: it completed")
 				rwRunsIntact(t, r, out)
 			})
 		}
@@ -238,7 +240,7 @@ func TestRuncwrapLostExitStatus(t *testing.T) {
 // done nothing is left: no container in runc's state, no process in its
 // cgroup, no CRIU holding the images, cryo-runc exits 128+signal, and the
 // checkpoint restores again, which the next case proves; after CRIU, the
-// restore completes and the container runs on intact. About 20 s.
+// restore completes, says so, and the container runs on intact. About 10 s.
 func TestRuncwrapRestoreSignalSweep(t *testing.T) {
 	requireRoot(t)
 	r := rwStart(t, "cryo-rsweep", "CRYO_DIGEST_WATCH=0")
@@ -260,6 +262,7 @@ func rwRestoreSignal(t *testing.T, r *rwRun, img string, step orchestrate.StepNa
 		if code != 0 {
 			t.Fatalf("exit %d after %s past CRIU's restore, want 0 (completed):\n%s", code, by, out)
 		}
+		wantIn(t, out, by.String()+" came once the command could no longer be undone: it completed")
 		r.out = restored
 		rwRunsIntact(t, *r, out)
 		if len(inCgroupOf(r.id)) == 0 {

@@ -64,14 +64,14 @@ func Main(args []string) int {
 	case routeVersion:
 		return w.version()
 	case routeCheckpoint:
-		return w.checkpoint(ctx)
+		return w.completed(ctx, w.checkpoint(ctx))
 	case routeRestore:
 		w.prepare()
 		return w.restore(ctx)
 	case routePause:
-		return w.pauseCmd(ctx)
+		return w.completed(ctx, w.pauseCmd(ctx))
 	case routeResume:
-		return w.resumeCmd(ctx)
+		return w.completed(ctx, w.resumeCmd(ctx))
 	case routeDelete:
 		return w.deleteCmd()
 	case routeCreate:

@@ -57,7 +57,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	defer w.disarm(o, armed)
 	if o.detach {
 		defer undo()
-		return w.restoreDetached(ctx, o, m, scope)
+		return w.completed(ctx, w.restoreDetached(ctx, o, m, scope))
 	}
 	return w.restoreForeground(ctx, o, m, scope, l, undo)
 }

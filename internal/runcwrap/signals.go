@@ -64,3 +64,15 @@ func sigName(s syscall.Signal) string {
 	}
 	return s.String()
 }
+
+// completed passes code on, and says so when a signal came but the
+// command succeeded all the same: past the point where it could be undone
+// (a checkpoint's last write, a restore whose CRIU is done, a resume), a
+// command completes, and its caller must not read the signal as a
+// rollback.
+func (w *wrapper) completed(ctx context.Context, code int) int {
+	if sig := interruptedBy(ctx); sig != 0 && code == 0 {
+		w.log.warn("%s came once the command could no longer be undone: it completed", sigName(sig))
+	}
+	return code
+}
