@@ -82,6 +82,7 @@ func restoreSweepOne(t *testing.T, env []string, p *bareProc, img, step string, 
 		// CRIU's restore is done: the tree is there, held with CUDA
 		// checkpointed, and recover is the one way back.
 		awaitHeld(t, p.pid)
+		wantIn(t, bareCryo(t, env, "ps"), "run cryo recover "+strconv.Itoa(p.pid))
 		wantIn(t, bareCryo(t, env, "recover", strconv.Itoa(p.pid)), "recovered: checked")
 		runsIntact(t, env, p, out)
 	case sig == syscall.SIGKILL:

@@ -1,10 +1,9 @@
 package integration
 
-// SIGKILL to cryo-runc's whole process group (an OOM kill of the group,
-// `kill -9 -PGID`, a supervisor that gives up on Podman's runtime) while
-// the orchestration is held before a step. cryo-runc has no say; runc,
-// CRIU and the driver helper run in groups of their own and end what they
-// do. The container must then run intact, or be held stopped with CUDA
+// SIGKILL to cryo-runc's whole process group (`kill -9 -PGID`, a
+// supervisor that gives up on Podman and its runtime) while the
+// orchestration is held before a step. cryo-runc has no say; runc, CRIU
+// and the driver helper run in groups of their own and end what they do. The container must then run intact, or be held stopped with CUDA
 // checkpointed, which `cryo recover PID` (the one command `cryo ps`
 // names) brings back.
 

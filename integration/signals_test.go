@@ -69,9 +69,9 @@ func startGroupCryo(t *testing.T, bin string, env []string, args ...string) *gro
 func (g *groupCryo) signalGroup(sig syscall.Signal) { syscall.Kill(-g.cmd.Process.Pid, sig) }
 
 // stopBy is one way a sweep stops cryo: a signal to its process group (a
-// terminal's Ctrl-C, a supervisor's SIGTERM, an OOM killer or `kill -9
-// -PGID` taking cryo and everything in its group), or SIGKILL to cryo
-// alone. CRIU, runc and the driver helper run in groups of their own:
+// terminal's Ctrl-C, a supervisor's SIGTERM, or `kill -9 -PGID` taking
+// cryo and everything in its group), or SIGKILL to cryo alone (an OOM
+// kill). CRIU, runc and the driver helper run in groups of their own:
 // a kill of cryo's group leaves them to end what they do.
 type stopBy struct {
 	sig   syscall.Signal
@@ -268,6 +268,7 @@ func sweepOutcome(t *testing.T, env []string, p *bareProc, img, step string, sig
 		// never lost, and recover is the one command that brings it back.
 		waitFor(t, time.Minute, "no tracer to hold the workload", func() bool { return procfs.Tracer(p.pid) == 0 })
 		if st := procfs.State(p.pid); st == "T" || st == "t" {
+			wantIn(t, bareCryo(t, env, "ps"), "run cryo recover "+strconv.Itoa(p.pid))
 			wantIn(t, bareCryo(t, env, "recover", strconv.Itoa(p.pid)), "recovered: checked")
 		}
 		runsIntact(t, env, p, out)

@@ -165,11 +165,11 @@ only: the shim's CRIU runs on and ends its dump. containerd paused the
 task for the checkpoint and resumes it on ctr's request, which is gone:
 the task stays paused, and "ctr task resume" brings it back, CUDA first.
 
-A SIGKILL has no rollback. Sent to cryo's whole process group (an OOM
-kill, "kill -9 -PGID"), it ends cryo alone all the same: CRIU, runc and
-the driver helper live on in their groups and end what they do. The
-workload then runs on, or waits stopped with CUDA checkpointed, and "cryo
-ps" names the one command: "cryo recover PID".
+A SIGKILL has no rollback. Sent to cryo's whole process group ("kill -9
+-PGID", a supervisor that gives up), it ends cryo alone all the same:
+CRIU, runc and the driver helper live on in their groups and end what
+they do. The workload then runs on, or waits stopped with CUDA
+checkpointed, and "cryo ps" names the one command: "cryo recover PID".
 
 If cryo itself is killed after the dump (or, under Podman, cryo-runc), the
 images are whole but the manifest has no digests. Such a checkpoint is not
