@@ -24,9 +24,10 @@ import (
 )
 
 // TestRestoreSignalSweep: every step of a bare restore (read from the
-// restore's tables) × SIGINT to the group and SIGKILL to cryo, and SIGTERM
-// at CRIU's restore alone (cryo treats the three catchable signals alike;
-// the checkpoint sweep covers each at every step). One checkpoint serves
+// restore's tables) × SIGINT to the group, SIGKILL to cryo and SIGKILL to
+// its whole group, and SIGTERM at CRIU's restore alone (cryo treats the
+// three catchable signals alike; the checkpoint sweep covers each at every
+// step). One checkpoint serves
 // every case: each case ends with the workload killed, so that the next
 // restore of the same, untouched checkpoint proves it is still whole.
 // About 15 s here.
@@ -45,14 +46,14 @@ func TestRestoreSignalSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, step := range orchestrate.RestoreSteps(false) {
-		sigs := []syscall.Signal{syscall.SIGINT, syscall.SIGKILL}
+		ways := []stopBy{byINT, byKill, byKillGroup}
 		if step == orchestrate.StepRestore {
-			sigs = append(sigs, syscall.SIGTERM)
+			ways = append(ways, byTERM)
 		}
-		for _, sig := range sigs {
-			t.Run(string(step)+"/"+unix.SignalName(sig), func(t *testing.T) {
+		for _, by := range ways {
+			t.Run(string(step)+"/"+by.String(), func(t *testing.T) {
 				t.Cleanup(func() { killDumped(t, p); os.Truncate(out, st.Size()) })
-				restoreSweepOne(t, env, p, img, string(step), sig)
+				restoreSweepOne(t, env, p, img, string(step), by)
 			})
 		}
 	}
@@ -61,14 +62,13 @@ func TestRestoreSignalSweep(t *testing.T) {
 
 // restoreSweepOne holds `cryo restore` before step, signals it, and checks
 // what it left.
-func restoreSweepOne(t *testing.T, env []string, p *bareProc, img, step string, sig syscall.Signal) {
+func restoreSweepOne(t *testing.T, env []string, p *bareProc, img, step string, by stopBy) {
 	hold := filepath.Join(t.TempDir(), "hold")
 	g := startGroupCryo(t, failpointBin(t, "cryo"), append(env, "CRYO_TEST_HOLD=restore/"+step+":"+hold), "restore", "--dir", img)
 	waitHold(t, hold, "cryo to reach restore step "+step)
-	if sig == syscall.SIGKILL {
-		g.cmd.Process.Signal(sig)
-	} else {
-		g.signalGroup(sig)
+	sig := by.sig
+	by.send(g)
+	if !by.killed() {
 		waitFor(t, 10*time.Second, "cryo to take the signal", func() bool {
 			return strings.Contains(g.out.String(), "received: stopping")
 		})
@@ -82,6 +82,7 @@ func restoreSweepOne(t *testing.T, env []string, p *bareProc, img, step string, 
 		// CRIU's restore is done: the tree is there, held with CUDA
 		// checkpointed, and recover is the one way back.
 		awaitHeld(t, p.pid)
+		wantIn(t, bareCryo(t, env, "ps"), "run cryo recover "+strconv.Itoa(p.pid))
 		wantIn(t, bareCryo(t, env, "recover", strconv.Itoa(p.pid)), "recovered: checked")
 		runsIntact(t, env, p, out)
 	case sig == syscall.SIGKILL:

@@ -67,109 +67,148 @@ func rwRunsIntact(t *testing.T, r rwRun, out string) {
 }
 
 // TestRuncwrapSignalSweep: `cryo-runc checkpoint --leave-running` held
-// before every step of the checkpoint's table, SIGINT to cryo-runc's
-// group: the container runs on intact and cryo-runc says so, or, at the
-// last write, the checkpoint completes. Then the GPU-free pause held
-// before each of its steps, and its resume before each of its two. One
-// container serves every case (each leaves it running); about 40 s here.
+// before every step of the checkpoint's table, and SIGINT, SIGTERM and
+// SIGHUP to cryo-runc's group: the container runs on intact, cryo-runc
+// says so and exits 128+signal, or, at the last write, the checkpoint
+// completes. Then the GPU-free pause held before each of its steps, and
+// its resume before each of its two. One container serves every case
+// (each leaves it running); about 50 s here.
+//
+// The three signals go to every checkpoint step: that is the sequence
+// with the most to undo, and Podman's stop (SIGTERM), a terminal's Ctrl-C
+// and a closed terminal's SIGHUP all reach it. cryo-runc turns all three
+// into the same cancellation, and only the exit status and the name in
+// the message tell them apart; so the pause, the resume and the restore
+// take SIGINT at every step and SIGTERM and SIGHUP at a sample of theirs
+// (rwSampled), which keeps the sweep under a minute.
 func TestRuncwrapSignalSweep(t *testing.T) {
 	requireRoot(t)
 	r := rwStart(t, "cryo-sigsweep", "CRYO_DIGEST_WATCH=0")
 	for _, step := range orchestrate.CheckpointSteps(true, true) {
-		t.Run("checkpoint/"+string(step), func(t *testing.T) {
-			img := filepath.Join(t.TempDir(), "img")
-			g, hold := rwHeld(t, r, "checkpoint", string(step), "checkpoint", "--leave-running", "--image-path", img, r.id)
-			g.signalGroup(syscall.SIGINT)
-			time.Sleep(200 * time.Millisecond)
-			os.Remove(hold)
-			code, out := g.wait(t), g.out.String()
-			t.Logf("exit %d:\n%s", code, out)
-			rwRunsIntact(t, r, out)
-			if step == "final" {
-				if ok, err := manifest.DumpCompleted(img, nil); code != 0 || !ok || err != nil {
-					t.Fatalf("exit %d at the last write, checkpoint complete %v (%v), want 0 and complete:\n%s", code, ok, err, out)
-				}
-				return
-			}
-			if code == 0 {
-				t.Fatalf("an interrupted checkpoint exited 0:\n%s", out)
-			}
-			if step == orchestrate.StepFind {
-				// Nothing was found, so nothing was touched: there is no
-				// process list to check, and the message claims no check.
-				wantIn(t, out, "the processes were left running, CUDA untouched")
-				return
-			}
-			wantIn(t, out, "checked: every process was returned to running")
-		})
-	}
-	// Podman's own stop of its runtime is a SIGTERM: sampled at the dump,
-	// the step that has the most to undo (CUDA suspended, images written).
-	t.Run("checkpoint/dump/SIGTERM", func(t *testing.T) {
-		g, hold := rwHeld(t, r, "checkpoint", string(orchestrate.StepDump), "checkpoint", "--leave-running", "--image-path", filepath.Join(t.TempDir(), "img"), r.id)
-		g.signalGroup(syscall.SIGTERM)
-		time.Sleep(200 * time.Millisecond)
-		os.Remove(hold)
-		code, out := g.wait(t), g.out.String()
-		if code == 0 {
-			t.Fatalf("a checkpoint stopped by SIGTERM exited 0:\n%s", out)
+		for _, by := range []stopBy{byINT, byTERM, byHUP} {
+			t.Run("checkpoint/"+string(step)+"/"+by.String(), func(t *testing.T) {
+				rwCheckpointSignal(t, r, step, by)
+			})
 		}
-		rwRunsIntact(t, r, out)
-		wantIn(t, out, "checked: every process was returned to running")
-	})
+	}
 	rwPauseSweep(t, r)
 }
 
-// rwPauseSweep: SIGINT to cryo-runc's group before each step of the
+// rwCheckpointSignal holds a leave-running checkpoint before step, stops
+// cryo-runc by, and checks what it says and left.
+func rwCheckpointSignal(t *testing.T, r rwRun, step orchestrate.StepName, by stopBy) {
+	img := filepath.Join(t.TempDir(), "img")
+	g, hold := rwHeld(t, r, "checkpoint", string(step), "checkpoint", "--leave-running", "--image-path", img, r.id)
+	by.send(g)
+	time.Sleep(200 * time.Millisecond)
+	os.Remove(hold)
+	code, out := g.wait(t), g.out.String()
+	t.Logf("exit %d:\n%s", code, out)
+	rwRunsIntact(t, r, out)
+	if step == "final" {
+		if ok, err := manifest.DumpCompleted(img, nil); code != 0 || !ok || err != nil {
+			t.Fatalf("exit %d at the last write, checkpoint complete %v (%v), want 0 and complete:\n%s", code, ok, err, out)
+		}
+		wantIn(t, out, by.String()+" came once the command could no longer be undone: it completed")
+		return
+	}
+	if code != 128+int(by.sig) {
+		t.Fatalf("exit %d after %s before step %s, want %d (interrupted, the container intact):\n%s", code, by, step, 128+int(by.sig), out)
+	}
+	wantIn(t, out, "interrupted by "+by.String(), "remedy: none needed")
+	if step == orchestrate.StepFind {
+		// Nothing was found, so nothing was touched: there is no
+		// process list to check, and the message claims no check.
+		wantIn(t, out, "the processes were left running, CUDA untouched")
+		return
+	}
+	wantIn(t, out, "checked: every process was returned to running")
+	if n := strings.Count(out, "returned to running"); n != 1 {
+		t.Errorf("the message says %d times that the processes run, want once:\n%s", n, out)
+	}
+}
+
+// rwSampled are the signals a pause, resume or restore step takes: SIGINT
+// at every step, SIGTERM and SIGHUP at the step of the sample (see
+// TestRuncwrapSignalSweep for why a sample does).
+func rwSampled(step, termAt, hupAt orchestrate.StepName) []stopBy {
+	ways := []stopBy{byINT}
+	if step == termAt {
+		ways = append(ways, byTERM)
+	}
+	if step == hupAt {
+		ways = append(ways, byHUP)
+	}
+	return ways
+}
+
+// rwPauseSweep: a signal to cryo-runc's group before each step of the
 // GPU-free pause, and of its resume. An interrupted pause rolls back (the
 // container runs, CUDA resumed) unless it had frozen the container; an
 // interrupted resume completes (it only gives back). Either way a resume
-// brings the container back intact.
+// brings the container back intact. The sample: SIGTERM where the pause
+// has CUDA suspended and unrecorded, SIGHUP where it has recorded it;
+// SIGTERM at the thaw and SIGHUP at the resume's CUDA step.
 func rwPauseSweep(t *testing.T, r rwRun) {
-	for _, step := range []orchestrate.StepName{orchestrate.StepFind, orchestrate.StepInventory, orchestrate.StepSuspend, orchestrate.StepRecord, orchestrate.StepFreeze} {
-		t.Run("pause/"+string(step), func(t *testing.T) {
-			g, hold := rwHeld(t, r, "pause", string(step), "pause", r.id)
-			g.signalGroup(syscall.SIGINT)
-			time.Sleep(200 * time.Millisecond)
-			os.Remove(hold)
-			code, out := g.wait(t), g.out.String()
-			t.Logf("exit %d:\n%s", code, out)
-			rwAfterPause(t, r, code, out)
-		})
+	for _, step := range orchestrate.PauseSteps() {
+		for _, by := range rwSampled(step, orchestrate.StepRecord, orchestrate.StepFreeze) {
+			t.Run("pause/"+string(step)+"/"+by.String(), func(t *testing.T) {
+				g, hold := rwHeld(t, r, "pause", string(step), "pause", r.id)
+				by.send(g)
+				time.Sleep(200 * time.Millisecond)
+				os.Remove(hold)
+				code, out := g.wait(t), g.out.String()
+				t.Logf("exit %d:\n%s", code, out)
+				rwAfterPause(t, r, by, code, out)
+			})
+		}
 	}
 	for _, step := range []orchestrate.StepName{orchestrate.StepThaw, orchestrate.StepResume} {
-		t.Run("resume/"+string(step), func(t *testing.T) {
-			run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "pause", r.id)
-			g, hold := rwHeld(t, r, "resume", string(step), "resume", r.id)
-			g.signalGroup(syscall.SIGINT)
-			time.Sleep(200 * time.Millisecond)
-			os.Remove(hold)
-			code, out := g.wait(t), g.out.String()
-			t.Logf("exit %d:\n%s", code, out)
-			if code != 0 {
-				t.Fatalf("an interrupted resume exited %d, want 0 (a resume is not undone):\n%s", code, out)
-			}
-			rwRunsIntact(t, r, out)
-		})
+		for _, by := range rwSampled(step, orchestrate.StepThaw, orchestrate.StepResume) {
+			t.Run("resume/"+string(step)+"/"+by.String(), func(t *testing.T) {
+				run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "pause", r.id)
+				g, hold := rwHeld(t, r, "resume", string(step), "resume", r.id)
+				by.send(g)
+				time.Sleep(200 * time.Millisecond)
+				os.Remove(hold)
+				code, out := g.wait(t), g.out.String()
+				t.Logf("exit %d:\n%s", code, out)
+				if code != 0 {
+					t.Fatalf("an interrupted resume exited %d, want 0 (a resume is not undone):\n%s", code, out)
+				}
+				wantIn(t, out, by.String()+" came once the command could no longer be undone: it completed")
+				rwRunsIntact(t, r, out)
+			})
+		}
 	}
 }
 
 // rwAfterPause checks an interrupted pause: a pause that failed left the
-// container running; one that completed left it paused, and the resume
-// brings it back.
-func rwAfterPause(t *testing.T, r rwRun, code int, out string) {
+// container running, exited 128+signal and said so once, checked; one
+// that completed left it paused, and the resume brings it back.
+func rwAfterPause(t *testing.T, r rwRun, by stopBy, code int, out string) {
 	t.Helper()
-	state := run(t, 10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "state", r.id)
-	paused := strings.Contains(state, `"status": "paused"`) || strings.Contains(state, `"status":"paused"`)
+	paused := rwPaused(t, r)
 	switch {
 	case code == 0 && paused:
 		run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "resume", r.id)
-	case code != 0 && !paused:
-		wantIn(t, out, "stopped before this step: interrupt", "left running", "none needed; pause the container again")
+	case code == 128+int(by.sig) && !paused:
+		wantIn(t, out, "stopped before this step: interrupted by "+by.String(), "none needed; pause the container again")
+		if !strings.Contains(out, "checked: every process was returned to running") {
+			// Only where nothing was found to check (the find step).
+			wantIn(t, out, "the container was left running, CUDA untouched")
+		}
 	default:
-		t.Fatalf("pause exited %d with the container %s:\n%s", code, state, out)
+		t.Fatalf("pause exited %d (want 0 paused, or %d running) with the container paused %v:\n%s", code, 128+int(by.sig), paused, out)
 	}
 	rwRunsIntact(t, r, out)
+}
+
+// rwPaused says whether runc reports the container paused.
+func rwPaused(t *testing.T, r rwRun) bool {
+	t.Helper()
+	state := run(t, 10*time.Second, nil, "/usr/sbin/runc", "--root", r.root, "state", r.id)
+	return strings.Contains(state, `"status": "paused"`) || strings.Contains(state, `"status":"paused"`)
 }
 
 // TestRuncwrapLostExitStatus: the container's app dies while cryo-runc's
@@ -196,43 +235,52 @@ func TestRuncwrapLostExitStatus(t *testing.T) {
 
 // TestRuncwrapRestoreSignalSweep: `cryo-runc restore` held before each
 // step of a container's restore (read from the restore's tables), SIGINT
-// to cryo-runc's group. Before CRIU is done nothing is left: no container
-// in runc's state, no process in its cgroup, no CRIU holding the images,
-// and the checkpoint restores again, which the next case proves; after
-// CRIU, the restore completes and the container runs on intact. About 15 s.
+// to cryo-runc's group, and SIGTERM before CRIU's restore and SIGHUP before
+// the confinement (the sample of TestRuncwrapSignalSweep). Before CRIU is
+// done nothing is left: no container in runc's state, no process in its
+// cgroup, no CRIU holding the images, cryo-runc exits 128+signal, and the
+// checkpoint restores again, which the next case proves; after CRIU, the
+// restore completes, says so, and the container runs on intact. About 10 s.
 func TestRuncwrapRestoreSignalSweep(t *testing.T) {
 	requireRoot(t)
 	r := rwStart(t, "cryo-rsweep", "CRYO_DIGEST_WATCH=0")
 	img := filepath.Join(r.dir, "img")
 	run(t, time.Minute, nil, cryoBin(t, "cryo-runc"), "--cryo-env", r.envFile, "--root", r.root, "checkpoint", "--image-path", img, "--work-path", filepath.Join(r.dir, "w0"), r.id)
 	for _, step := range orchestrate.RestoreSteps(true) {
-		t.Run(string(step), func(t *testing.T) {
-			code, out, restored := rwInterruptedRestore(t, r, img, string(step))
-			t.Logf("exit %d:\n%s", code, out)
-			if step == orchestrate.StepResume {
-				if code != 0 {
-					t.Fatalf("exit %d after SIGINT past CRIU's restore, want 0 (completed):\n%s", code, out)
-				}
-				r.out = restored
-				rwRunsIntact(t, r, out)
-				if len(inCgroupOf(r.id)) == 0 {
-					t.Fatal("the running container has no process in its cgroups: the probe of the other cases sees nothing")
-				}
-				return
-			}
-			if code == 0 {
-				t.Fatalf("an interrupted restore exited 0:\n%s", out)
-			}
-			wantIn(t, out, "restore interrupted", "the checkpoint was not changed and is whole")
-			rwNothingRestored(t, r, img, out)
-		})
+		for _, by := range rwSampled(step, orchestrate.StepRestore, orchestrate.StepConfine) {
+			t.Run(string(step)+"/"+by.String(), func(t *testing.T) { rwRestoreSignal(t, &r, img, step, by) })
+		}
 	}
 }
 
+// rwRestoreSignal holds a restore of img before step, stops cryo-runc by,
+// and checks what it left.
+func rwRestoreSignal(t *testing.T, r *rwRun, img string, step orchestrate.StepName, by stopBy) {
+	code, out, restored := rwInterruptedRestore(t, *r, img, string(step), by)
+	t.Logf("exit %d:\n%s", code, out)
+	if step == orchestrate.StepResume {
+		if code != 0 {
+			t.Fatalf("exit %d after %s past CRIU's restore, want 0 (completed):\n%s", code, by, out)
+		}
+		wantIn(t, out, by.String()+" came once the command could no longer be undone: it completed")
+		r.out = restored
+		rwRunsIntact(t, *r, out)
+		if len(inCgroupOf(r.id)) == 0 {
+			t.Fatal("the running container has no process in its cgroups: the probe of the other cases sees nothing")
+		}
+		return
+	}
+	if code != 128+int(by.sig) {
+		t.Fatalf("an interrupted restore exited %d, want %d:\n%s", code, 128+int(by.sig), out)
+	}
+	wantIn(t, out, "restore interrupted: interrupted by "+by.String(), "the checkpoint was not changed and is whole")
+	rwNothingRestored(t, *r, img, out)
+}
+
 // rwInterruptedRestore holds `cryo-runc restore` of img before step,
-// sends SIGINT to its group, and returns its status, its output and what
+// stops it by, and returns its status, its output and what
 // the restored container prints (its stdout is the restore's).
-func rwInterruptedRestore(t *testing.T, r rwRun, img, step string) (int, string, *testsupport.Buffer) {
+func rwInterruptedRestore(t *testing.T, r rwRun, img, step string, by stopBy) (int, string, *testsupport.Buffer) {
 	t.Helper()
 	hold := filepath.Join(t.TempDir(), "hold")
 	pr, pw, err := os.Pipe()
@@ -252,7 +300,7 @@ func rwInterruptedRestore(t *testing.T, r rwRun, img, step string) (int, string,
 	go io.Copy(buf, pr)
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 	waitHold(t, hold, "cryo-runc to reach restore step "+step)
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	by.send(&groupCryo{cmd: cmd})
 	time.Sleep(200 * time.Millisecond)
 	os.Remove(hold)
 	err = cmd.Wait()
@@ -312,4 +360,46 @@ func TestPodmanLostExitStatus(t *testing.T) {
 		t.Fatalf("podman's checkpoint of a dead workload succeeded:\n%s", out)
 	}
 	wantIn(t, out, "exit status 4", "no complete checkpoint holds them")
+}
+
+// TestPodmanInterruptedExitStatus: Podman's checkpoint with cryo-runc held
+// before the dump (CUDA suspended), and SIGTERM to cryo-runc alone, as a
+// supervisor that stops the runtime sends it (a signal to Podman's group
+// would end Podman first, with nobody left to report). cryo-runc rolls
+// back and exits 143, and Podman (exiting 125, its status for a failed
+// runtime) quotes that status in its error, so that a user reads an
+// interrupt that left the container running apart from a lost workload
+// (3, 4) or a failure (1). About 5 s.
+func TestPodmanInterruptedExitStatus(t *testing.T) {
+	hold := filepath.Join(t.TempDir(), "hold")
+	p := newPodman(t, "CRYO_TEST_HOLD=checkpoint/dump:"+hold, "CRYO_DIGEST_WATCH=0")
+	p.withRuntime(failpointBin(t, "cryo-runc")) // the hold is compiled only there
+	p.runApp(t, "app")
+	id := strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.Id}}", "app"))
+	pid, err := strconv.Atoi(strings.TrimSpace(p.podman(t, "inspect", "--format", "{{.State.Pid}}", "app")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGroupCryo(t, "podman", p.env, append(append([]string{}, p.args...), "container", "checkpoint", "--leave-running", "app")...)
+	waitHold(t, hold, "cryo-runc to reach the dump")
+	runtimes := pidsOf("cryo-runc", "checkpoint", id)
+	if len(runtimes) != 1 {
+		t.Fatalf("cryo-runc checkpoint of %s: pids %v, want one", id, runtimes)
+	}
+	syscall.Kill(runtimes[0], syscall.SIGTERM)
+	time.Sleep(200 * time.Millisecond)
+	os.Remove(hold)
+	code, out := g.wait(t), g.out.String()
+	t.Logf("podman exited %d:\n%s", code, out)
+	if code != 125 {
+		// Podman's own status for a failed runtime; the runtime's is in its message.
+		t.Fatalf("podman's interrupted checkpoint exited %d, want 125:\n%s", code, out)
+	}
+	wantIn(t, out, "exit status 143", "interrupted by SIGTERM", "checked: every process was returned to running")
+	if st := procfs.State(pid); st == "T" || st == "t" || !procfs.Alive(pid) {
+		t.Fatalf("the container's app is gone or stopped (state %q):\n%s", st, out)
+	}
+	if pg, err := fakecuda.ReadPage(pid); err != nil || pg.State != 0 {
+		t.Fatalf("driver state of the container's app: %+v, %v", pg, err)
+	}
 }

@@ -68,6 +68,45 @@ func startGroupCryo(t *testing.T, bin string, env []string, args ...string) *gro
 // signalGroup signals the whole group, as a terminal's Ctrl-C does.
 func (g *groupCryo) signalGroup(sig syscall.Signal) { syscall.Kill(-g.cmd.Process.Pid, sig) }
 
+// stopBy is one way a sweep stops cryo: a signal to its process group (a
+// terminal's Ctrl-C, a supervisor's SIGTERM, or `kill -9 -PGID` taking
+// cryo and everything in its group), or SIGKILL to cryo alone (an OOM
+// kill). CRIU, runc and the driver helper run in groups of their own:
+// a kill of cryo's group leaves them to end what they do.
+type stopBy struct {
+	sig   syscall.Signal
+	group bool
+}
+
+// The ways every sweep goes through: the three signals cryo catches, to
+// its group, and SIGKILL, to cryo alone and to its group.
+var (
+	byINT       = stopBy{syscall.SIGINT, true}
+	byTERM      = stopBy{syscall.SIGTERM, true}
+	byHUP       = stopBy{syscall.SIGHUP, true}
+	byKill      = stopBy{syscall.SIGKILL, false}
+	byKillGroup = stopBy{syscall.SIGKILL, true}
+)
+
+func (s stopBy) String() string {
+	if s.sig == syscall.SIGKILL && s.group {
+		return "SIGKILL-group"
+	}
+	return unix.SignalName(s.sig)
+}
+
+// killed: cryo had no say (SIGKILL).
+func (s stopBy) killed() bool { return s.sig == syscall.SIGKILL }
+
+// send stops g.
+func (s stopBy) send(g *groupCryo) {
+	if s.group {
+		g.signalGroup(s.sig)
+		return
+	}
+	g.cmd.Process.Signal(s.sig)
+}
+
 // wait returns cryo's exit status; a run past two minutes fails the test.
 func (g *groupCryo) wait(t *testing.T) int {
 	t.Helper()
@@ -180,20 +219,20 @@ func dumpedBytes(dir string) int64 {
 // TestSignalSweep: for every step of a checkpoint (read from the step
 // runner's own table), with and without --leave-running, SIGINT, SIGTERM
 // and SIGHUP to cryo's process group while cryo is held before the step,
-// and SIGKILL to cryo alone. Each run ends with the workload running
-// intact and cryo saying so with 128+signal, or, at the last write, with
-// the checkpoint complete and the workload gone or running as the command
-// intended (exit 0); a killed cryo leaves the tree running or stopped, and
-// `cryo recover` brings it back.
+// and SIGKILL to cryo alone and to its whole group. Each run ends with the
+// workload running intact and cryo saying so with 128+signal, or, at the
+// last write, with the checkpoint complete and the workload gone or
+// running as the command intended (exit 0); a killed cryo leaves the tree
+// running or stopped, and `cryo recover` brings it back.
 func TestSignalSweep(t *testing.T) {
 	requireRoot(t)
 	env := append(fakeDriverEnv(t, ""), "CRYO_DIGEST_WATCH=0")
 	for _, leave := range []bool{false, true} {
 		mode := map[bool]string{false: "exit", true: "leave-running"}[leave]
 		for _, step := range orchestrate.CheckpointSteps(true, leave) {
-			for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGKILL} {
-				t.Run(mode+"/"+string(step)+"/"+unix.SignalName(sig), func(t *testing.T) {
-					sweepOne(t, env, string(step), sig, leave)
+			for _, by := range []stopBy{byINT, byTERM, byHUP, byKill, byKillGroup} {
+				t.Run(mode+"/"+string(step)+"/"+by.String(), func(t *testing.T) {
+					sweepOne(t, env, string(step), by, leave)
 				})
 			}
 		}
@@ -201,7 +240,7 @@ func TestSignalSweep(t *testing.T) {
 }
 
 // sweepOne is one run of the sweep.
-func sweepOne(t *testing.T, env []string, step string, sig syscall.Signal, leave bool) {
+func sweepOne(t *testing.T, env []string, step string, by stopBy, leave bool) {
 	p := bareStartFakeApp(t, env, nil)
 	img := filepath.Join(t.TempDir(), "img")
 	hold := filepath.Join(t.TempDir(), "hold")
@@ -211,15 +250,13 @@ func sweepOne(t *testing.T, env []string, step string, sig syscall.Signal, leave
 	}
 	g := startGroupCryo(t, failpointBin(t, "cryo"), append(env, "CRYO_TEST_HOLD="+step+":"+hold), args...)
 	waitHold(t, hold, "cryo to reach step "+step)
-	if sig == syscall.SIGKILL {
-		g.cmd.Process.Signal(sig) // a kill reaches cryo alone: its group is a terminal's
-	} else {
-		g.signalGroup(sig)
+	by.send(g)
+	if !by.killed() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	os.Remove(hold)
 	code := g.wait(t)
-	sweepOutcome(t, env, p, img, step, sig, leave, code, g.out.String())
+	sweepOutcome(t, env, p, img, step, by.sig, leave, code, g.out.String())
 }
 
 // sweepOutcome checks one run of the sweep.
@@ -227,7 +264,11 @@ func sweepOutcome(t *testing.T, env []string, p *bareProc, img, step string, sig
 	t.Helper()
 	switch {
 	case sig == syscall.SIGKILL:
+		// Held stopped (CUDA checkpointed, or a dump's stop) or running:
+		// never lost, and recover is the one command that brings it back.
+		waitFor(t, time.Minute, "no tracer to hold the workload", func() bool { return procfs.Tracer(p.pid) == 0 })
 		if st := procfs.State(p.pid); st == "T" || st == "t" {
+			wantIn(t, bareCryo(t, env, "ps"), "run cryo recover "+strconv.Itoa(p.pid))
 			wantIn(t, bareCryo(t, env, "recover", strconv.Itoa(p.pid)), "recovered: checked")
 		}
 		runsIntact(t, env, p, out)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -36,6 +37,28 @@ func TestExitStatusByFate(t *testing.T) {
 	} {
 		if got := reportError(c.ctx, io.Discard, c.err); got != c.want {
 			t.Errorf("%s: exit %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// An interrupted step's report is printed whole, also where the step saw
+// the context's bare error (context.Canceled) and not the signal: it says
+// what was undone and checked, and the remedy.
+func TestInterruptedReportWhole(t *testing.T) {
+	intr, cancel := context.WithCancelCause(context.Background())
+	cancel(&interrupted{sig: os.Interrupt})
+	step := &report.StepError{Op: "checkpoint", ID: "pid 7", Step: "suspend", Err: fmt.Errorf("pid 7: lock: %w", context.Canceled),
+		Outcome: "CUDA untouched; checked: every process was returned to running (1 process, CUDA running)", Remedy: "none needed", Fate: report.FateIntact}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{step, "cryo: interrupted by SIGINT: checkpoint of pid 7 failed at step suspend: pid 7: lock: context canceled; CUDA untouched; checked: every process was returned to running (1 process, CUDA running); remedy: none needed\n"},
+		{context.Canceled, "cryo: interrupted by SIGINT\n"},
+	} {
+		var b strings.Builder
+		if code := reportError(intr, &b, c.err); code != 130 || b.String() != c.want {
+			t.Errorf("exit %d, printed %q; want 130 and %q", code, b.String(), c.want)
 		}
 	}
 }

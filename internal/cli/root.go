@@ -161,7 +161,10 @@ func reportMessage(ctx context.Context, w io.Writer, err error) int {
 		switch {
 		case errors.As(err, &named):
 			fmt.Fprintf(w, "cryo: %v\n", err) // the step and its rollback name the signal
-		case errors.Is(err, context.Canceled):
+		case errors.Is(err, context.Canceled) && !errors.As(err, new(*report.StepError)):
+			// A bare cancellation says nothing more. A step's report
+			// does (what was undone, what was checked, the remedy), even
+			// where the step got the context's error, not its cause.
 			fmt.Fprintf(w, "cryo: interrupted by %s\n", sigName(sig))
 		default:
 			fmt.Fprintf(w, "cryo: interrupted by %s: %v\n", sigName(sig), err)

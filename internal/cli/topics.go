@@ -134,8 +134,10 @@ remedy. The exit status says what became of the workload:
   4    a process died; no complete checkpoint holds it
   130  interrupted by Ctrl-C (128+signal for SIGTERM, SIGHUP): rolled back,
        and checked running
-cryo-runc exits 3 and 4 for the same fates (Podman and CRI-O show a
-runtime's status); its other failures keep runc's status, or 1.
+cryo-runc exits with the same statuses for the same outcomes (Podman and
+CRI-O show a runtime's status: "exit status 143"): 3 and 4 for the fates,
+128+signal when interrupted with the container left running, checked;
+its other failures keep runc's status, or 1.
 
 An interrupted restore ("cryo restore", "cryo image restore", "cryo-runc
 restore") leaves nothing half-restored. Before CRIU starts it stops
@@ -162,6 +164,12 @@ Under containerd, a Ctrl-C on "ctr task checkpoint" reaches ctr's group
 only: the shim's CRIU runs on and ends its dump. containerd paused the
 task for the checkpoint and resumes it on ctr's request, which is gone:
 the task stays paused, and "ctr task resume" brings it back, CUDA first.
+
+A SIGKILL has no rollback. Sent to cryo's whole process group ("kill -9
+-PGID", a supervisor that gives up), it ends cryo alone all the same:
+CRIU, runc and the driver helper live on in their groups and end what
+they do. The workload then runs on, or waits stopped with CUDA
+checkpointed, and "cryo ps" names the one command: "cryo recover PID".
 
 If cryo itself is killed after the dump (or, under Podman, cryo-runc), the
 images are whole but the manifest has no digests. Such a checkpoint is not

@@ -388,8 +388,9 @@ func (c *checkpoint) suspend(ctx context.Context) error {
 const untouchedOutcome = "the processes were left running, CUDA untouched"
 
 // driverRolledBack is the outcome of a suspend step whose failure
-// internal/cuda rolled back (cuda.ErrRolledBack).
-const driverRolledBack = "the processes were left running; the suspend's own rollback returned CUDA to running"
+// internal/cuda rolled back (cuda.ErrRolledBack); an interrupted one
+// keeps only what was done (undoneOnly).
+const driverRolledBack = "the processes were left running; the suspend's own rollback resumed CUDA"
 
 // writeManifest writes the manifest before the dump, so that a checkpoint
 // interrupted after the dump still says what it holds (without digests,

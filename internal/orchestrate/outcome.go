@@ -138,7 +138,11 @@ func recoverRemedy(pids []int) string {
 // checkedOutcome checks the claim of a failed checkpoint's outcome and
 // returns the outcome, the workload's fate and, when the check contradicts
 // the claim, the remedy that applies ("" keeps the report's).
-func (c *checkpoint) checkedOutcome(ctx context.Context, step StepName, outcome string) (string, report.Fate, string) {
+//
+// An interrupted step's outcome says it once: the cause says what was
+// stopped, the outcome what the undo did, and the check that the processes
+// run (the undo's own "left running" would only say it again, unchecked).
+func (c *checkpoint) checkedOutcome(ctx context.Context, step StepName, outcome string, interrupt bool) (string, report.Fate, string) {
 	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
 	if len(pids) == 0 {
 		return outcome, report.FateUnknown, "" // nothing was found, nothing touched
@@ -148,11 +152,17 @@ func (c *checkpoint) checkedOutcome(ctx context.Context, step StepName, outcome 
 	}
 	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
 	if w.intact() {
-		checked := fmt.Sprintf("; checked: every process was returned to running (%s, CUDA running)", plural(len(w.running), "process", "processes"))
+		checked := fmt.Sprintf("checked: every process was returned to running (%s, CUDA running)", plural(len(w.running), "process", "processes"))
 		if len(w.exited) > 0 {
 			checked += "; " + numbered(w.exited, "has exited on its own", "have exited on their own")
 		}
-		return outcome + checked, report.FateIntact, ""
+		if interrupt {
+			outcome = undoneOnly(outcome)
+		}
+		if outcome == "" {
+			return checked, report.FateIntact, ""
+		}
+		return outcome + "; " + checked, report.FateIntact, ""
 	}
 	what := fmt.Sprintf("checked after step %s and its rollback: %s", step, w)
 	if len(w.gone) == 0 {
@@ -252,3 +262,45 @@ func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
 	e.Remedy = recoverRemedy(w.held())
 	return e
 }
+
+// leftRunning are the undo outcomes' claims that the target runs, which
+// an intact check says in its own words.
+var leftRunning = []string{"the processes were left running", "the container was left running"}
+
+// undoneOnly is outcome without its claim that the target runs: what the
+// undo did ("CUDA resumed", "CUDA untouched"), or "" when it did nothing
+// else.
+func undoneOnly(outcome string) string {
+	for _, claim := range leftRunning {
+		if rest, ok := strings.CutPrefix(outcome, claim); ok {
+			rest = strings.TrimPrefix(rest, " with ")
+			return strings.TrimLeft(rest, ",; ")
+		}
+	}
+	return outcome
+}
+
+// rolledBackOutcome is a failed step's cause and outcome when
+// internal/cuda rolled its own suspend back (cuda.ErrRolledBack): the
+// outcome says that CUDA was resumed, where it would say CUDA was
+// untouched, and the cause no longer says it too.
+func rolledBackOutcome(err error, outcome, untouched string) (error, string) {
+	if !errors.Is(err, cuda.ErrRolledBack) {
+		return err, outcome
+	}
+	if outcome == untouched {
+		outcome = driverRolledBack
+	}
+	return saidOnce{err}, outcome
+}
+
+// saidOnce is a rolled-back suspend's error without the rollback's own
+// words at its end (the outcome says them); errors.Is still finds
+// cuda.ErrRolledBack and the cause.
+type saidOnce struct{ error }
+
+func (e saidOnce) Error() string {
+	return strings.TrimSuffix(e.error.Error(), "; "+cuda.ErrRolledBack.Error())
+}
+
+func (e saidOnce) Unwrap() error { return e.error }

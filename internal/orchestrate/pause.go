@@ -1,6 +1,7 @@
 package orchestrate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,19 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 	defer release()
 	c := o.newCheckpoint(t, "")
 	c.lock = l
-	r := &runner{o: o, op: "pause", id: t.ID, steps: []step{
+	r := &runner{o: o, op: "pause", id: t.ID, steps: c.pauseTable(freeze),
+		// Between steps an interrupt stops the pause and the rollback
+		// resumes what it suspended: the container is left running.
+		interruptible: true,
+		failed:        c.pauseError,
+		untouched:     pauseUntouched,
+	}
+	return r.run(ctx)
+}
+
+// pauseTable is the GPU-free pause's steps; freeze is the front end's.
+func (c *checkpoint) pauseTable(freeze func(context.Context) error) []step {
+	return []step{
 		// A GPU-free pause is the driver's checkpoint: a server asked to
 		// sleep before one gives back its cache instead of having it copied.
 		c.preHookStep(),
@@ -55,15 +68,12 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 		// Recorded also when only the hook ran: the resume wakes the server.
 		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: func() bool { return c.noCUDA() && c.t.PreCheckpoint == nil }},
 		{name: StepFreeze, do: freeze},
-	},
-		// Between steps an interrupt stops the pause and the rollback
-		// resumes what it suspended: the container is left running.
-		interruptible: true,
-		failed:        c.pauseError,
-		untouched:     "the container was left running, CUDA untouched",
 	}
-	return r.run(ctx)
 }
+
+// pauseUntouched is a failed pause's outcome when no undo had anything
+// to say.
+const pauseUntouched = "the container was left running, CUDA untouched"
 
 // recordPause writes the processes this pause suspended, with what the
 // inventory learnt of them while they still held their GPU memory.
@@ -84,10 +94,14 @@ func (c *checkpoint) recordPause() error {
 // failed suspend).
 func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, outcome string) error {
 	c.wakeAfterFailure(ctx)
-	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Err: err, Outcome: outcome,
-		Remedy: pauseRemedies[step]}
+	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
+	e.Err, e.Outcome = rolledBackOutcome(err, outcome, pauseUntouched)
 	if interrupted(ctx) {
-		e.Remedy = "none needed; pause the container again when you are ready"
+		// Checked as an interrupted checkpoint is: the message says once
+		// what was undone and that the check found the container running.
+		var remedy string
+		e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, e.Outcome, true)
+		e.Remedy = cmp.Or(remedy, "none needed; pause the container again when you are ready")
 		return e
 	}
 	if errors.Is(err, cuda.ErrTimeout) {

@@ -32,11 +32,9 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 		e.Remedy = c.o.dumpRemedy(err)
 	}
 	c.wakeAfterFailure(ctx)
-	if step == StepSuspend && errors.Is(err, cuda.ErrRolledBack) && outcome == untouchedOutcome {
-		outcome = driverRolledBack
-	}
+	e.Err, outcome = rolledBackOutcome(err, outcome, untouchedOutcome)
 	var remedy string
-	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome)
+	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome, errors.Is(err, context.Canceled))
 	if remedy != "" {
 		e.Remedy = remedy
 	}

@@ -112,6 +112,14 @@ func TestRestoreSteps(t *testing.T) {
 	}
 }
 
+// The pause table a sweep reads: a container with a CUDA process and no
+// pre-checkpoint hook.
+func TestPauseSteps(t *testing.T) {
+	if got, want := fmt.Sprint(PauseSteps()), "[find inventory suspend record freeze]"; got != want {
+		t.Errorf("PauseSteps() = %s, want %s", got, want)
+	}
+}
+
 // TestRunnerSoftStep: a soft step's failure is recorded and kept, nothing
 // is undone, and the steps after it run.
 func TestRunnerSoftStep(t *testing.T) {

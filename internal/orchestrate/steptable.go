@@ -49,3 +49,21 @@ func RestoreSteps(container bool) []StepName {
 	}
 	return names
 }
+
+// PauseSteps names, in order, the steps that a GPU-free pause of a
+// container with a CUDA process and no hooks takes, read from the pause's
+// own table: the names a failpoint holds a pause before ("pause/STEP").
+func PauseSteps() []StepName {
+	c := &checkpoint{m: manifest.New("steps"), toSuspend: []int{0}}
+	var names []StepName
+	for _, s := range c.pauseTable(nil) {
+		if s.skip == nil || !s.skip() {
+			names = append(names, s.failpointName())
+		}
+	}
+	return names
+}
+
+// ResumeSteps names the two steps of a resume after a GPU-free pause
+// ("resume/STEP"): the thaw, then the CUDA resume.
+func ResumeSteps() []StepName { return []StepName{StepThaw, StepResume} }

@@ -23,7 +23,7 @@ func (w *wrapper) checkpoint(ctx context.Context) int {
 	}
 	if err := w.doCheckpoint(ctx, o); err != nil {
 		w.log.error("%v", err)
-		return exitCode(err)
+		return exitCode(ctx, err)
 	}
 	return 0
 }

@@ -1,6 +1,7 @@
 package runcwrap
 
 import (
+	"context"
 	"errors"
 	"strconv"
 
@@ -34,13 +35,19 @@ const (
 
 // exitCode is the status cryo-runc exits with for err: 3 or 4 when the
 // workload was lost (the fate wins over runc's status, which only says
-// how the lost step ended), else runc's own when runc failed, else 1.
-func exitCode(err error) int {
+// how the lost step ended, and over an interrupt: a lost workload must
+// not read as a clean rollback), else 128+signal when a signal stopped
+// the command and what it had begun was undone (130 for SIGINT, as the
+// CLI), else runc's own when runc failed, else 1.
+func exitCode(ctx context.Context, err error) int {
 	switch report.FateOf(err) {
 	case report.FateLostKept:
 		return exitLostKept
 	case report.FateLost:
 		return exitLost
+	}
+	if sig := interruptedBy(ctx); sig != 0 && err != nil {
+		return 128 + int(sig)
 	}
 	var e *exitError
 	if errors.As(err, &e) && e.code != 0 {

@@ -1,27 +1,56 @@
 package runcwrap
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // cryo-runc's status: the workload's fate first (3, 4, as the CLI's),
-// then runc's own status, then 1.
+// then 128+signal for an interrupt that left the workload intact, then
+// runc's own status, then 1.
 func TestExitCode(t *testing.T) {
 	runc := fmt.Errorf("dump: %w", &exitError{code: 7})
+	calm := context.Background()
 	for _, c := range []struct {
+		ctx  context.Context
 		err  error
 		want int
 	}{
-		{&report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateLost}, 4},
-		{&report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateLostKept}, 3},
-		{&report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateIntact}, 7},
-		{fmt.Errorf("query: %w", ErrContainer), 1},
+		{calm, &report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateLost}, 4},
+		{calm, &report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateLostKept}, 3},
+		{calm, &report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateIntact}, 7},
+		{calm, fmt.Errorf("query: %w", ErrContainer), 1},
+		{interruptedCtx(syscall.SIGINT), &report.StepError{Op: "checkpoint", Err: context.Canceled, Fate: report.FateIntact}, 130},
+		{interruptedCtx(syscall.SIGTERM), &report.StepError{Op: "pause", Err: context.Canceled}, 143},
+		{interruptedCtx(syscall.SIGHUP), &report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateIntact}, 129},
+		{interruptedCtx(syscall.SIGINT), &report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateLost}, 4},
+		{interruptedCtx(syscall.SIGTERM), &report.StepError{Op: "checkpoint", Err: runc, Fate: report.FateLostKept}, 3},
 	} {
-		if got := exitCode(c.err); got != c.want {
-			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
+		if got := exitCode(c.ctx, c.err); got != c.want {
+			t.Errorf("exitCode(%v, %v) = %d, want %d", context.Cause(c.ctx), c.err, got, c.want)
 		}
 	}
+}
+
+// An interrupt is a cancellation to the layers below, and names its signal.
+func TestInterruptCause(t *testing.T) {
+	ctx := interruptedCtx(syscall.SIGTERM)
+	if interruptedBy(ctx) != syscall.SIGTERM || interruptedBy(context.Background()) != 0 {
+		t.Fatalf("interruptedBy: %v, %v", interruptedBy(ctx), interruptedBy(context.Background()))
+	}
+	c := context.Cause(ctx)
+	if !errors.Is(c, context.Canceled) || c.Error() != "interrupted by SIGTERM" {
+		t.Fatalf("cause %q (a cancellation: %v)", c, errors.Is(c, context.Canceled))
+	}
+}
+
+func interruptedCtx(sig syscall.Signal) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(&interrupted{sig: sig})
+	return ctx
 }

@@ -1,6 +1,7 @@
 package runcwrap
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +25,7 @@ func TestExitCodeOfRunc(t *testing.T) {
 		{errors.New("no runc"), 1},
 		{nil, 1},
 	} {
-		if got := exitCode(c.err); got != c.want {
+		if got := exitCode(context.Background(), c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
 		}
 	}

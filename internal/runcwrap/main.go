@@ -17,7 +17,6 @@
 package runcwrap
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +53,7 @@ func Main(args []string) int {
 		return 1
 	}
 	w := &wrapper{cmd: c, cfg: cfg, runc: runc, log: log, cli: runcCLI{path: runc, globals: c.globals}}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ctx, stop := signalContext()
 	defer stop()
 	// A caller that goes away (Podman interrupted, its pipes closed) must
 	// not kill cryo-runc with SIGPIPE at its next log line, in the middle
@@ -65,14 +64,14 @@ func Main(args []string) int {
 	case routeVersion:
 		return w.version()
 	case routeCheckpoint:
-		return w.checkpoint(ctx)
+		return w.completed(ctx, w.checkpoint(ctx))
 	case routeRestore:
 		w.prepare()
 		return w.restore(ctx)
 	case routePause:
-		return w.pauseCmd(ctx)
+		return w.completed(ctx, w.pauseCmd(ctx))
 	case routeResume:
-		return w.resumeCmd(ctx)
+		return w.completed(ctx, w.resumeCmd(ctx))
 	case routeDelete:
 		return w.deleteCmd()
 	case routeCreate:

@@ -28,7 +28,7 @@ func (w *wrapper) pauseCmd(ctx context.Context) int {
 	}
 	if err := o.Pause(ctx, t, w.runcStep); err != nil {
 		w.log.error("%v", err)
-		return exitCode(err)
+		return exitCode(ctx, err)
 	}
 	return 0
 }
@@ -43,7 +43,7 @@ func (w *wrapper) resumeCmd(ctx context.Context) int {
 	t := orchestrate.Target{ID: id, PIDs: func(ctx context.Context) ([]int, error) { return w.cli.pids(ctx, id) }}
 	if err := w.orchestrator().Resume(ctx, t, w.runcStep); err != nil {
 		w.log.error("%v", err)
-		return exitCode(err)
+		return exitCode(ctx, err)
 	}
 	return 0
 }

@@ -30,7 +30,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	if err != nil {
 		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepLock, Err: err,
 			Outcome: "nothing was restored", Remedy: "wait for that run to finish, then retry"})
-		return 1
+		return exitCode(ctx, err)
 	}
 	defer l.Release()
 	// The GPUs the container gets are those of its new spec (a device
@@ -45,7 +45,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	if err != nil {
 		// A *orchestrate.StepError: it says nothing was restored, and why.
 		w.log.error("%v", err)
-		return 1
+		return exitCode(ctx, err)
 	}
 	w.restoreTCP(o)
 	undo := w.confineCgroups(o)
@@ -57,7 +57,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	defer w.disarm(o, armed)
 	if o.detach {
 		defer undo()
-		return w.restoreDetached(ctx, o, m, scope)
+		return w.completed(ctx, w.restoreDetached(ctx, o, m, scope))
 	}
 	return w.restoreForeground(ctx, o, m, scope, l, undo)
 }
@@ -104,7 +104,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 	_, post, err := w.hooksOf(o.id, o.bundle, "restore")
 	if err != nil {
 		w.log.error("%v", err)
-		return exitCode(err)
+		return exitCode(ctx, err)
 	}
 	_, err = w.orchestrator().Restore(ctx, o.id, m, orchestrate.Restorer{
 		Restore: func(ctx context.Context) (int, error) {
@@ -137,7 +137,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 	}
 	if err != nil {
 		w.log.error("%v", err)
-		return exitCode(err) // runc's own status when runc failed
+		return exitCode(ctx, err) // runc's own status when runc failed
 	}
 	w.log.info("restore of container %s: %s", o.id, manifest.StepsText(m.RestoreSteps))
 	return 0

@@ -60,10 +60,13 @@ func StateText(p Process) string {
 }
 
 // recoverable: held stopped with its GPU state away, and no cryo run or
-// GPU-free pause owns it: `cryo recover` brings it back.
+// GPU-free pause owns it: `cryo recover` brings it back. A pause record
+// owns it only while its container is frozen: a pause killed between its
+// record and its freeze leaves a record, a container that runs, and the
+// process held, which no `resume` gives back (there is nothing to thaw).
 func recoverable(p Process) bool {
 	away := p.State == cuda.StateCheckpointed.String() || p.State == cuda.StateLocked.String()
-	return away && p.Stopped && !p.Frozen && !p.Paused && p.Operation == ""
+	return away && p.Stopped && !p.Frozen && p.Operation == ""
 }
 
 // operationText is the OPERATION column: the cryo run holding the

@@ -18,6 +18,8 @@ func TestStateText(t *testing.T) {
 		{Process{PID: 7, State: "checkpointed", Stopped: true}, "stopped, CUDA checkpointed: run cryo recover 7"},
 		{Process{PID: 7, State: "locked", Stopped: true, Operation: "checkpoint"}, "locked (stopped)"},
 		{Process{State: StateFrozen, Frozen: true, Stopped: true}, "frozen (stopped)"},
+		{Process{State: StateFrozen, Frozen: true, Stopped: true, Paused: true}, "frozen (stopped)"},
+		{Process{PID: 8, State: "checkpointed", Stopped: true, Paused: true}, "stopped, CUDA checkpointed: run cryo recover 8"},
 		{Process{State: StateBusy, TracerPID: 99}, "busy (traced by pid 99)"},
 		{Process{State: StateUnknown, Detail: "driver did not answer"}, "unknown (driver did not answer)"},
 	} {
