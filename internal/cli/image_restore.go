@@ -225,7 +225,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		Limits:    ociimage.LimitsFrom(cfg),
 	})
 	if err != nil {
-		return err
+		return interruptedCtrd(err)
 	}
 	if asJSON {
 		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
@@ -293,4 +293,21 @@ func restoreLog(w io.Writer, quiet bool) func(string, ...any) {
 		}
 		fmt.Fprintf(w, f+"\n", a...)
 	}
+}
+
+// interruptedCtrd words a restore into containerd that an interrupt
+// stopped before its task started: nothing was restored, and the
+// checkpoint, which a restore only reads, is whole (withRetry gives the
+// command to run again).
+func interruptedCtrd(err error) error {
+	var in *ctrd.Interrupted
+	if !errors.As(err, &in) {
+		return err
+	}
+	outcome := "nothing was restored, and nothing of it is left in containerd (its container, task and lease were removed)"
+	if in.Left != nil {
+		outcome = fmt.Sprintf("nothing was restored, but not all of it could be removed from containerd: %v", in.Left)
+	}
+	return &report.StepError{Op: "restore", ID: "container " + in.Name, Step: in.Step, Outcome: outcome,
+		Err: fmt.Errorf("%w: %w", orchestrate.ErrRestoreInterrupted, in.Err)}
 }
