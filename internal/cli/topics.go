@@ -153,6 +153,14 @@ Once CRIU is done, the CUDA resume is not interrupted: the restore
 completes and exits 0. A cryo killed there leaves the tree stopped with
 CUDA checkpointed: "cryo recover PID" lets it run on.
 
+"cryo image restore --containerd" fills containerd before the shim runs
+CRIU: a lease and its blobs, the container, its task. Interrupted before
+the task starts, it removes all of them and prints the command to run
+again, as above. The start (the shim's CRIU restore and CUDA resume) is
+not cut short: the restore completes and exits 0. A cryo killed before the
+start leaves a container that has run nothing; the same command, run
+again, removes it (and the lease) and restores.
+
 A GPU-free pause (ctr task pause, podman pause, cryo-runc pause)
 interrupted before it froze the container rolls back, CUDA resumed; a
 resume is never interrupted (it only gives back: stopped between the
