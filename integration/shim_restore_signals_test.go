@@ -11,7 +11,9 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,19 +43,36 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 	ref := "localhost/ckpt/" + src + ":1"
 	d.containerCheckpoint(src, ref)
 	d.remove(src)
-	for _, step := range orchestrate.RestoreSteps(true) {
+	steps := orchestrate.RestoreSteps(true)
+	for _, step := range steps {
 		t.Run(string(step)+"/SIGINT-ctr", func(t *testing.T) {
 			name := uniqueID("rs")
 			t.Cleanup(func() { d.remove(name) })
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("containerd's log:\n%s", lastLines(d.log(), 60))
+				}
+			})
 			g, shim := heldCtrRestore(t, d, setting, string(step), name, ref)
 			g.signalGroup(syscall.SIGINT)
 			code := g.wait(t)
-			time.Sleep(300 * time.Millisecond)
-			if !procfs.Alive(shim) {
-				t.Fatalf("the shim (pid %d) died of the SIGINT to ctr's group", shim)
-			}
-			t.Logf("ctr exited %d after SIGINT to its group; the shim (pid %d) lives on:\n%s", code, shim, g.out)
+			t.Logf("ctr exited %d after SIGINT to its group:\n%s", code, g.out)
 			os.Remove(filepath.Join(filepath.Dir(setting), "hold"))
+			if slices.Index(steps, step) < slices.Index(steps, orchestrate.StepRestore) {
+				// The checks run in Create: ctr gone, containerd cancels
+				// the create and shuts the shim down (Delete, Shutdown),
+				// before anything was restored.
+				waitFor(t, 20*time.Second, "containerd to shut the shim down", func() bool { return !procfs.Alive(shim) })
+				if _, err := d.client.LoadContainer(namespacedCtx(), name); err == nil && taskExists(d, name) {
+					t.Errorf("a task of %s is left after its create was cancelled", name)
+				}
+				return
+			}
+			// Start: the shim, in a session of its own, lives on and
+			// ends the restore it was asked for.
+			if !procfs.Alive(shim) {
+				t.Fatalf("the shim (pid %d) died with ctr", shim)
+			}
 			restoredRunsOn(t, d, name)
 		})
 	}
@@ -112,6 +131,25 @@ func restoredRunsOn(t *testing.T, d *daemon, name string) {
 	if st := procfs.State(pid); st == "T" || st == "t" {
 		t.Fatalf("the restored process %d is stopped (%s)", pid, st)
 	}
+	// What the shim says is what was checked: the restore is done.
+	done := false
+	for _, line := range strings.Split(d.log(), "\n") {
+		done = done || strings.Contains(line, `msg="cryo: restore done"`) && strings.Contains(line, "id="+name+" ")
+	}
+	if !done {
+		t.Errorf("the shim did not log the restore of %s as done", name)
+	}
+}
+
+// taskExists reports whether the container has a task.
+func taskExists(d *daemon, name string) bool {
+	ctx := namespacedCtx()
+	c, err := d.client.LoadContainer(ctx, name)
+	if err != nil {
+		return false
+	}
+	_, err = c.Task(ctx, nil)
+	return err == nil
 }
 
 // taskRuns reports whether the container has a running task.
