@@ -29,7 +29,8 @@ import (
 // TestShimRestoreSignalSweep: every step of a container's restore (read
 // from the restore's tables) × SIGINT to ctr's group, then SIGKILL of the
 // shim before CRIU's restore and before the CUDA resume (after CRIU, the
-// restored tree held). The steps of the table are few: all are swept.
+// restored tree held), and containerd's SIGTERM then SIGKILL to the
+// shim's group at the latter. The steps of the table are few: all are swept.
 // About 40 s.
 func TestShimRestoreSignalSweep(t *testing.T) {
 	setting := filepath.Join(t.TempDir(), "hold-setting")
@@ -76,8 +77,16 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 			restoredRunsOn(t, d, name)
 		})
 	}
-	for _, step := range []orchestrate.StepName{orchestrate.StepRestore, orchestrate.StepResume} {
-		t.Run(string(step)+"/SIGKILL-shim", func(t *testing.T) {
+	for _, c := range []struct {
+		step  orchestrate.StepName
+		group bool // containerd's way: SIGTERM, then SIGKILL, to the shim's group
+	}{{orchestrate.StepRestore, false}, {orchestrate.StepResume, false}, {orchestrate.StepResume, true}} {
+		how := "SIGKILL-shim"
+		if c.group {
+			how = "SIGTERM-SIGKILL-shim-group"
+		}
+		step := c.step
+		t.Run(string(step)+"/"+how, func(t *testing.T) {
 			name := uniqueID("rk")
 			t.Cleanup(func() { d.remove(name) })
 			g, shim := heldCtrRestore(t, d, setting, string(step), name, ref)
@@ -85,7 +94,16 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 			if step == orchestrate.StepResume && len(restored) == 0 {
 				t.Fatalf("no restored process under the shim (pid %d) before the CUDA resume", shim)
 			}
-			syscall.Kill(shim, syscall.SIGKILL)
+			if c.group {
+				if pg, _ := syscall.Getpgid(shim); pg != shim {
+					t.Fatalf("the shim (pid %d) leads no group of its own (group %d)", shim, pg)
+				}
+				syscall.Kill(-shim, syscall.SIGTERM)
+				time.Sleep(500 * time.Millisecond)
+				syscall.Kill(-shim, syscall.SIGKILL)
+			} else {
+				syscall.Kill(shim, syscall.SIGKILL)
+			}
 			code := g.wait(t)
 			t.Logf("ctr exited %d after the shim was killed before %s:\n%s", code, step, g.out)
 			if code == 0 {
