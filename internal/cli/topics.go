@@ -170,6 +170,13 @@ Under containerd, a Ctrl-C on "ctr task checkpoint" reaches ctr's group
 only: the shim's CRIU runs on and ends its dump. containerd paused the
 task for the checkpoint and resumes it on ctr's request, which is gone:
 the task stays paused, and "ctr task resume" brings it back, CUDA first.
+A Ctrl-C on "ctr container restore" reaches ctr alone too. During the
+shim's checks of the checkpoint (the task's Create), containerd cancels the
+create and shuts the shim down: no task is left. Once the task starts, the
+shim ends the restore it was asked for and the task runs, CUDA resumed. A
+shim killed mid-restore (containerd's SIGTERM and SIGKILL to its group)
+leaves no restored process, running or stopped, and containerd reports the
+task failed.
 
 If cryo itself is killed after the dump (or, under Podman, cryo-runc), the
 images are whole but the manifest has no digests. Such a checkpoint is not
