@@ -37,7 +37,7 @@ type ctrdSigCase struct {
 // the container make nothing a SIGKILL could leave), SIGTERM and SIGHUP to
 // the group and SIGKILL to cryo alone and to its group at the steps that
 // leave something in containerd. One containerd version: the steps are
-// cryo's, the same on both. About 60 s.
+// cryo's, the same on both. About 15 s.
 func TestImageContainerdRestoreSignalSweep(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "restore")
 	n := &ctrdNode{daemon: startDaemon(t, ctrdVersions[1]), imgNode: newNode(t, []string{"CRYO_RESTORE_DIR=" + base})}

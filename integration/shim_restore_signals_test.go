@@ -49,12 +49,15 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 		t.Run(string(step)+"/SIGINT-ctr", func(t *testing.T) {
 			name := uniqueID("rs")
 			t.Cleanup(func() { d.remove(name) })
+			g, shim := heldCtrRestore(t, d, setting, string(step), name, ref)
 			t.Cleanup(func() {
 				if t.Failed() {
+					// A shim that hangs in Start would hang the removal
+					// of its task too.
 					t.Logf("containerd's log:\n%s", lastLines(d.log(), 60))
+					syscall.Kill(shim, syscall.SIGKILL)
 				}
 			})
-			g, shim := heldCtrRestore(t, d, setting, string(step), name, ref)
 			g.signalGroup(syscall.SIGINT)
 			code := g.wait(t)
 			t.Logf("ctr exited %d after SIGINT to its group:\n%s", code, g.out)

@@ -71,7 +71,7 @@ func RestoreSteps() []string {
 type Interrupted struct {
 	Name string // the container's
 	Step string // the step it stopped before or in
-	Err  error  // the interrupt, or the step's error that it caused
+	Err  error  // the interrupt (context.Cause), with the step's error it caused
 	// Left is what could not be removed from containerd; nil: nothing of
 	// the restore is left there.
 	Left error
@@ -98,7 +98,9 @@ func (r *ctrdRestore) runSteps(ctx context.Context, steps []ctrdStep) error {
 		}
 		if err := s.do(ctx); err != nil {
 			if s.name != StepStart && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return &Interrupted{Name: r.o.Name, Step: s.name, Err: err}
+				// The interrupt is the cause, the step's error its
+				// symptom: the front end words the former.
+				return &Interrupted{Name: r.o.Name, Step: s.name, Err: fmt.Errorf("%w (%v)", context.Cause(ctx), err)}
 			}
 			return err
 		}
