@@ -30,8 +30,11 @@ import (
 // from the restore's tables) × SIGINT to ctr's group, then SIGKILL of the
 // shim before CRIU's restore and before the CUDA resume (after CRIU, the
 // restored tree held), and containerd's SIGTERM then SIGKILL to the
-// shim's group at the latter. The steps of the table are few: all are swept.
-// About 40 s.
+// shim's group at the latter. The steps of the table are few: all are
+// swept. A Ctrl-C during the checks (Create) ends with no task; one during
+// Start with the restored task running, CUDA resumed: ctr's FIFOs, which
+// the task's stdio opens in Start, have lost their reader by then, and
+// that open must not wait for one. About 10 s.
 func TestShimRestoreSignalSweep(t *testing.T) {
 	setting := filepath.Join(t.TempDir(), "hold-setting")
 	d := newDaemon(t, ctrdVersions[1], false)
