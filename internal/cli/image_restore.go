@@ -63,7 +63,10 @@ A kubelet checkpoint is restored in a pod (docs/kubernetes.md), not here.
 
 The work directory holds the process's memory (decrypted): it is removed
 after the restore, whether it succeeded, failed or was interrupted, unless
---dir was given. One left by a killed cryo is removed by the next restore.`,
+--dir was given. One left by a killed cryo is removed by the next restore.
+So is, into containerd, the container (and its lease) of a restore whose
+cryo was killed before the container's task started: the same command,
+run again, restores.`,
 		Example: `  cryo image restore --pull localhost:5000/ckpt/train:v1
   cryo image restore --name train-2 --gpus 1 --log /tmp/train.log localhost:5000/ckpt/train:v1
   cryo image restore --decryption-key priv.pem localhost:5000/ckpt/db:v1`,
@@ -225,7 +228,7 @@ func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir
 		Limits:    ociimage.LimitsFrom(cfg),
 	})
 	if err != nil {
-		return err
+		return interruptedCtrd(err)
 	}
 	if asJSON {
 		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
@@ -293,4 +296,21 @@ func restoreLog(w io.Writer, quiet bool) func(string, ...any) {
 		}
 		fmt.Fprintf(w, f+"\n", a...)
 	}
+}
+
+// interruptedCtrd words a restore into containerd that an interrupt
+// stopped before its task started: nothing was restored, and the
+// checkpoint, which a restore only reads, is whole (withRetry gives the
+// command to run again).
+func interruptedCtrd(err error) error {
+	var in *ctrd.Interrupted
+	if !errors.As(err, &in) {
+		return err
+	}
+	outcome := "nothing was restored, and nothing of it is left in containerd"
+	if in.Left != nil {
+		outcome = fmt.Sprintf("nothing was restored, but not all of it could be removed from containerd: %v", in.Left)
+	}
+	return &report.StepError{Op: "restore", ID: "container " + in.Name, Step: in.Step, Outcome: outcome,
+		Err: fmt.Errorf("%w: %w", orchestrate.ErrRestoreInterrupted, in.Err)}
 }

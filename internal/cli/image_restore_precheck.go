@@ -41,7 +41,8 @@ func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) 
 	case ociimage.KindContainerd:
 		if err := ctrd.Precheck(ctx, ctrd.PrecheckOptions{Options: containerdOptions(cmd),
 			Name: cmp.Or(fString(cmd, "name"), sum.Name), BaseImage: sum.BaseImage,
-			GPUs: splitGPUs(fString(cmd, "gpus")), Inventory: cuda.New(runtimeDriverOptions()).Inventory}); err != nil {
+			GPUs: splitGPUs(fString(cmd, "gpus")), Inventory: cuda.New(runtimeDriverOptions()).Inventory,
+			Log: restoreLog(messages(), fBool(cmd, "quiet"))}); err != nil {
 			return err
 		}
 	}

@@ -155,6 +155,14 @@ Once CRIU is done, the CUDA resume is not interrupted: the restore
 completes and exits 0. A cryo killed there leaves the tree stopped with
 CUDA checkpointed: "cryo recover PID" lets it run on.
 
+"cryo image restore --containerd" fills containerd before the shim runs
+CRIU: a lease and its blobs, the container, its task. Interrupted before
+the task starts, it removes all of them and prints the command to run
+again, as above. The start (the shim's CRIU restore and CUDA resume) is
+not cut short: the restore completes and exits 0. A cryo killed before the
+start leaves a container that has run nothing; the same command, run
+again, removes it (and the lease) and restores.
+
 A GPU-free pause (ctr task pause, podman pause, cryo-runc pause)
 interrupted before it froze the container rolls back, CUDA resumed; a
 resume is never interrupted (it only gives back: stopped between the
@@ -164,6 +172,13 @@ Under containerd, a Ctrl-C on "ctr task checkpoint" reaches ctr's group
 only: the shim's CRIU runs on and ends its dump. containerd paused the
 task for the checkpoint and resumes it on ctr's request, which is gone:
 the task stays paused, and "ctr task resume" brings it back, CUDA first.
+A Ctrl-C on "ctr container restore" reaches ctr alone too. During the
+shim's checks of the checkpoint (the task's Create), containerd cancels the
+create and shuts the shim down: no task is left. Once the task starts, the
+shim ends the restore it was asked for and the task runs, CUDA resumed. A
+shim killed mid-restore (containerd's SIGTERM and SIGKILL to its group)
+leaves no restored process, running or stopped, and containerd reports the
+task failed.
 
 A SIGKILL has no rollback. Sent to cryo's whole process group ("kill -9
 -PGID", a supervisor that gives up), it ends cryo alone all the same:

@@ -53,13 +53,19 @@ func failpoint(o *Orchestrator, op string, s StepName) {
 
 // holdSetting is envHold from the entry point's environment, the env file
 // of cryo-runc included (Config.Environ): the last setting wins, as for
-// every other variable.
+// every other variable. "@PATH" reads the setting from file PATH at each
+// step: a shim has containerd's environment, fixed when the daemon
+// started, and a test holds each of its restores at another step.
 func holdSetting(o *Orchestrator) string {
 	v := ""
 	for _, kv := range o.Config.Environ {
 		if val, ok := strings.CutPrefix(kv, envHold+"="); ok {
 			v = val
 		}
+	}
+	if path, ok := strings.CutPrefix(v, "@"); ok {
+		data, _ := os.ReadFile(path)
+		v = strings.TrimSpace(string(data))
 	}
 	return v
 }

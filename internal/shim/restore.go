@@ -100,6 +100,7 @@ func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest)
 // restoreCreated records a checked restore for Start, once the runc
 // service has created its task.
 func (s *service) restoreCreated(ctx context.Context, r *taskv3.CreateTaskRequest, pending pendingRestore, started time.Time) {
+	pending.stdio = []string{r.Stdout, r.Stderr}
 	s.setRestore(r.ID, pending)
 	s.daemon.renewSpec(ctx, r.ID)
 	log.G(ctx).WithFields(log.Fields{
@@ -144,6 +145,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	_, err = s.orch(ctx).Restore(ctx, r.ID, pending.m, orchestrate.Restorer{
 		Restore: func(ctx context.Context) (int, error) {
 			var err error
+			defer holdStdio(pending.stdio...)()
 			if resp, err = s.TTRPCTaskService.Start(ctx, r); err != nil {
 				return 0, outcomeErr(pending.bundle, err)
 			}

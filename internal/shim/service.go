@@ -153,6 +153,7 @@ type pendingRestore struct {
 	ctrdCopy string
 	armed    outcome.Armed     // the outcome check, in the bundle's CRIU configuration for this restore
 	post     *orchestrate.Hook // the container's post-restore hook, nil without one
+	stdio    []string          // the task's stdout and stderr, as Create named them (restorestdio.go)
 }
 
 func (s *service) setRestore(id string, r pendingRestore) {

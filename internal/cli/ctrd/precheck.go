@@ -28,6 +28,7 @@ type PrecheckOptions struct {
 	BaseImage string // the base image's reference; "" skips the check
 	GPUs      []string
 	Inventory Inventory
+	Log       func(string, ...any) // what it removed (nameFree); nil: silent
 }
 
 // Precheck refuses, before an image of many gigabytes is unpacked and
@@ -45,7 +46,7 @@ func Precheck(ctx context.Context, o PrecheckOptions) error {
 		return err
 	}
 	defer c.Close()
-	if err := nameFree(ctx, c, o.Options, o.Name); err != nil {
+	if err := nameFree(ctx, c, o.Options, o.Name, o.Log); err != nil {
 		return err
 	}
 	if o.BaseImage == "" {
@@ -59,12 +60,20 @@ func Precheck(ctx context.Context, o PrecheckOptions) error {
 	return nil
 }
 
-// nameFree refuses a name that a container of the namespace has.
-func nameFree(ctx context.Context, c *client.Client, o Options, name string) error {
+// nameFree refuses a name that a container of the namespace has, but
+// for one that a killed restore left before its task ran
+// (removeAbandoned): it is removed, and said so on logf.
+func nameFree(ctx context.Context, c *client.Client, o Options, name string, logf func(string, ...any)) error {
 	if name == "" {
 		return nil
 	}
-	if _, err := c.LoadContainer(ctx, name); err == nil {
+	if ctr, err := c.LoadContainer(ctx, name); err == nil {
+		if pid, ok := removeAbandoned(ctx, ctr); ok {
+			if logf != nil {
+				logf("removed container %s, left by a restore whose cryo (pid %s) was killed before its task ran", name, pid)
+			}
+			return nil
+		}
 		return &precheck.Error{Err: ErrNameInUse, Detail: fmt.Sprintf("container %s already exists in containerd namespace %q", name, o.Namespace),
 			Remedy: fmt.Sprintf("pass --name NEW, or remove it (ctr -n %s container rm %s)", o.Namespace, name)}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	ctrdcontent "github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -120,8 +122,19 @@ type ctrdRestore struct {
 	dir  string
 	c    *client.Client
 	logf func(string, ...any)
+
+	// What the steps made, for the next step and for undo.
+	img   client.Image
+	lease *leases.Lease
+	criu  client.NewTaskOpts
+	rw    *ocispec.Descriptor
+	ctr   client.Container
+	task  client.Task
+	res   *Restored
 }
 
+// run takes the restore's steps (restoresteps.go); a failure or an
+// interrupt removes what they made in containerd.
 func (r *ctrdRestore) run(ctx context.Context, spec func(client.Image) []oci.SpecOpts) (res *Restored, err error) {
 	c, ctx, err := r.o.dial(ctx)
 	if err != nil {
@@ -129,50 +142,34 @@ func (r *ctrdRestore) run(ctx context.Context, spec func(client.Image) []oci.Spe
 	}
 	defer c.Close()
 	r.c = c
-	if err := nameFree(ctx, c, r.o.Options, r.o.Name); err != nil {
-		return nil, err
-	}
-	img, err := r.baseImage(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// The lease keeps the checkpoint's blobs until the task has been
-	// created from them; the container holds its snapshot after that.
-	ctx, done, err := c.WithLease(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("containerd lease: %w", err)
-	}
-	defer done(context.WithoutCancel(ctx))
-	criu, err := r.checkpointOpt(ctx)
-	if err != nil {
-		return nil, err
-	}
-	opts := []client.NewContainerOpts{client.WithImage(img)}
-	if r.o.Snapshotter != "" {
-		opts = append(opts, client.WithSnapshotter(r.o.Snapshotter))
-	}
-	// The spec comes before the rw layer: WithImageConfig looks a user
-	// name up in the rootfs's /etc/passwd, which must be the base image's,
-	// not one that the checkpoint's diff rewrote.
-	opts = append(opts, client.WithNewSnapshot(r.o.Name+"-snapshot", img), client.WithNewSpec(spec(img)...))
-	if rw, ok, err := r.writeRW(ctx); err != nil {
-		return nil, err
-	} else if ok {
-		opts = append(opts, applyRW(rw))
-	}
-	opts = append(opts, client.WithRuntime(r.o.Runtime, nil))
-	r.logf("creating container %s (%s, runtime %s; its spec from the base image and the flags)", r.o.Name, img.Name(), r.o.Runtime)
-	ctr, err := c.NewContainer(ctx, r.o.Name, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("create container %s: %w", r.o.Name, err)
-	}
 	defer func() {
+		left := error(nil)
 		if err != nil {
-			_ = ctr.Delete(context.WithoutCancel(ctx), client.WithSnapshotCleanup)
+			left = r.undo(ctx)
+		}
+		var in *Interrupted
+		if errors.As(err, &in) {
+			in.Left = left
+		}
+		if r.lease != nil {
+			_ = c.LeasesService().Delete(context.WithoutCancel(ctx), *r.lease)
 		}
 	}()
-	r.noteSnapshotter(ctx, ctr)
-	return r.startTask(ctx, ctr, criu)
+	steps := r.steps(spec)
+	leased := func(ctx context.Context) context.Context {
+		if r.lease == nil {
+			return ctx
+		}
+		return leases.WithLease(ctx, r.lease.ID)
+	}
+	for i := range steps {
+		do := steps[i].do
+		steps[i].do = func(ctx context.Context) error { return do(leased(ctx)) }
+	}
+	if err := r.runSteps(ctx, steps); err != nil {
+		return nil, err
+	}
+	return r.res, nil
 }
 
 // baseImage finds the image the container was created from, unpacked for
@@ -302,9 +299,9 @@ func applyRW(rw ocispec.Descriptor) client.NewContainerOpts {
 	}
 }
 
-// startTask creates the task from the checkpoint and starts it: the
-// shim runs `runc restore` and resumes CUDA on Start.
-func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, withCheckpoint client.NewTaskOpts) (*Restored, error) {
+// newTask creates the task from the checkpoint: the shim checks it
+// against this host, and runs nothing yet.
+func (r *ctrdRestore) newTask(ctx context.Context, ctr client.Container, withCheckpoint client.NewTaskOpts) (client.Task, error) {
 	if r.o.LogPath != "" {
 		if err := os.MkdirAll(filepath.Dir(r.o.LogPath), 0o755); err != nil {
 			return nil, err
@@ -316,8 +313,13 @@ func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, withC
 	if err != nil {
 		return nil, r.taskErr("restore task", ctr.ID(), err, "read the shim's lines in containerd's log")
 	}
+	return task, nil
+}
+
+// startTask starts the task: the shim runs `runc restore` and resumes
+// CUDA. A failed start is deleted by undo.
+func (r *ctrdRestore) startTask(ctx context.Context, ctr client.Container, task client.Task) (*Restored, error) {
 	if err := task.Start(ctx); err != nil {
-		_, _ = task.Delete(context.WithoutCancel(ctx), client.WithProcessKill)
 		return nil, r.taskErr("start restored task", ctr.ID(), err, "read the shim's lines in containerd's log (CRIU's restore log is quoted there)")
 	}
 	// The shim holds the stdin FIFO open: its name can go.

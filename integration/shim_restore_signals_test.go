@@ -1,0 +1,203 @@
+package integration
+
+// The shim's restore under signals: `ctr container restore --live` gets
+// a Ctrl-C (SIGINT to ctr's group) with the shim held before each step of
+// the restore's table, and containerd's SIGKILL reaches the shim held in
+// the middle of the restore. The shim is in a session of its own: ctr's
+// Ctrl-C never reaches it, and the restore it had been asked for ends as
+// it would have. A shim killed mid-restore leaves no restored process
+// alive, running or stopped, and containerd sees the task fail.
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	client "github.com/containerd/containerd/v2/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/cryo-gpu/cryo/internal/cuda/fakecuda"
+	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/procfs"
+)
+
+// TestShimRestoreSignalSweep: every step of a container's restore (read
+// from the restore's tables) × SIGINT to ctr's group, then SIGKILL of the
+// shim before CRIU's restore and before the CUDA resume (after CRIU, the
+// restored tree held), and containerd's SIGTERM then SIGKILL to the
+// shim's group at the latter. The steps of the table are few: all are
+// swept. A Ctrl-C during the checks (Create) ends with no task; one during
+// Start with the restored task running, CUDA resumed: ctr's FIFOs, which
+// the task's stdio opens in Start, have lost their reader by then, and
+// that open must not wait for one. About 10 s.
+func TestShimRestoreSignalSweep(t *testing.T) {
+	setting := filepath.Join(t.TempDir(), "hold-setting")
+	d := newDaemon(t, ctrdVersions[1], false)
+	d.envExtra = []string{"PATH=" + filepath.Dir(failpointBin(t, "containerd-shim-cryo-v2")) + ":" + binDir() + ":" + d.bin + ":/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"CRYO_TEST_HOLD=@" + setting}
+	d.start()
+	d.importTestImage()
+	src := uniqueID("src")
+	d.runApp(src)
+	ref := "localhost/ckpt/" + src + ":1"
+	d.containerCheckpoint(src, ref)
+	d.remove(src)
+	steps := orchestrate.RestoreSteps(true)
+	for _, step := range steps {
+		t.Run(string(step)+"/SIGINT-ctr", func(t *testing.T) {
+			name := uniqueID("rs")
+			t.Cleanup(func() { d.remove(name) })
+			g, shim := heldCtrRestore(t, d, setting, string(step), name, ref)
+			t.Cleanup(func() {
+				if t.Failed() {
+					// A shim that hangs in Start would hang the removal
+					// of its task too.
+					t.Logf("containerd's log:\n%s", lastLines(d.log(), 60))
+					syscall.Kill(shim, syscall.SIGKILL)
+				}
+			})
+			g.signalGroup(syscall.SIGINT)
+			code := g.wait(t)
+			t.Logf("ctr exited %d after SIGINT to its group:\n%s", code, g.out)
+			os.Remove(filepath.Join(filepath.Dir(setting), "hold"))
+			if slices.Index(steps, step) < slices.Index(steps, orchestrate.StepRestore) {
+				// The checks run in Create: ctr gone, containerd cancels
+				// the create and shuts the shim down (Delete, Shutdown),
+				// before anything was restored.
+				waitFor(t, 20*time.Second, "containerd to shut the shim down", func() bool { return !procfs.Alive(shim) })
+				if _, err := d.client.LoadContainer(namespacedCtx(), name); err == nil && taskExists(d, name) {
+					t.Errorf("a task of %s is left after its create was cancelled", name)
+				}
+				return
+			}
+			// Start: the shim, in a session of its own, lives on and
+			// ends the restore it was asked for.
+			if !procfs.Alive(shim) {
+				t.Fatalf("the shim (pid %d) died with ctr", shim)
+			}
+			restoredRunsOn(t, d, name)
+		})
+	}
+	for _, c := range []struct {
+		step  orchestrate.StepName
+		group bool // containerd's way: SIGTERM, then SIGKILL, to the shim's group
+	}{{orchestrate.StepRestore, false}, {orchestrate.StepResume, false}, {orchestrate.StepResume, true}} {
+		how := "SIGKILL-shim"
+		if c.group {
+			how = "SIGTERM-SIGKILL-shim-group"
+		}
+		step := c.step
+		t.Run(string(step)+"/"+how, func(t *testing.T) {
+			name := uniqueID("rk")
+			t.Cleanup(func() { d.remove(name) })
+			g, shim := heldCtrRestore(t, d, setting, string(step), name, ref)
+			restored := childrenNamed(shim, "fakecuda-app")
+			if step == orchestrate.StepResume && len(restored) == 0 {
+				t.Fatalf("no restored process under the shim (pid %d) before the CUDA resume", shim)
+			}
+			if c.group {
+				if pg, _ := syscall.Getpgid(shim); pg != shim {
+					t.Fatalf("the shim (pid %d) leads no group of its own (group %d)", shim, pg)
+				}
+				syscall.Kill(-shim, syscall.SIGTERM)
+				time.Sleep(500 * time.Millisecond)
+				syscall.Kill(-shim, syscall.SIGKILL)
+			} else {
+				syscall.Kill(shim, syscall.SIGKILL)
+			}
+			code := g.wait(t)
+			t.Logf("ctr exited %d after the shim was killed before %s:\n%s", code, step, g.out)
+			if code == 0 {
+				t.Errorf("ctr container restore succeeded with its shim killed before %s", step)
+			}
+			waitFor(t, 20*time.Second, "containerd to see the task fail", func() bool { return !taskRuns(d, name) })
+			for _, pid := range restored {
+				waitFor(t, 10*time.Second, "restored pid "+strconv.Itoa(pid)+" to be gone", func() bool { return !procfs.Alive(pid) })
+			}
+		})
+	}
+}
+
+// heldCtrRestore starts `ctr container restore --live name ref` in a
+// group of its own with the shim held before step, and returns it and the
+// shim's pid, checked to be in a session that is not ctr's.
+func heldCtrRestore(t *testing.T, d *daemon, setting, step, name, ref string) (*groupCryo, int) {
+	t.Helper()
+	hold := filepath.Join(filepath.Dir(setting), "hold")
+	os.Remove(hold)
+	if err := os.WriteFile(setting, []byte("restore/"+step+":"+hold), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(setting); os.Remove(hold) })
+	g := startGroupCryo(t, filepath.Join(d.bin, "ctr"), d.env(), "--address", d.socket, "--namespace", testNamespace, "container", "restore", "--live", name, ref)
+	waitHold(t, hold, "the shim to reach restore step "+step)
+	shim := d.shimPid(name)
+	if sid, _ := unix.Getsid(shim); sid == g.cmd.Process.Pid {
+		t.Fatalf("the shim (pid %d) is in ctr's session", shim)
+	}
+	return g, shim
+}
+
+// restoredRunsOn: the task runs, not stopped, with CUDA running.
+func restoredRunsOn(t *testing.T, d *daemon, name string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, name+" running", func() bool { return taskRuns(d, name) })
+	pid := d.taskPid(name)
+	waitFor(t, 20*time.Second, "CUDA running in the restored container", func() bool {
+		pg, err := fakecuda.ReadPage(pid)
+		return err == nil && pg.State == 0
+	})
+	if st := procfs.State(pid); st == "T" || st == "t" {
+		t.Fatalf("the restored process %d is stopped (%s)", pid, st)
+	}
+	// What the shim says is what was checked: the restore is done.
+	done := false
+	for _, line := range strings.Split(d.log(), "\n") {
+		done = done || strings.Contains(line, `msg="cryo: restore done"`) && strings.Contains(line, "id="+name+" ")
+	}
+	if !done {
+		t.Errorf("the shim did not log the restore of %s as done", name)
+	}
+}
+
+// taskExists reports whether the container has a task.
+func taskExists(d *daemon, name string) bool {
+	ctx := namespacedCtx()
+	c, err := d.client.LoadContainer(ctx, name)
+	if err != nil {
+		return false
+	}
+	_, err = c.Task(ctx, nil)
+	return err == nil
+}
+
+// taskRuns reports whether the container has a running task.
+func taskRuns(d *daemon, name string) bool {
+	ctx := namespacedCtx()
+	c, err := d.client.LoadContainer(ctx, name)
+	if err != nil {
+		return false
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return false
+	}
+	st, err := task.Status(ctx)
+	return err == nil && st.Status == client.Running
+}
+
+// childrenNamed lists the children of pid whose command is comm.
+func childrenNamed(pid int, comm string) []int {
+	var out []int
+	for _, p := range pidsOf(comm) {
+		if v, ok := procfs.StatusField(p, "PPid"); ok && v == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
