@@ -165,7 +165,7 @@ func testDeployCheckpoint(d *deployTest, repo string) {
 // start Event, and each carries on the counter from the checkpoint's
 // value while the checkpointed replica runs on.
 func testDeployScaleRestores(d *deployTest) {
-	rs := d.coldStarts()
+	rs, restoring := d.countEvents(admission.ReasonColdStart), d.countEvents(admission.ReasonRestoring)
 	start := time.Now()
 	d.kubectl("scale", "deployment/"+deployName, "-n", nsDeploy, "--replicas=3")
 	pods := d.waitNew(2, "two restored replicas")
@@ -191,13 +191,16 @@ func testDeployScaleRestores(d *deployTest) {
 	if ready := d.kubectl("get", "deployment/"+deployName, "-n", nsDeploy, "-o", "jsonpath={.status.readyReplicas}"); ready != "3" {
 		d.t.Errorf("the Deployment has %s ready replicas, want 3", ready)
 	}
-	if now := d.coldStarts(); now != rs {
+	if now := d.countEvents(admission.ReasonColdStart); now != rs {
 		d.t.Errorf("the scale-up recorded %d cold start Events (before it %d, for the first replica)", now-rs, rs)
+	}
+	if now := d.countEvents(admission.ReasonRestoring); now-restoring != 2 {
+		d.t.Errorf("the scale-up recorded %d %s Events, want one for each of the 2 new replicas\n%s", now-restoring, admission.ReasonRestoring, d.diagnosis())
 	}
 }
 
-// coldStarts counts the webhook's cold start Events in the namespace.
-func (d *deployTest) coldStarts() int {
+// countEvents counts the webhook's Events of reason in the namespace.
+func (d *deployTest) countEvents(reason string) int {
 	d.t.Helper()
 	var list struct{ Items []struct{ Reason string } }
 	if err := d.getJSON("/api/v1/namespaces/"+nsDeploy+"/events", &list); err != nil {
@@ -205,7 +208,7 @@ func (d *deployTest) coldStarts() int {
 	}
 	n := 0
 	for _, e := range list.Items {
-		if e.Reason == admission.ReasonColdStart {
+		if e.Reason == reason {
 			n++
 		}
 	}

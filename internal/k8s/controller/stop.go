@@ -34,7 +34,7 @@ func (r *Reconciler) stopSource(ctx context.Context, cp *cryov1.Checkpoint) erro
 		err = r.Delete(ctx, pod, client.Preconditions{UID: &uid})
 	}
 	cond := metav1.Condition{Type: cryov1.ConditionSourceDeleted, Status: metav1.ConditionTrue, Reason: "Deleted",
-		Message: "pod " + cp.Spec.PodName + " was deleted after its checkpoint image " + cp.Status.Image + " was pushed (spec.leaveRunning false)",
+		Message:            "pod " + cp.Spec.PodName + " was deleted after its checkpoint image " + cp.Status.Image + " was pushed (spec.leaveRunning false)",
 		ObservedGeneration: cp.Generation}
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):

@@ -48,12 +48,16 @@ func (h *Pods) Handle(ctx context.Context, req admission.Request) admission.Resp
 	if err != nil {
 		why = "cryo could not read Checkpoint " + name + ": " + err.Error()
 	}
+	dry := req.DryRun != nil && *req.DryRun // sideEffects: NoneOnDryRun
 	if why != "" {
-		if req.DryRun == nil || !*req.DryRun { // sideEffects: NoneOnDryRun
+		if !dry {
 			h.Events.ColdStart(ctx, &pod, name, why)
 		}
 		ops = setEntries(pod.Annotations != nil, "/metadata/annotations", map[string]string{cryov1.ColdStartAnnotation: why})
 		return admission.Patched("cold start: "+why, ops...)
+	}
+	if !dry {
+		h.Events.Restoring(ctx, &pod, name, imageOf(ops))
 	}
 	return admission.Patched("restored from Checkpoint "+name, ops...)
 }
@@ -161,4 +165,16 @@ func short(key string) string {
 		return key[:15]
 	}
 	return key
+}
+
+// imageOf is the image the patch gives the restored container.
+func imageOf(ops []jsonpatch.JsonPatchOperation) string {
+	for _, op := range ops {
+		if strings.HasSuffix(op.Path, "/image") {
+			if s, ok := op.Value.(string); ok {
+				return s
+			}
+		}
+	}
+	return ""
 }
