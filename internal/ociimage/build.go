@@ -42,6 +42,12 @@ type BuildOptions struct {
 	Runnable bool
 	Base     string
 	Remote   RemoteOptions // where the base image is pulled from
+	// CompressPages packs a runnable image's pages files into compressed
+	// parts, as cryo did before pages blobs (rawpages.go): fewer registry
+	// bytes, and a full copy at every restore.
+	CompressPages bool
+
+	rawPages bool // pages plans become pages blobs (buildParts)
 
 	task *progress.Task // the compression's line, while writeLayers runs
 }
@@ -171,7 +177,7 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		d, diffID, err := st.buildLayer(p, o)
+		d, diffID, err := st.buildPlan(p, o)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -183,6 +189,15 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 		descs, diffIDs = append(descs, d), append(diffIDs, diffID)
 	}
 	return descs, diffIDs, nil
+}
+
+// buildPlan stores one plan: a pages blob, or a layer.
+func (st *Store) buildPlan(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
+	if o.rawPages && p.Part == PartPages && len(p.Entries) == 1 {
+		d, err := st.buildPagesBlob(p, o.task)
+		return d, d.Digest, err
+	}
+	return st.buildLayer(p, o)
 }
 
 // buildLayer compresses (and maybe encrypts) one layer into the store.

@@ -1,0 +1,269 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	ctrdcontent "github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/plugins/content/local"
+	"github.com/klauspost/compress/zstd"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+)
+
+// pagesStore is a containerd local content store (the store containerd
+// itself keeps on a node) under root holding a runnable image of the
+// checkpoint src in the pages-blob layout: every file but pages-2.img in a
+// compressed part, pages-2.img as a blob of its own.
+type pagesStore struct {
+	root string
+	cs   ctrdcontent.Store
+	man  ocispec.Manifest
+	blob ocispec.Descriptor
+}
+
+func newPagesStore(t *testing.T, src string) *pagesStore {
+	t.Helper()
+	ps := &pagesStore{root: t.TempDir()}
+	var err error
+	if ps.cs, err = local.NewStore(ps.root); err != nil {
+		t.Fatal(err)
+	}
+	base := ps.write(t, MediaTypeCheckpointPart, tarOf(t, src, "pages-2.img"))
+	data, err := os.ReadFile(filepath.Join(src, "pages-2.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.blob = ps.write(t, MediaTypeCheckpointPages, data)
+	ps.blob.Annotations = map[string]string{AnnLayerPart: PartPages, AnnPartFile: "checkpoint/pages-2.img"}
+	ps.man = ocispec.Manifest{Layers: []ocispec.Descriptor{base, ps.blob}, Annotations: map[string]string{AnnLayout: LayoutRunnable}}
+	ps.man = bindConfig(t, ps.cs, ps.man)
+	return ps
+}
+
+// blobOf is a compressed part and its uncompressed digest.
+type blobOf struct {
+	data []byte
+	diff digest.Digest
+}
+
+// tarOf is a zstd tar of src's files under checkpoint/, but skip.
+func tarOf(t *testing.T, src, skip string) blobOf {
+	t.Helper()
+	var out bytes.Buffer
+	zw, _ := zstd.NewWriter(&out)
+	plain := digest.SHA256.Digester()
+	tw := tar.NewWriter(ioMulti(zw, plain))
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		if e.Name() == skip {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		tw.WriteHeader(&tar.Header{Name: "checkpoint/" + e.Name(), Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(data))})
+		tw.Write(data)
+	}
+	tw.Close()
+	zw.Close()
+	return blobOf{data: out.Bytes(), diff: plain.Digest()}
+}
+
+// write stores a blob; for a part, data is a blobOf.
+func (ps *pagesStore) write(t *testing.T, mt string, v any) ocispec.Descriptor {
+	t.Helper()
+	var data []byte
+	ann := map[string]string{}
+	switch b := v.(type) {
+	case blobOf:
+		data, ann[AnnPartDiffID], ann[AnnLayerPart] = b.data, b.diff.String(), PartBase
+	case []byte:
+		data = b
+	}
+	d := ocispec.Descriptor{MediaType: mt, Digest: digest.FromBytes(data), Size: int64(len(data)), Annotations: ann}
+	if err := ctrdcontent.WriteBlob(context.Background(), ps.cs, d.Digest.String(), bytes.NewReader(data), d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (ps *pagesStore) blobPath() string {
+	return filepath.Join(ps.root, "blobs", "sha256", ps.blob.Digest.Encoded())
+}
+
+func (ps *pagesStore) unpack(t *testing.T, blobDir string) (string, PartsStats, error) {
+	t.Helper()
+	dir := t.TempDir()
+	var stats PartsStats
+	err := UnpackPartsFrom(context.Background(), ps.cs, ps.man, dir, filedigest.Records{}, PartsOptions{BlobDir: blobDir, Stats: &stats})
+	return dir, stats, err
+}
+
+func ioMulti(zw *zstd.Encoder, d digest.Digester) *multiWriter { return &multiWriter{zw, d} }
+
+type multiWriter struct {
+	zw *zstd.Encoder
+	d  digest.Digester
+}
+
+func (m *multiWriter) Write(p []byte) (int, error) {
+	m.d.Hash().Write(p)
+	return m.zw.Write(p)
+}
+
+// The restore gives CRIU the content store's own file of a pages blob,
+// hard-linked (no second copy of the memory on the node's disk), read-only
+// as containerd keeps it; every CRIU file still matches cryo's manifest.
+func TestUnpackPartsLinksPagesBlob(t *testing.T) {
+	ps := newPagesStore(t, fakeCheckpoint(t))
+	dir, stats, err := ps.unpack(t, filepath.Join(ps.root, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.Stat(filepath.Join(CRIUDir(dir), "pages-2.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := os.Stat(ps.blobPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(got, blob) {
+		t.Fatal("pages-2.img is not the content store's blob: it was copied")
+	}
+	if got.Mode().Perm()&0o222 != 0 {
+		t.Errorf("the linked pages file is writable: %v", got.Mode())
+	}
+	if stats.Linked != ps.blob.Size || stats.Copied != 0 || stats.Extracted == 0 {
+		t.Errorf("stats %+v, want %d bytes linked, none copied, the base part extracted", stats, ps.blob.Size)
+	}
+	if _, err := os.Stat(filepath.Join(CRIUDir(dir), "inventory.img")); err != nil {
+		t.Error(err)
+	}
+}
+
+// Without the store's directory (containerd's root unknown) the blob is
+// copied, verified against its digest: the same bytes, another file.
+func TestUnpackPartsCopiesPagesBlob(t *testing.T) {
+	ps := newPagesStore(t, fakeCheckpoint(t))
+	dir, stats, err := ps.unpack(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.Stat(filepath.Join(CRIUDir(dir), "pages-2.img"))
+	blob, _ := os.Stat(ps.blobPath())
+	if got == nil || os.SameFile(got, blob) {
+		t.Fatalf("pages-2.img %v: want a copy of the blob", got)
+	}
+	if stats.Copied != ps.blob.Size || stats.Linked != 0 {
+		t.Errorf("stats %+v, want %d bytes copied", stats, ps.blob.Size)
+	}
+	a, _ := os.ReadFile(filepath.Join(CRIUDir(dir), "pages-2.img"))
+	b, _ := os.ReadFile(ps.blobPath())
+	if !bytes.Equal(a, b) {
+		t.Error("the copy differs from the blob")
+	}
+}
+
+// tamper changes a byte of the stored blob, keeping its size and its
+// read-only mode.
+func (ps *pagesStore) tamper(t *testing.T, mode os.FileMode) {
+	t.Helper()
+	p := ps.blobPath()
+	os.Chmod(p, 0o600)
+	data, _ := os.ReadFile(p)
+	data[len(data)-1] ^= 0xff
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, mode)
+}
+
+// A blob changed in the store after containerd checked it is refused by
+// either route: linked, by cryo's manifest; copied, by the blob's digest.
+func TestUnpackPartsRefusesTamperedPagesBlob(t *testing.T) {
+	ps := newPagesStore(t, fakeCheckpoint(t))
+	ps.tamper(t, 0o444)
+	_, _, err := ps.unpack(t, filepath.Join(ps.root, "blobs"))
+	var corrupt *filedigest.CorruptFileError
+	if !errors.As(err, &corrupt) || corrupt.File != "pages-2.img" {
+		t.Fatalf("linked: %v, want pages-2.img's manifest digest to fail", err)
+	}
+	if _, _, err := ps.unpack(t, ""); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("copied: %v, want %v", err, ErrIntegrity)
+	}
+}
+
+// A blob that anyone can write is never linked: the restore would hand
+// CRIU a file that can change under it. It is copied, verified.
+func TestUnpackPartsCopiesWritableBlob(t *testing.T) {
+	ps := newPagesStore(t, fakeCheckpoint(t))
+	os.Chmod(ps.blobPath(), 0o644)
+	_, stats, err := ps.unpack(t, filepath.Join(ps.root, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Linked != 0 || stats.Copied != ps.blob.Size {
+		t.Fatalf("stats %+v: a writable blob was linked", stats)
+	}
+}
+
+// A pages blob names only checkpoint/pages-N.img: not a path out of the
+// work directory, not another CRIU file.
+func TestUnpackPartsRefusesPagesBlobPath(t *testing.T) {
+	for _, name := range []string{"../pages-2.img", "checkpoint/inventory.img", "checkpoint/../../x/pages-2.img", "/checkpoint/pages-2.img", ""} {
+		ps := newPagesStore(t, fakeCheckpoint(t))
+		ps.man.Layers[1].Annotations = map[string]string{AnnLayerPart: PartPages, AnnPartFile: name}
+		ps.man = bindConfig(t, ps.cs, ps.man)
+		if _, _, err := ps.unpack(t, filepath.Join(ps.root, "blobs")); !errors.Is(err, archive.ErrUnsafeEntry) {
+			t.Errorf("%q: %v, want %v", name, err, archive.ErrUnsafeEntry)
+		}
+	}
+}
+
+// buildParts writes a big pages file as a blob that is the file (its
+// digest the file's sha256), read-only in the store; CompressPages keeps
+// the compressed parts of images built before.
+func TestBuildPartsPagesBlob(t *testing.T) {
+	src := fakeCheckpoint(t)
+	s, err := OpenSource(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, compress := range []bool{false, true} {
+		st, err := OpenStore(context.Background(), filepath.Join(t.TempDir(), "store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		descs, err := st.buildParts(context.Background(), s, BuildOptions{Ref: "localhost/t:1", SplitAt: 1 << 20, CompressPages: compress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var blobs int
+		for _, d := range descs {
+			if d.MediaType != MediaTypeCheckpointPages {
+				continue
+			}
+			blobs++
+			name, err := partFile(d)
+			data, _ := os.ReadFile(filepath.Join(src, filepath.Base(name)))
+			if err != nil || d.Digest != digest.FromBytes(data) {
+				t.Errorf("pages blob %v: want the file's digest and name", d)
+			}
+			if fi, err := os.Stat(st.blobPath(d)); err != nil || fi.Mode().Perm() != pagesBlobMode {
+				t.Errorf("stored blob: %v %v, want mode %o", fi, err, pagesBlobMode)
+			}
+		}
+		// fakeCheckpoint has two pages files of 1 and 2 MiB.
+		if want := map[bool]int{false: 2, true: 0}[compress]; blobs != want {
+			t.Errorf("compress %v: %d pages blobs, want %d", compress, blobs, want)
+		}
+	}
+}
