@@ -47,7 +47,8 @@ type BuildOptions struct {
 	// bytes, and a full copy at every restore.
 	CompressPages bool
 
-	rawPages bool // pages plans become pages blobs (buildParts)
+	rawPages   bool // pages plans become pages blobs (buildParts)
+	ownedFiles bool // the source's files are cryo's own temporary layout
 
 	task *progress.Task // the compression's line, while writeLayers runs
 }
@@ -194,7 +195,7 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 // buildPlan stores one plan: a pages blob, or a layer.
 func (st *Store) buildPlan(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
 	if o.rawPages && p.Part == PartPages && len(p.Entries) == 1 {
-		d, err := st.buildPagesBlob(p, o.task)
+		d, err := st.buildPagesBlob(p, o.task, o.ownedFiles)
 		return d, d.Digest, err
 	}
 	return st.buildLayer(p, o)

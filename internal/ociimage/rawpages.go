@@ -56,45 +56,77 @@ func partFile(l ocispec.Descriptor) (string, error) {
 	return name, nil
 }
 
-// buildPagesBlob stores the pages file of plan p as a blob: copied once
-// (a reflink where the file system can), hashed on the way.
-func (st *Store) buildPagesBlob(p layerPlan, t *progress.Task) (ocispec.Descriptor, error) {
+// buildPagesBlob stores the pages file of plan p as a blob, hashed on the
+// way. A file of a layout cryo extracted itself (owned: a containerd
+// checkpoint, an export tar) becomes the blob by a hard link, so that the
+// extraction was its only write; a file of the caller's checkpoint
+// directory is copied (a reflink where the file system can), since the
+// store must not change when that directory does.
+func (st *Store) buildPagesBlob(p layerPlan, t *progress.Task, owned bool) (ocispec.Descriptor, error) {
 	e := p.Entries[0]
 	fail := func(err error) (ocispec.Descriptor, error) {
 		return ocispec.Descriptor{}, fmt.Errorf("write pages blob %s: %w", e.Name, err)
 	}
-	in, err := os.Open(e.Path)
+	tmp, err := st.pagesBlobFile(e.Path, owned, t)
+	if tmp != "" {
+		defer os.Remove(tmp)
+	}
 	if err != nil {
 		return fail(err)
 	}
-	defer in.Close()
-	f, err := os.CreateTemp(st.blobDir(), ".build-*")
-	if err != nil {
-		return fail(err)
-	}
-	defer os.Remove(f.Name())
-	d := newDigestCounter()
-	if unix.IoctlFileClone(int(f.Fd()), int(in.Fd())) == nil {
-		// The blob shares the file's extents; hashing reads it once.
-		_, err = io.Copy(multi(d, t), in)
-	} else {
-		_, err = io.Copy(multi(f, d, t), in)
-	}
-	if err == nil {
-		err = f.Chmod(pagesBlobMode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	d, err := hashFile(tmp, t)
 	if err != nil {
 		return fail(err)
 	}
 	desc := ocispec.Descriptor{MediaType: MediaTypeCheckpointPages, Digest: d.Digest(), Size: d.n,
 		Annotations: map[string]string{AnnLayerPart: PartPages, AnnPartFile: path.Join(checkpointDir, path.Base(e.Name))}}
-	if err := os.Rename(f.Name(), st.blobPath(desc)); err != nil {
+	if err := os.Chmod(tmp, pagesBlobMode); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, st.blobPath(desc)); err != nil {
 		return fail(err)
 	}
 	return desc, nil
+}
+
+// pagesBlobFile puts the file src under a temporary name in the store's
+// blob directory: linked when owned, else reflinked or copied.
+func (st *Store) pagesBlobFile(src string, owned bool, t *progress.Task) (string, error) {
+	if owned {
+		name := filepath.Join(st.blobDir(), fmt.Sprintf(".build-%d-%s", os.Getpid(), filepath.Base(src)))
+		os.Remove(name)
+		if os.Link(src, name) == nil {
+			return name, nil
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	f, err := os.CreateTemp(st.blobDir(), ".build-*")
+	if err != nil {
+		return "", err
+	}
+	if unix.IoctlFileClone(int(f.Fd()), int(in.Fd())) != nil {
+		_, err = io.Copy(f, in)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), err
+}
+
+// hashFile is the digest and size of file name; t counts the bytes.
+func hashFile(name string, t *progress.Task) (*digestCounter, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	d := newDigestCounter()
+	_, err = io.Copy(multi(d, t), f)
+	return d, err
 }
 
 // ErrBlobNotLinkable: the blob's file cannot be given to CRIU as it is

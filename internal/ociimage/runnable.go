@@ -92,7 +92,7 @@ func (st *Store) buildParts(ctx context.Context, src *Source, o BuildOptions) ([
 	}
 	ws := *src
 	ws.Files = files
-	o.rawPages = !o.CompressPages
+	o.rawPages, o.ownedFiles = !o.CompressPages, src.cleanup != nil
 	descs, diffIDs, err := st.writeLayers(ctx, &ws, o)
 	for i := range descs {
 		if descs[i].MediaType == MediaTypeCheckpointPages {
