@@ -267,3 +267,32 @@ func TestBuildPartsPagesBlob(t *testing.T) {
 		}
 	}
 }
+
+// A pages file of a layout cryo extracted itself becomes its blob by a
+// hard link (the extraction was its one write); one of the caller's
+// directory is copied, so that the store does not change with it.
+func TestBuildPartsLinksOwnedLayout(t *testing.T) {
+	for _, owned := range []bool{false, true} {
+		src := fakeCheckpoint(t)
+		s, err := OpenSource(src, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owned {
+			s.cleanup = func() {} // as openLaidOut and openExportTar mark theirs
+		}
+		st, err := OpenStore(context.Background(), filepath.Join(t.TempDir(), "store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		descs, err := st.buildParts(context.Background(), s, BuildOptions{Ref: "localhost/t:1", SplitAt: 2 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob, _ := os.Stat(st.blobPath(descs[len(descs)-1]))
+		file, _ := os.Stat(filepath.Join(src, "pages-2.img"))
+		if blob == nil || file == nil || os.SameFile(blob, file) != owned {
+			t.Errorf("owned %v: the blob is the source file: %v", owned, !owned)
+		}
+	}
+}
