@@ -49,10 +49,11 @@ func BenchmarkPartsLayout(b *testing.B) {
 		layout := map[bool]string{true: "compressed", false: "blob"}[compress]
 		var descs []ocispec.Descriptor
 		var st *Store
+		parent := b.TempDir() // the last build's store outlives its sub-benchmark
 		b.Run("build/"+layout, func(b *testing.B) {
 			b.SetBytes(size)
 			for i := 0; i < b.N; i++ {
-				st, err = OpenStore(context.Background(), filepath.Join(b.TempDir(), "store"))
+				st, err = OpenStore(context.Background(), filepath.Join(parent, fmt.Sprint("store-", i)))
 				if err != nil {
 					b.Fatal(err)
 				}
