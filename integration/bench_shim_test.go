@@ -261,8 +261,11 @@ func (b *bench) shimRunnable(d *daemon, w *shimWorkload, reg *imgRegistry, ref s
 	start := time.Now()
 	out := node.cryo(t, append(build, ref, img)...)
 	b.row(w.name(), w.mib, route+" build", time.Since(start).Seconds())
-	if size, err := strconv.ParseInt(lastLine(out), 10, 64); err == nil {
-		b.row(w.name(), w.mib, route+" image bytes with its base", float64(size))
+	// The template prints the JSON number, which may come in e-notation.
+	if size, err := strconv.ParseFloat(lastLine(out), 64); err == nil {
+		b.row(w.name(), w.mib, route+" image bytes with its base", size)
+	} else {
+		t.Logf("no size in the build's output: %v\n%s", err, out)
 	}
 	pinned := pinnedRef(img, node.cryo(t, "image", "push", img))
 	start = time.Now()
