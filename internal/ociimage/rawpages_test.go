@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -293,6 +294,68 @@ func TestBuildPartsLinksOwnedLayout(t *testing.T) {
 		file, _ := os.Stat(filepath.Join(src, "pages-2.img"))
 		if blob == nil || file == nil || os.SameFile(blob, file) != owned {
 			t.Errorf("owned %v: the blob is the source file: %v", owned, !owned)
+		}
+	}
+}
+
+// A runnable image in cryo's own store (what `cryo image restore` reads)
+// unpacks with its pages blob linked from the store, read-only, and
+// exports with the blob as its file.
+func TestStoreUnpackLinksPagesBlob(t *testing.T) {
+	ctx := context.Background()
+	src := fakeCheckpoint(t)
+	s, err := OpenSource(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "localhost/runnable:1"
+	parts, err := st.buildParts(ctx, s, BuildOptions{Ref: ref, SplitAt: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Summarize(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := imageAnnotations(s, sum)
+	ann[AnnLayout] = LayoutRunnable
+	if _, err := st.commitManifest(ctx, ref, bindParts(ocispec.Image{}, parts, ann), parts, ann); err != nil {
+		t.Fatal(err)
+	}
+	blob := parts[len(parts)-1]
+	if blob.MediaType != MediaTypeCheckpointPages {
+		t.Fatalf("last part %s, want a pages blob", blob.MediaType)
+	}
+	dir := filepath.Join(t.TempDir(), "work")
+	if _, err := st.UnpackWith(ctx, ref, dir, UnpackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.Stat(filepath.Join(CRIUDir(dir), "pages-2.img"))
+	stored, _ := os.Stat(st.blobPath(blob))
+	if got == nil || stored == nil || !os.SameFile(got, stored) || got.Mode().Perm() != pagesBlobMode {
+		t.Fatalf("pages-2.img %v, store's blob %v: want the blob linked, mode %o", got, stored, pagesBlobMode)
+	}
+	var out bytes.Buffer
+	if err := st.Export(ctx, ref, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(filepath.Join(src, "pages-2.img"))
+	tr := tar.NewReader(&out)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			t.Fatalf("the export has no checkpoint/pages-2.img: %v", err)
+		}
+		if hdr.Name == "checkpoint/pages-2.img" {
+			data, _ := io.ReadAll(tr)
+			if !bytes.Equal(data, want) {
+				t.Fatal("the exported pages-2.img differs from the checkpoint's")
+			}
+			return
 		}
 	}
 }

@@ -31,7 +31,7 @@ func (st *Store) unpackRunnable(ctx context.Context, im *Image, dir string, o Un
 		var err error
 		switch {
 		case l.MediaType == MediaTypeCheckpointPages:
-			_, err = layPagesBlob(ctx, l, dir, st.blobDir(), st.blobFile(l), budget)
+			_, err = layPagesBlob(ctx, l, dir, filepath.Dir(st.blobDir()), st.blobFile(l), budget)
 			t.Add(l.Size)
 		case l.MediaType == MediaTypeCheckpointPart:
 			err = st.unpackLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dir, o, budget, t)
