@@ -359,3 +359,51 @@ func TestStoreUnpackLinksPagesBlob(t *testing.T) {
 		}
 	}
 }
+
+// An image built before pages blobs (by cryo at a2b78ea: every part a
+// compressed tar, testdata/runnable-v1) still unpacks, from cryo's store
+// and from containerd's content store, every CRIU file checked against
+// its manifest.
+func TestUnpackRunnableBuiltBeforePagesBlobs(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "store")
+	if err := os.CopyFS(root, os.DirFS("testdata/runnable-v1")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStore(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "localhost/runnable-v1:1"
+	dir := filepath.Join(t.TempDir(), "work")
+	im, err := st.UnpackWith(ctx, ref, dir, UnpackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(CRIUDir(dir), "pages-1.img")); err != nil || fi.Size() != 64<<10 {
+		t.Fatalf("pages-1.img: %v %v", fi, err)
+	}
+	cs, err := local.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append([]ocispec.Descriptor{im.Manifest.Config}, im.Manifest.Layers...) {
+		if d.MediaType == MediaTypeCheckpointPages {
+			t.Fatalf("the old image has a pages blob: %v", d)
+		}
+		data, err := os.ReadFile(st.blobPath(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ctrdcontent.WriteBlob(ctx, cs, d.Digest.String(), bytes.NewReader(data), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stats PartsStats
+	if err := UnpackPartsFrom(ctx, cs, im.Manifest, t.TempDir(), filedigest.Records{}, PartsOptions{Stats: &stats}); err != nil {
+		t.Fatal(err)
+	}
+	if stats.Linked != 0 || stats.Extracted == 0 {
+		t.Errorf("stats %+v: want every part extracted", stats)
+	}
+}
