@@ -407,3 +407,28 @@ func TestUnpackRunnableBuiltBeforePagesBlobs(t *testing.T) {
 		t.Errorf("stats %+v: want every part extracted", stats)
 	}
 }
+
+// Nothing of the unpack writes through a link: a second pages blob of the
+// same name is refused, and a later compressed part naming the linked
+// file replaces the name, leaving the content store's blob as it was.
+func TestUnpackPartsNeverWritesThroughLink(t *testing.T) {
+	src := fakeCheckpoint(t)
+	ps := newPagesStore(t, src)
+	before, _ := os.ReadFile(ps.blobPath())
+	ps.man.Layers = append(ps.man.Layers, ps.blob)
+	ps.man = bindConfig(t, ps.cs, ps.man)
+	if _, _, err := ps.unpack(t, filepath.Join(ps.root, "blobs")); err == nil {
+		t.Error("two pages blobs of one name were accepted")
+	}
+	ps = newPagesStore(t, src)
+	before, _ = os.ReadFile(ps.blobPath())
+	other := t.TempDir() // a pages-2.img of other bytes
+	os.WriteFile(filepath.Join(other, "pages-2.img"), bytes.Repeat([]byte{7}, len(before)), 0o600)
+	over := ps.write(t, MediaTypeCheckpointPart, tarOf(t, other, ""))
+	ps.man.Layers = append(ps.man.Layers, over)
+	ps.man = bindConfig(t, ps.cs, ps.man)
+	ps.unpack(t, filepath.Join(ps.root, "blobs")) // whatever the outcome
+	if after, _ := os.ReadFile(ps.blobPath()); !bytes.Equal(before, after) {
+		t.Error("the unpack wrote into the content store's blob")
+	}
+}
