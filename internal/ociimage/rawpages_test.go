@@ -414,14 +414,13 @@ func TestUnpackRunnableBuiltBeforePagesBlobs(t *testing.T) {
 func TestUnpackPartsNeverWritesThroughLink(t *testing.T) {
 	src := fakeCheckpoint(t)
 	ps := newPagesStore(t, src)
-	before, _ := os.ReadFile(ps.blobPath())
 	ps.man.Layers = append(ps.man.Layers, ps.blob)
 	ps.man = bindConfig(t, ps.cs, ps.man)
 	if _, _, err := ps.unpack(t, filepath.Join(ps.root, "blobs")); err == nil {
 		t.Error("two pages blobs of one name were accepted")
 	}
 	ps = newPagesStore(t, src)
-	before, _ = os.ReadFile(ps.blobPath())
+	before, _ := os.ReadFile(ps.blobPath())
 	other := t.TempDir() // a pages-2.img of other bytes
 	os.WriteFile(filepath.Join(other, "pages-2.img"), bytes.Repeat([]byte{7}, len(before)), 0o600)
 	over := ps.write(t, MediaTypeCheckpointPart, tarOf(t, other, ""))
