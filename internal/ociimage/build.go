@@ -64,7 +64,7 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 		return ocispec.Descriptor{}, nil, err
 	}
 	t := o.Progress.Start("verifying the checkpoint files of "+o.Ref, 0)
-	err := filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, t)
+	err := st.verifySource(src, t)
 	t.End(err)
 	if err != nil {
 		return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
@@ -87,6 +87,20 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 	sum.Digest, sum.Encrypted = desc.Digest.String(), o.Encrypt != nil
 	sum.addLayers(layers)
 	return desc, sum, nil
+}
+
+// verifySource checks src's files against its manifest. A checkpoint
+// directory that cryo hashed on this host and that nobody has changed
+// since (its stamp: see package digest's stamp.go) is not hashed again,
+// so that the build's one read of it is the compression's. A layout cryo
+// extracted itself is always hashed, and gets no stamp: it is removed
+// after the build.
+func (st *Store) verifySource(src *Source, p filedigest.Progress) error {
+	if src.cleanup != nil {
+		return filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, p)
+	}
+	_, err := st.Records.VerifyStampedWith(src.CRIU, src.Manifest.Digests, p)
+	return err
 }
 
 // buildRunnableImage is Build for a runnable image.

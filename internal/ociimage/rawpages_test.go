@@ -431,3 +431,41 @@ func TestUnpackPartsNeverWritesThroughLink(t *testing.T) {
 		t.Error("the unpack wrote into the content store's blob")
 	}
 }
+
+// hashed counts the bytes a verification hashes.
+type hashed struct{ n int64 }
+
+func (h *hashed) SetTotal(int64) {}
+func (h *hashed) Add(n int64)    { h.n += n }
+
+// A build verifies a checkpoint directory that cryo stamped (hashed on
+// this host, unchanged since) without hashing it again; a layout cryo
+// extracted itself is hashed every time and never stamped.
+func TestBuildVerifiesStampedSourceOnce(t *testing.T) {
+	st, err := OpenStore(context.Background(), filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, owned := range []bool{false, true} {
+		stamps := t.TempDir()
+		st.Records = filedigest.Records{Dir: stamps}
+		s, err := OpenSource(fakeCheckpoint(t), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owned {
+			s.cleanup = func() {}
+		}
+		var first, second hashed
+		if err := st.verifySource(s, &first); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.verifySource(s, &second); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(stamps)
+		if first.n == 0 || (second.n == 0) == owned || (len(entries) == 0) != owned {
+			t.Errorf("owned %v: hashed %d then %d bytes, %d stamps", owned, first.n, second.n, len(entries))
+		}
+	}
+}
