@@ -168,6 +168,10 @@ func (b *bench) shimContainerd(d *daemon, w *shimWorkload, path bool) {
 	n := w.lastTick(readFile(d.logPath(id)))
 	if !path {
 		b.shimImage(d, w, ref, n)
+		reg := startRegistry(t)
+		for _, compress := range []bool{false, true} {
+			b.shimRunnable(d, w, reg, ref, n, compress)
+		}
 	}
 	flushDirty(t)
 	restored := id + "-r"
@@ -229,6 +233,54 @@ func (b *bench) shimImage(d *daemon, w *shimWorkload, ref string, n int) {
 	io.rowsSince(b, w, "cryo image restore --containerd")
 	b.shimLogRows(d, w, mark, "cryo image restore --containerd", "cryo: restore checked", "check_ms")
 	b.shimLogRows(d, w, mark, "cryo image restore --containerd", "cryo: restore done", "total_ms")
+}
+
+// shimRunnable: the Kubernetes route. `cryo image build --runnable
+// --containerd` of the content-store checkpoint on the workload's image
+// (pushed to a registry on loopback), pushed, pulled into containerd as
+// the kubelet's pull does, and a container of it restored to its first
+// output (tick > n): pages blobs the shim links (the default), or every
+// part compressed (--compress-pages, the layout before). Rows: the build,
+// the registry bytes, the pull, the shim's read of the checkpoint from the
+// content store, and the restore; the pull is not part of the restore.
+func (b *bench) shimRunnable(d *daemon, w *shimWorkload, reg *imgRegistry, ref string, n int, compress bool) {
+	t := b.t
+	route := "runnable (pages blobs)"
+	args := []string{}
+	if compress {
+		route, args = "runnable (compressed parts)", []string{"--compress-pages"}
+	}
+	base := reg.addr + "/cryo/benchshim:test"
+	d.ctr("images", "tag", "--force", w.image, base)
+	d.ctr("images", "push", "--plain-http", base)
+	node := newNode(t, nil)
+	img := fmt.Sprintf("%s/cryo/benchshim-runnable:%v", reg.addr, compress)
+	at := []string{"--address", d.socket, "--namespace", testNamespace}
+	flushDirty(t)
+	build := append(append(append([]string{"image", "build"}, at...), "--containerd", "--runnable", "--level", "fastest", "--base", base, "--format", "{{.size}}"), args...)
+	start := time.Now()
+	out := node.cryo(t, append(build, ref, img)...)
+	b.row(w.name(), w.mib, route+" build", time.Since(start).Seconds())
+	// The template prints the JSON number, which may come in e-notation.
+	if size, err := strconv.ParseFloat(lastLine(out), 64); err == nil {
+		b.row(w.name(), w.mib, route+" image bytes with its base", size)
+	} else {
+		t.Logf("no size in the build's output: %v\n%s", err, out)
+	}
+	pinned := pinnedRef(img, node.cryo(t, "image", "push", img))
+	start = time.Now()
+	d.ctr("images", "pull", "--plain-http", pinned)
+	b.row(w.name(), w.mib, route+" pull", time.Since(start).Seconds())
+	flushDirty(t)
+	id := "bench-" + strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(route)
+	defer d.remove(id)
+	mark := len(d.log())
+	start = time.Now()
+	d.startTaskLogged(d.newCryoContainer(t, id, pinned, w.args, w.hostNet, w.gpu))
+	w.waitTick(func() string { return readFile(d.logPath(id)) }, n, 3*time.Minute)
+	b.row(w.name(), w.mib, route+" restore to first output", time.Since(start).Seconds())
+	b.shimLogRows(d, w, mark, route+" restore", "cryo: checkpoint read from containerd's content store", "elapsed_ms")
+	b.shimLogRows(d, w, mark, route+" restore", "cryo: restore done", "total_ms")
 }
 
 // container creates a container of the workload on the cryo runtime.

@@ -152,13 +152,13 @@ func craftBorrowedConfig(t *testing.T, repo, tag, victim, other string) string {
 	manO, srcO := fetchManifest(t, other)
 	var layers []ocispec.Descriptor
 	for _, l := range manV.Layers {
-		if l.MediaType != ociimage.MediaTypeCheckpointPart {
+		if !isCheckpointBlob(l) {
 			layers = append(layers, l)
 			copyBlob(t, srcV, dst, l)
 		}
 	}
 	for _, l := range manO.Layers {
-		if l.MediaType == ociimage.MediaTypeCheckpointPart {
+		if isCheckpointBlob(l) {
 			layers = append(layers, l)
 			copyBlob(t, srcO, dst, l)
 		}
@@ -167,6 +167,11 @@ func craftBorrowedConfig(t *testing.T, repo, tag, victim, other string) string {
 	pushManifest(t, dst, tag, ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
 		Config: manV.Config, Layers: layers, Annotations: manO.Annotations})
 	return repo + ":" + tag
+}
+
+// isCheckpointBlob: a checkpoint part, compressed or a pages blob.
+func isCheckpointBlob(l ocispec.Descriptor) bool {
+	return l.MediaType == ociimage.MediaTypeCheckpointPart || l.MediaType == ociimage.MediaTypeCheckpointPages
 }
 
 // craftUnbound pushes victim as repo:tag with its config's parts label

@@ -9,10 +9,18 @@ package integration
 // the restore, starts the application fresh from the same image. On
 // containerd 1.7 and 2.x, ctr pulls it and a container of it made as `ctr
 // run` makes one restores the same way.
+//
+// The pages files travel as blobs of their own (--split makes every pages
+// file of the small test app one), which the shim hard-links from
+// containerd's content store instead of copying; an image with every
+// part compressed, as cryo built them before (--compress-pages), restores
+// too.
 
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,30 +32,40 @@ func TestRunnableImage(t *testing.T) {
 	ck := checkpointOnNode1(t, reg, reg.addr+"/cryo/app:v1")
 	ref := reg.addr + "/ckpt/runnable:v1"
 	builder := newNode(t, nil)
-	out := builder.cryo(t, "image", "build", "--runnable", ck.archive, ref)
+	out := builder.cryo(t, "image", "build", "--runnable", "--split", pagesBlobSplit, ck.archive, ref)
 	wantIn(t, out, "built "+ref)
 	digest := strings.TrimSpace(builder.cryo(t, "image", "push", ref))
 	pinned := reg.addr + "/ckpt/runnable@" + lastLine(digest)
+	refOld := reg.addr + "/ckpt/runnable-compressed:v1"
+	wantIn(t, builder.cryo(t, "image", "build", "--runnable", "--compress-pages", "--split", pagesBlobSplit, ck.archive, refOld), "built "+refOld)
+	pinnedOld := reg.addr + "/ckpt/runnable-compressed@" + lastLine(builder.cryo(t, "image", "push", refOld))
 
 	dir := t.TempDir()
 	t.Setenv("CRYO_IMAGE_STORE", filepath.Join(dir, "store"))
 	t.Setenv("CRYO_RESTORE_DIR", filepath.Join(dir, "restore"))
 	n2 := startCRINodeAt(t, 1)
-	t.Run("CRIRestores", func(t *testing.T) {
-		n := n2.with(t)
-		n.pullImage(pinned)
-		p := n.newPod("runnable", criHandler, nil)
-		if err := p.create(pinned); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.start(); err != nil {
-			t.Fatalf("%v\n%s", err, lastLines(n.log(), 40))
-		}
-		n.assertContinues(p, ck)
-		p.assertMarker()
-		p.remove()
-		assertNoWorkDirs(t, filepath.Join(dir, "restore"))
-	})
+	for _, c := range []struct {
+		name, image string
+		linked      bool
+	}{{"CRIRestores", pinned, true}, {"CRIRestoresCompressedParts", pinnedOld, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			n := n2.with(t)
+			n.pullImage(c.image)
+			mark := len(n.log())
+			p := n.newPod("runnable", criHandler, nil)
+			if err := p.create(c.image); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.start(); err != nil {
+				t.Fatalf("%v\n%s", err, lastLines(n.log(), 40))
+			}
+			n.assertContinues(p, ck)
+			p.assertMarker()
+			p.remove()
+			assertNoWorkDirs(t, filepath.Join(dir, "restore"))
+			assertLinked(t, n.log()[mark:], c.linked)
+		})
+	}
 	t.Run("RuncPodRunsFresh", func(t *testing.T) {
 		n := n2.with(t)
 		p := n.newPod("runnable-runc", criRuncHandler, nil)
@@ -77,13 +95,15 @@ func testRunnableCtr(t *testing.T, v ctrdVersion, reg *imgRegistry, app string) 
 	ckpt, tick := a.taskCheckpoint(id, "--exit")
 	a.waitStopped(id)
 	ref := reg.addr + "/ckpt/runnable-" + v.dir + ":v1"
-	wantIn(t, a.cryo(t, "image", "build", "--runnable", "--containerd", ckpt, ref), "built "+ref)
+	wantIn(t, a.cryo(t, "image", "build", "--runnable", "--split", pagesBlobSplit, "--containerd", ckpt, ref), "built "+ref)
 	pinned := reg.addr + "/ckpt/runnable-" + v.dir + "@" + lastLine(a.imgNode.cryo(t, "image", "push", ref))
 
 	b := startDaemon(t, v)
 	b.ctr("images", "pull", "--plain-http", pinned)
 	restored := uniqueID("restored")
+	mark := len(b.log())
 	b.startApp(b.newContainerOf(pinned, restored, nil))
+	assertLinked(t, b.log()[mark:], true)
 	if first := ctrdTicks(t, b.logPath(restored))[0]; first <= tick {
 		t.Fatalf("ctr run of the runnable image began at tick %d; the checkpoint was after tick %d", first, tick)
 	}
@@ -120,6 +140,26 @@ func assertNoWorkDirs(t *testing.T, dir string) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) > 0 {
 		t.Errorf("restore work directories left in %s: %v", dir, entries)
+	}
+}
+
+// pagesBlobSplit makes every pages file of the test app a blob of its own.
+const pagesBlobSplit = "4096"
+
+// assertLinked: the shim's log in containerd's log says the restore
+// hard-linked pages from the content store (linked), or linked none and
+// copied none (an image of compressed parts only).
+func assertLinked(t *testing.T, log string, linked bool) {
+	t.Helper()
+	m := regexp.MustCompile(`linked_bytes=(\d+) `).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no linked_bytes in the shim's log of the restore:\n%s", lastLines(log, 20))
+	}
+	if n, _ := strconv.ParseInt(m[1], 10, 64); (n > 0) != linked {
+		t.Errorf("the restore linked %d bytes of pages from containerd's content store, want linked %v", n, linked)
+	}
+	if strings.Contains(log, "copied_bytes=") && !regexp.MustCompile(`copied_bytes=0\b`).MatchString(log) {
+		t.Errorf("the restore copied pages blobs instead of linking them:\n%s", lastLines(log, 20))
 	}
 }
 

@@ -138,6 +138,7 @@ is pulled from its registry (--authfile, --plain-http apply).`,
 	fs.String("tmp", "", "`DIR` where an export tar is extracted while building (default $TMPDIR, else /tmp)")
 	fs.BoolP("quiet", "q", false, "no progress on stderr; only the digest on stdout")
 	fs.Bool("runnable", false, "build a runnable checkpoint image: the application's image plus its changes, the checkpoint in blobs runtimes do not unpack (for Kubernetes)")
+	fs.Bool("compress-pages", false, "with --runnable, compress the pages files too (fewer registry bytes; every restore then writes a copy of the memory instead of linking it)")
 	fs.String("base", "", "with --runnable, the application's image `REF` to build on (default: the one the checkpoint names)")
 	fs.Bool("tls-verify", true, "with --runnable, require HTTPS with a verified certificate from the base image's registry")
 	fs.Bool("plain-http", false, "with --runnable, talk plain HTTP to the base image's registry (automatic for loopback addresses)")
@@ -195,9 +196,13 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 
 func buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error) {
 	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split"), Progress: renderer(cmd),
-		Runnable: fBool(cmd, "runnable"), Base: fString(cmd, "base"), Remote: remoteOptions(cmd)}
+		Runnable: fBool(cmd, "runnable"), Base: fString(cmd, "base"), Remote: remoteOptions(cmd),
+		CompressPages: fBool(cmd, "compress-pages")}
 	if o.Base != "" && !o.Runnable {
 		return o, usageErrorf(cmd, "--base needs --runnable")
+	}
+	if o.CompressPages && !o.Runnable {
+		return o, usageErrorf(cmd, "--compress-pages needs --runnable: other images compress every layer")
 	}
 	ok, level := zstd.EncoderLevelFromString(fString(cmd, "level"))
 	if !ok {

@@ -42,6 +42,13 @@ type BuildOptions struct {
 	Runnable bool
 	Base     string
 	Remote   RemoteOptions // where the base image is pulled from
+	// CompressPages packs a runnable image's pages files into compressed
+	// parts, as cryo did before pages blobs (rawpages.go): fewer registry
+	// bytes, and a full copy at every restore.
+	CompressPages bool
+
+	rawPages   bool // pages plans become pages blobs (buildParts)
+	ownedFiles bool // the source's files are cryo's own temporary layout
 
 	task *progress.Task // the compression's line, while writeLayers runs
 }
@@ -57,7 +64,7 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 		return ocispec.Descriptor{}, nil, err
 	}
 	t := o.Progress.Start("verifying the checkpoint files of "+o.Ref, 0)
-	err := filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, t)
+	err := st.verifySource(src, t)
 	t.End(err)
 	if err != nil {
 		return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
@@ -80,6 +87,20 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 	sum.Digest, sum.Encrypted = desc.Digest.String(), o.Encrypt != nil
 	sum.addLayers(layers)
 	return desc, sum, nil
+}
+
+// verifySource checks src's files against its manifest. A checkpoint
+// directory that cryo hashed on this host and that nobody has changed
+// since (its stamp: see package digest's stamp.go) is not hashed again,
+// so that the build's one read of it is the compression's. A layout cryo
+// extracted itself is always hashed, and gets no stamp: it is removed
+// after the build.
+func (st *Store) verifySource(src *Source, p filedigest.Progress) error {
+	if src.cleanup != nil {
+		return filedigest.VerifyWith(src.CRIU, src.Manifest.Digests, p)
+	}
+	_, err := st.Records.VerifyStampedWith(src.CRIU, src.Manifest.Digests, p)
+	return err
 }
 
 // buildRunnableImage is Build for a runnable image.
@@ -171,7 +192,7 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		d, diffID, err := st.buildLayer(p, o)
+		d, diffID, err := st.buildPlan(p, o)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -183,6 +204,15 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 		descs, diffIDs = append(descs, d), append(diffIDs, diffID)
 	}
 	return descs, diffIDs, nil
+}
+
+// buildPlan stores one plan: a pages blob, or a layer.
+func (st *Store) buildPlan(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
+	if o.rawPages && p.Part == PartPages && len(p.Entries) == 1 {
+		d, err := st.buildPagesBlob(p, o.task, o.ownedFiles)
+		return d, d.Digest, err
+	}
+	return st.buildLayer(p, o)
 }
 
 // buildLayer compresses (and maybe encrypts) one layer into the store.

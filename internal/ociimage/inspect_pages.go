@@ -73,7 +73,7 @@ func (st *Store) addImageCommandLines(sum *Summary, im *Image, criu string, dec 
 		return
 	}
 	for _, l := range layers {
-		r, _, closeFn, err := st.openLayer(l, dec, nil)
+		r, _, closeFn, err := st.openLayerOrPages(l, dec)
 		if err != nil {
 			return
 		}
@@ -141,4 +141,34 @@ func fillFile(r io.Reader, file string, spans []criuimg.Range, size int64) error
 		pos = s.Off + s.Len
 	}
 	return nil
+}
+
+// openLayerOrPages is openLayer, and for a pages blob (rawpages.go) a tar
+// stream of its one file, so that both read the same way.
+func (st *Store) openLayerOrPages(l ocispec.Descriptor, dec *DecryptOptions) (io.Reader, func() error, func(), error) {
+	if l.MediaType != MediaTypeCheckpointPages {
+		return st.openLayer(l, dec, nil)
+	}
+	name, err := partFile(l)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	f, err := os.Open(st.blobPath(l))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o600, Size: l.Size})
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	closeFn := func() { pr.Close(); f.Close() }
+	return pr, func() error { return nil }, closeFn, nil
 }

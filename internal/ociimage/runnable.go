@@ -92,8 +92,12 @@ func (st *Store) buildParts(ctx context.Context, src *Source, o BuildOptions) ([
 	}
 	ws := *src
 	ws.Files = files
+	o.rawPages, o.ownedFiles = !o.CompressPages, src.cleanup != nil
 	descs, diffIDs, err := st.writeLayers(ctx, &ws, o)
 	for i := range descs {
+		if descs[i].MediaType == MediaTypeCheckpointPages {
+			continue // the blob is the file: its digest says it all
+		}
 		// Not a layer: its uncompressed digest has no place in the
 		// config's diff_ids, so it travels on the descriptor.
 		descs[i].MediaType = MediaTypeCheckpointPart

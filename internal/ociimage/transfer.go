@@ -103,10 +103,16 @@ func (st *Store) Pull(ctx context.Context, ref string, o TransferOptions) (ocisp
 }
 
 // privateLayers makes pulled layers readable by the owner only: they hold
-// process memory.
+// process memory. A pages blob is also made read-only, as one built here:
+// a restore links it for CRIU to read, and only a file nobody can write
+// is linked (rawpages.go).
 func (st *Store) privateLayers(layers []ocispec.Descriptor) {
 	for _, l := range layers {
-		os.Chmod(st.blobPath(l), 0o600)
+		mode := os.FileMode(0o600)
+		if l.MediaType == MediaTypeCheckpointPages {
+			mode = pagesBlobMode
+		}
+		os.Chmod(st.blobPath(l), mode)
 	}
 }
 

@@ -42,7 +42,7 @@ func unpackSetting(what string) string {
 // limits, and the part's name for a refusal.
 func extractOptions(l ocispec.Descriptor, budget *archive.Budget, lim archive.Limits) archive.Options {
 	name := "layer " + l.Digest.String()
-	if l.MediaType == MediaTypeCheckpointPart {
+	if isCheckpointBlob(l) {
 		name = "checkpoint part " + l.Digest.String()
 		if p := l.Annotations[AnnLayerPart]; p != "" {
 			name += " (" + p + ")"

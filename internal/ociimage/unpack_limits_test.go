@@ -63,7 +63,7 @@ func partsStore(t *testing.T, write func(tw *tar.Writer) error) (ctrdcontent.Sto
 // bindConfig writes into cs the config that names man's parts, as
 // `cryo image build --runnable` does, and returns man pointing at it: the
 // caps are reached only past the parts' check.
-func bindConfig(t *testing.T, cs ctrdcontent.Store, man ocispec.Manifest) ocispec.Manifest {
+func bindConfig(t testing.TB, cs ctrdcontent.Store, man ocispec.Manifest) ocispec.Manifest {
 	t.Helper()
 	data, err := json.Marshal(bindParts(ocispec.Image{}, man.Layers, man.Annotations))
 	if err != nil {

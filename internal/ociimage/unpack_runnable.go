@@ -30,6 +30,9 @@ func (st *Store) unpackRunnable(ctx context.Context, im *Image, dir string, o Un
 	for _, l := range im.Manifest.Layers {
 		var err error
 		switch {
+		case l.MediaType == MediaTypeCheckpointPages:
+			_, err = layPagesBlob(ctx, l, dir, filepath.Dir(st.blobDir()), st.blobFile(l), budget)
+			t.Add(l.Size)
 		case l.MediaType == MediaTypeCheckpointPart:
 			err = st.unpackLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dir, o, budget, t)
 		case l.Annotations[AnnLayerPart] == PartRootfsLayer:
@@ -51,7 +54,7 @@ func (st *Store) unpackRunnable(ctx context.Context, im *Image, dir string, o Un
 func fsLayers(m ocispec.Manifest) []ocispec.Descriptor {
 	var out []ocispec.Descriptor
 	for _, l := range m.Layers {
-		if l.MediaType != MediaTypeCheckpointPart {
+		if !isCheckpointBlob(l) {
 			out = append(out, l)
 		}
 	}
@@ -97,6 +100,45 @@ func UnpackParts(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manife
 // UnpackPartsWithin is UnpackParts with every part bounded by lim (see
 // archive.Limits), and stopped when ctx ends.
 func UnpackPartsWithin(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manifest, dir string, recs filedigest.Records, lim archive.Limits) error {
+	return UnpackPartsFrom(ctx, p, man, dir, recs, PartsOptions{Limits: lim})
+}
+
+// PartsOptions says how UnpackPartsFrom reads a runnable image's parts.
+type PartsOptions struct {
+	Limits archive.Limits
+	// BlobDir is the content store's blobs directory on this host
+	// (ROOT/io.containerd.content.v1.content/blobs for containerd's),
+	// from which pages blobs are hard-linked rather than copied; "": copied.
+	BlobDir string
+	// Stats, when set, is filled with what the unpack linked, copied and
+	// extracted.
+	Stats *PartsStats
+}
+
+// PartsStats counts the bytes of a runnable image's parts by how they
+// reached the work directory: pages blobs hard-linked from the content
+// store (no copy), pages blobs copied, and compressed parts extracted.
+type PartsStats struct {
+	Linked, Copied, Extracted int64
+}
+
+// add counts part l, laid out by how.
+func (s *PartsStats) add(l ocispec.Descriptor, linked bool) {
+	switch {
+	case s == nil:
+	case l.MediaType != MediaTypeCheckpointPages:
+		s.Extracted += l.Size
+	case linked:
+		s.Linked += l.Size
+	default:
+		s.Copied += l.Size
+	}
+}
+
+// UnpackPartsFrom is UnpackPartsWithin with pages blobs linked from
+// o.BlobDir where the file system allows.
+func UnpackPartsFrom(ctx context.Context, p ctrdcontent.Provider, man ocispec.Manifest, dir string, recs filedigest.Records, o PartsOptions) error {
+	lim := o.Limits
 	if !IsRunnable(man.Annotations) {
 		return fmt.Errorf("the image is not a runnable checkpoint image (no %s=%s): %w", AnnLayout, LayoutRunnable, ErrNotCheckpointImage)
 	}
@@ -105,10 +147,17 @@ func UnpackPartsWithin(ctx context.Context, p ctrdcontent.Provider, man ocispec.
 	}
 	budget := recordedBudget(man.Annotations, lim)
 	for _, l := range man.Layers {
-		if l.MediaType != MediaTypeCheckpointPart {
-			continue
+		var err error
+		switch l.MediaType {
+		case MediaTypeCheckpointPages:
+			var linked bool
+			linked, err = layPagesBlob(ctx, l, dir, o.BlobDir, providerBlob(ctx, p, l), budget)
+			o.Stats.add(l, linked)
+		case MediaTypeCheckpointPart:
+			err = unpackPart(ctx, p, l, dir, budget, lim)
+			o.Stats.add(l, false)
 		}
-		if err := unpackPart(ctx, p, l, dir, budget, lim); err != nil {
+		if err != nil {
 			return &LayerError{Digest: l.Digest.String(), Err: err}
 		}
 	}
@@ -149,6 +198,8 @@ func (st *Store) walkRunnable(ctx context.Context, im *Image, dec *DecryptOption
 	for _, l := range im.Manifest.Layers {
 		var err error
 		switch {
+		case l.MediaType == MediaTypeCheckpointPages:
+			err = st.walkPagesBlob(l, e)
 		case l.MediaType == MediaTypeCheckpointPart:
 			err = st.walkLayer(ctx, l, digest.Digest(l.Annotations[AnnPartDiffID]), dec, e.add)
 		case l.Annotations[AnnLayerPart] == PartRootfsLayer:
@@ -183,4 +234,31 @@ func (st *Store) exportRootfsDiff(l ocispec.Descriptor, diffID digest.Digest, e 
 		return err
 	}
 	return e.add(&tar.Header{Name: RootfsDiffName, Typeflag: tar.TypeReg, Mode: 0o600, Size: fi.Size(), ModTime: fi.ModTime()}, f)
+}
+
+// walkPagesBlob adds pages blob l to the export as its file, verified.
+func (st *Store) walkPagesBlob(l ocispec.Descriptor, e *exporter) error {
+	name, err := partFile(l)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(st.blobPath(l))
+	if err != nil {
+		return fmt.Errorf("pages blob %s is missing from the store (%v): %w", l.Digest, err, ErrIntegrity)
+	}
+	defer f.Close()
+	vr := content.NewVerifyReader(f, l)
+	hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o600, Size: l.Size}
+	if err := e.add(hdr, vr); err != nil {
+		return layerErr(l, err)
+	}
+	if err := vr.Verify(); err != nil {
+		return layerErr(l, err)
+	}
+	return nil
+}
+
+// blobFile opens blob l of the store.
+func (st *Store) blobFile(l ocispec.Descriptor) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) { return os.Open(st.blobPath(l)) }
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/containerd/log"
 
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
@@ -52,7 +55,7 @@ func startDeadline(ctx context.Context, pending pendingRestore) (context.Context
 // readParts reads the runnable image's checkpoint parts from containerd's
 // content store into dir, bounded by the node's unpack limits and by the
 // restore's deadline (else by a minute, as every call to containerd).
-func (s *service) readParts(ctx context.Context, ri runnableImage, dir string) error {
+func (s *service) readParts(ctx context.Context, ri runnableImage, dir string, stats *ociimage.PartsStats) error {
 	dctx, cancel, err := daemonContext(ctx)
 	if err != nil {
 		return err
@@ -63,7 +66,20 @@ func (s *service) readParts(ctx context.Context, ri runnableImage, dir string) e
 		dctx, cancelDeadline = orchestrate.WithRestoreDeadline(context.WithoutCancel(dctx), d)
 		defer cancelDeadline()
 	}
-	return ociimage.UnpackPartsWithin(dctx, ri.cs, ri.man, dir, digest.RecordsFrom(s.cfg), ociimage.LimitsFrom(s.cfg))
+	o := ociimage.PartsOptions{Limits: ociimage.LimitsFrom(s.cfg), BlobDir: s.contentBlobs(ctx), Stats: stats}
+	return ociimage.UnpackPartsFrom(dctx, ri.cs, ri.man, dir, digest.RecordsFrom(s.cfg), o)
+}
+
+// contentBlobs is containerd's content store's blobs directory on this
+// node, from which the restore hard-links the pages blobs (no second copy
+// of the memory); "" when containerd's root is unknown: they are copied.
+func (s *service) contentBlobs(ctx context.Context) string {
+	root, err := s.daemon.root(ctx)
+	if err != nil {
+		log.G(ctx).WithError(err).Warn("cryo: containerd's root is unknown: the checkpoint's pages are copied, not linked")
+		return ""
+	}
+	return filepath.Join(root, "io.containerd.content.v1.content", "blobs")
 }
 
 // unpackCutOff is the error of a restore whose deadline passed, or whose

@@ -164,23 +164,25 @@ func (s *service) checkRunnable(ctx context.Context, r *taskv3.CreateTaskRequest
 	if err := s.checkBinding(ctx, ri, who); err != nil {
 		return pendingRestore{}, err
 	}
-	work, err := s.unpackRunnable(ctx, ri, who)
+	var stats ociimage.PartsStats
+	work, err := s.unpackRunnable(ctx, ri, who, &stats)
 	if err != nil {
 		return pendingRestore{}, err
 	}
 	log.G(ctx).WithFields(log.Fields{"id": r.ID, "image": ri.name, "digest": ri.desc.Digest.String(),
-		"elapsed_ms": time.Since(began).Milliseconds()}).Info("cryo: checkpoint read from containerd's content store")
+		"elapsed_ms": time.Since(began).Milliseconds(), "linked_bytes": stats.Linked, "copied_bytes": stats.Copied,
+		"extracted_bytes": stats.Extracted}).Info("cryo: checkpoint read from containerd's content store")
 	return s.checkPrepared(ctx, r, work)
 }
 
-func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who string) (*imagerestore.Prepared, error) {
+func (s *service) unpackRunnable(ctx context.Context, ri runnableImage, who string, stats *ociimage.PartsStats) (*imagerestore.Prepared, error) {
 	dir, err := imagerestore.NewWorkDir(s.cfg.RestoreDir)
 	if err != nil {
 		return nil, &report.StepError{Op: "restore", ID: who, Step: "make a work directory", Err: err, Outcome: "nothing was restored",
 			Remedy: "check " + s.cfg.RestoreDir + " and its free space"}
 	}
 	work := &imagerestore.Prepared{Ref: ri.name, Kind: ociimage.Kind(ri.man.Annotations[ociimage.AnnKind]), Digest: ri.desc.Digest.String(), Dir: dir}
-	if err = s.readParts(ctx, ri, dir); err != nil {
+	if err = s.readParts(ctx, ri, dir, stats); err != nil {
 		if cut := unpackCutOff(ctx, who, "read the checkpoint of "+ri.name, work, err); cut != nil {
 			return nil, cut
 		}
