@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -90,7 +89,8 @@ func gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.
 // that a second one is not added.
 func hasRemedy(err error) bool {
 	var rm report.Remedied
-	return errors.As(err, &rm) || strings.Contains(err.Error(), "; remedy: ")
+	_, _, written := report.Split(err.Error())
+	return errors.As(err, &rm) || written
 }
 
 // annotatedManifest is a manifest made of the annotations' claims: one

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -71,5 +72,58 @@ func TestToGRPCMessageOnce(t *testing.T) {
 	}
 	if !errdefs.IsFailedPrecondition(got) {
 		t.Fatalf("class %v, want failed precondition", got)
+	}
+}
+
+// Every sentinel carries its containerd class where it is defined
+// (report.Sentinel), so the shim keeps no table of other packages'
+// errors: a new sentinel is one edit, in its own package. These are the
+// classes the shim has always given.
+func TestSentinelsCarryTheirClass(t *testing.T) {
+	for _, c := range []struct{ sentinel, class error }{
+		{lock.ErrBusy, errdefs.ErrUnavailable},
+		{cuda.ErrTimeout, context.DeadlineExceeded},
+		{cuda.ErrNoProcess, errdefs.ErrNotFound},
+		{cuda.ErrLibraryNotFound, errdefs.ErrFailedPrecondition},
+		{cuda.ErrNoCheckpointAPI, errdefs.ErrFailedPrecondition},
+		{cuda.ErrBadState, errdefs.ErrFailedPrecondition},
+		{orchestrate.ErrNoCRIU, errdefs.ErrFailedPrecondition},
+		{orchestrate.ErrDirInUse, errdefs.ErrAlreadyExists},
+		{orchestrate.ErrDirNotEmpty, errdefs.ErrAlreadyExists},
+		{manifest.ErrIncompatibleHost, errdefs.ErrFailedPrecondition},
+		{manifest.ErrUnsupportedVersion, errdefs.ErrNotImplemented},
+		{manifest.ErrIncomplete, errdefs.ErrDataLoss},
+		{manifest.ErrCorrupt, errdefs.ErrDataLoss},
+		{manifest.ErrNoManifest, errdefs.ErrInvalidArgument},
+		{manifest.ErrNotCheckpoint, errdefs.ErrInvalidArgument},
+		{imagerestore.ErrImageNotFound, errdefs.ErrNotFound},
+		{ociimage.ErrNoSpace, errdefs.ErrResourceExhausted},
+		{ociimage.ErrUnpackLimit, errdefs.ErrResourceExhausted},
+		{orchestrate.ErrRestoreDeadline, context.DeadlineExceeded},
+		{ociimage.ErrIntegrity, errdefs.ErrDataLoss},
+		{ociimage.ErrPartsMismatch, errdefs.ErrFailedPrecondition},
+		{ociimage.ErrPartsUnbound, errdefs.ErrFailedPrecondition},
+		{ErrImageMismatch, errdefs.ErrFailedPrecondition},
+		{ociimage.ErrDecrypt, errdefs.ErrFailedPrecondition},
+		{ociimage.ErrNotCheckpointImage, errdefs.ErrInvalidArgument},
+		{ociimage.ErrNotFound, errdefs.ErrNotFound},
+		{ociimage.ErrTransfer, errdefs.ErrUnavailable},
+		{imagerestore.ErrNotContainerCheckpoint, errdefs.ErrInvalidArgument},
+		{imagerestore.ErrBadAnnotation, errdefs.ErrInvalidArgument},
+		{imagerestore.ErrNotAllowed, errdefs.ErrPermissionDenied},
+		{imagetrust.ErrNotTrusted, errdefs.ErrPermissionDenied},
+	} {
+		wrapped := fmt.Errorf("step: %w", c.sentinel)
+		if got := errdefs.Resolve(wrapped); got != c.class {
+			t.Errorf("%v: class %v, want %v", c.sentinel, got, c.class)
+		}
+		if got := status.Convert(toGRPC(wrapped, false)).Message(); got != wrapped.Error() {
+			t.Errorf("message %q, want %q", got, wrapped)
+		}
+	}
+	// A sentinel without a class stays Unknown, and a restore check's
+	// refusal FailedPrecondition, as before.
+	if got := status.Convert(toGRPC(fmt.Errorf("x: %w", cuda.ErrNotCUDA), false)).Code(); got != codes.Unknown {
+		t.Errorf("unclassed sentinel: %s", got)
 	}
 }
