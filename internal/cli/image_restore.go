@@ -12,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
 	"github.com/cryo-gpu/cryo/internal/cuda"
@@ -76,21 +77,38 @@ after the restore, whether it succeeded, failed or was interrupted, unless
 		},
 	}
 	fs := cmd.Flags()
-	addStoreFlag(fs)
-	addDecryptFlags(fs)
-	fs.Bool("pull", false, "pull REF from its registry first")
 	fs.String("dir", "", "work directory `DIR` for the unpacked checkpoint, kept afterwards (default: a new one under /var/lib/cryo/restore, removed)")
-	fs.Bool("shell-job", false, "bare process: restore into this terminal")
+	addImageRestoreFlags(fs, restoreHelp{
+		pull:       "pull REF from its registry first",
+		shellJob:   "bare process: restore into this terminal",
+		printStats: "bare process: print the time of each step and CRIU's statistics on stdout, after the pid",
+	})
+	addFormatFlags(cmd, "{{.pid}}")
+	return cmd
+}
+
+// restoreHelp is the help of the image restore flags whose words depend
+// on the command: `restore` takes a directory too, `image restore` only
+// an image, whose kind decides what the flag does.
+type restoreHelp struct{ pull, shellJob, printStats string }
+
+// addImageRestoreFlags adds the flags of a restore from a checkpoint
+// image, which `restore --image` and `image restore` share: one set, so
+// that a flag added for one is there for the other (restoreImage reads
+// them all from either command).
+func addImageRestoreFlags(fs *pflag.FlagSet, h restoreHelp) {
+	fs.Bool("pull", false, h.pull)
+	fs.Bool("shell-job", false, h.shellJob)
 	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
-	fs.Bool("print-stats", false, "bare process: print the time of each step and CRIU's statistics on stdout, after the pid")
+	fs.Bool("print-stats", false, h.printStats)
 	addGPUMapFlag(fs)
 	addCopyTimeout(fs)
+	addStoreFlag(fs)
+	addDecryptFlags(fs)
 	addContainerdRestoreFlags(fs)
 	addPodmanRestoreFlags(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
-	addFormatFlags(cmd, "{{.pid}}")
-	return cmd
 }
 
 // restoreImage fetches REF (pulled first with --pull, checked cheaply

@@ -62,19 +62,12 @@ afterwards. --dir given a file restores it as --import does.`,
 	fs.String("dir", "", "the image directory `DIR` written by \"cryo checkpoint\"")
 	fs.String("image", "", "restore the checkpoint image `REF` instead (see \"cryo image restore\")")
 	fs.String("import", "", "restore the checkpoint archive `FILE` instead (\"cryo image export\", \"podman container checkpoint --export\")")
-	fs.Bool("pull", false, "--image: pull REF from its registry first")
-	fs.Bool("shell-job", false, "restore into this terminal and session (as given at checkpoint)")
-	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
-	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the pid")
-	addGPUMapFlag(fs)
-	addCopyTimeout(fs)
+	addImageRestoreFlags(fs, restoreHelp{
+		pull:       "--image: pull REF from its registry first",
+		shellJob:   "restore into this terminal and session (as given at checkpoint)",
+		printStats: "print the time of each step and CRIU's statistics on stdout, after the pid",
+	})
 	addHookFlag(fs, "post", "--dir: run HOOK once the tree runs with its GPU state; on its failure the tree runs on, and cryo exits non-zero")
-	addStoreFlag(fs)
-	addDecryptFlags(fs)
-	addContainerdRestoreFlags(fs)
-	addPodmanRestoreFlags(fs)
-	addRemoteFlags(fs)
-	addTrustFlags(fs)
 	addFormatFlags(cmd, "{{.pid}} {{.seconds}}")
 	return cmd
 }
