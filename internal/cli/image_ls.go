@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 func (ap *app) imageListCommand() *cobra.Command {
@@ -52,10 +52,10 @@ func (ap *app) imageList(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintln(tw, "REF\tKIND\tGPUS\tSIZE\tRAW\tCREATED\tDIGEST\tENCRYPTED")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", criuimg.EscapeControl(r.Ref), criuimg.EscapeControl(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", termtext.EscapeControl(r.Ref), termtext.EscapeControl(r.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", criuimg.EscapeControl(r.Ref), orDash(string(r.Kind)), criuimg.EscapeControl(r.GPUs()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", termtext.EscapeControl(r.Ref), orDash(string(r.Kind)), termtext.EscapeControl(r.GPUs()),
 			ociimage.Human(r.Size), rawSize(r.RawSize), created(r.Created), shortDigest(r.Digest), r.Encrypted)
 	}
 	return tw.Flush()

@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 func (ap *app) inspectCommand() *cobra.Command {
@@ -181,7 +181,7 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 		if k != "" {
 			k += ":"
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", k, criuimg.EscapeControl(fmt.Sprintf(f, a...)))
+		fmt.Fprintf(tw, "%s\t%s\n", k, termtext.EscapeControl(fmt.Sprintf(f, a...)))
 	}
 	row("Source", "%s", s.Source)
 	row("Kind", "%s", s.Kind)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // listed is one checkpoint of `cryo inspect list`.
@@ -158,11 +158,11 @@ func (ap *app) printListed(rows []listed) error {
 	fmt.Fprintln(tw, "TARGET\tKIND\tNAME\tCHECKPOINTED\tSIZE\tGPUS\tSTATE")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t(%s)\n", criuimg.EscapeControl(r.Target), criuimg.EscapeControl(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t(%s)\n", termtext.EscapeControl(r.Target), termtext.EscapeControl(r.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", criuimg.EscapeControl(r.Target), orDash(r.Kind), criuimg.EscapeControl(orDash(r.Name)),
-			created(r.Checkpointed), ociimage.Human(r.Size), criuimg.EscapeControl(r.GPUs), r.State)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termtext.EscapeControl(r.Target), orDash(r.Kind), termtext.EscapeControl(orDash(r.Name)),
+			created(r.Checkpointed), ociimage.Human(r.Size), termtext.EscapeControl(r.GPUs), r.State)
 	}
 	return tw.Flush()
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // inspected is one target of a several-target inspect: its summary, or
@@ -86,9 +86,9 @@ func (ap *app) printTable(rows []inspected) error {
 	tw := tabwriter.NewWriter(ap.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tKIND\tNAME\tID\tRUNTIME\tCREATED\tCHECKPOINTED\tGPUS\tSIZE\tROOTFS DIFF\tSTATE")
 	for _, r := range rows {
-		t := criuimg.EscapeControl(r.Target)
+		t := termtext.EscapeControl(r.Target)
 		if r.Summary == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", t, criuimg.EscapeControl(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", t, termtext.EscapeControl(r.Error))
 			continue
 		}
 		s := r.Summary
@@ -96,7 +96,7 @@ func (ap *app) printTable(rows []inspected) error {
 			createdCell(s), created(s.Created), gpuCell(s), ociimage.Human(s.Sizes.Total), ociimage.Human(s.Sizes.RootfsDiff), stateCell(s)}
 		fmt.Fprint(tw, t)
 		for _, c := range cells {
-			fmt.Fprint(tw, "\t", criuimg.EscapeControl(c))
+			fmt.Fprint(tw, "\t", termtext.EscapeControl(c))
 		}
 		fmt.Fprintln(tw)
 	}
