@@ -3,15 +3,17 @@ package report
 import "errors"
 
 // Sentinel is a sentinel error that carries its class where it is
-// defined: its message is text, and errors.Is matches it, the class and
-// whatever the class matches. Front ends read the class at their edge
-// (the shim gives containerd's errdefs classes to containerd through
-// errdefs.Resolve), so no table far from the sentinel maps one to the
+// defined: its message is text, and a front end reads the class at its
+// edge (ClassIn; the shim gives containerd's errdefs classes to
+// containerd), so that no table far from the sentinel maps one to the
 // other, and a new sentinel is one edit.
 //
-// A class may be another sentinel: a wording of it that says more of
-// where it happened ("no process to checkpoint" is cuda's "no such
-// process" of a whole target), and so shares its class too.
+// The class is not matched by errors.Is: a check for containerd's
+// classes inside cryo sees containerd's own errors only, as it did
+// before sentinels had classes. A class may be another sentinel: a
+// wording of it that says more of where it happened ("no process to
+// checkpoint" is cuda's "no such process" of a whole target); that one
+// errors.Is does match, and its class is the other's.
 func Sentinel(text string, class error) error {
 	return &sentinel{text: text, class: class}
 }
@@ -23,17 +25,24 @@ type sentinel struct {
 
 func (e *sentinel) Error() string { return e.text }
 
-// Is makes the class and what the class matches targets too; the
-// sentinel has no Unwrap, so that its message stays its own.
+// Is makes a sentinel that words another match it too.
 func (e *sentinel) Is(target error) bool {
-	return e.class != nil && (target == e.class || errors.Is(e.class, target))
+	var of *sentinel
+	return errors.As(e.class, &of) && errors.Is(of, target)
 }
 
-// ClassOf is the class a Sentinel was made with, or nil for any other
-// error: what a test reads to prove every sentinel has one.
-func ClassOf(err error) error {
-	if s, ok := err.(*sentinel); ok {
-		return s.class
+// ClassIn is the class of the first Sentinel in err's chain (errors.As's
+// order), following a wording to the sentinel it words; nil if none.
+func ClassIn(err error) error {
+	var s *sentinel
+	if !errors.As(err, &s) {
+		return nil
 	}
-	return nil
+	for {
+		next, ok := s.class.(*sentinel)
+		if !ok {
+			return s.class
+		}
+		s = next
+	}
 }

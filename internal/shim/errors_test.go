@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -78,7 +79,7 @@ func TestToGRPCMessageOnce(t *testing.T) {
 // Every sentinel carries its containerd class where it is defined
 // (report.Sentinel), so the shim keeps no table of other packages'
 // errors: a new sentinel is one edit, in its own package. These are the
-// classes the shim has always given.
+// classes the shim has always given, and the message is kept.
 func TestSentinelsCarryTheirClass(t *testing.T) {
 	for _, c := range []struct{ sentinel, class error }{
 		{lock.ErrBusy, errdefs.ErrUnavailable},
@@ -110,20 +111,32 @@ func TestSentinelsCarryTheirClass(t *testing.T) {
 		{ociimage.ErrTransfer, errdefs.ErrUnavailable},
 		{imagerestore.ErrNotContainerCheckpoint, errdefs.ErrInvalidArgument},
 		{imagerestore.ErrBadAnnotation, errdefs.ErrInvalidArgument},
-		{imagerestore.ErrNotAllowed, errdefs.ErrPermissionDenied},
-		{imagetrust.ErrNotTrusted, errdefs.ErrPermissionDenied},
 	} {
 		wrapped := fmt.Errorf("step: %w", c.sentinel)
-		if got := errdefs.Resolve(wrapped); got != c.class {
+		if got := report.ClassIn(wrapped); got != c.class {
 			t.Errorf("%v: class %v, want %v", c.sentinel, got, c.class)
 		}
-		if got := status.Convert(toGRPC(wrapped, false)).Message(); got != wrapped.Error() {
-			t.Errorf("message %q, want %q", got, wrapped)
+		got := errgrpc.ToNative(toGRPC(wrapped, false))
+		if want := c.class.Error() + ": " + wrapped.Error(); !strings.HasPrefix(got.Error(), want) || errdefs.Resolve(got) != c.class {
+			t.Errorf("reply %q (%v), want %q", got, errdefs.Resolve(got), want)
+		}
+		// Inside cryo, containerd's classes are containerd's errors only.
+		if errors.Is(wrapped, c.class) {
+			t.Errorf("%v matches its class with errors.Is", c.sentinel)
 		}
 	}
-	// A sentinel without a class stays Unknown, and a restore check's
-	// refusal FailedPrecondition, as before.
+	// The two that wrap their class themselves keep it.
+	for _, s := range []error{imagerestore.ErrNotAllowed, imagetrust.ErrNotTrusted} {
+		if got := status.Convert(toGRPC(fmt.Errorf("x: %w", s), false)).Code(); got != codes.PermissionDenied {
+			t.Errorf("%v: %s", s, got)
+		}
+	}
+	// A sentinel without a class stays Unknown.
 	if got := status.Convert(toGRPC(fmt.Errorf("x: %w", cuda.ErrNotCUDA), false)).Code(); got != codes.Unknown {
 		t.Errorf("unclassed sentinel: %s", got)
+	}
+	// A wording of a sentinel is it, and has its class.
+	if err := fmt.Errorf("find: %w", report.Sentinel("no process to checkpoint", cuda.ErrNoProcess)); !errors.Is(err, cuda.ErrNoProcess) || report.ClassIn(err) != errdefs.ErrNotFound {
+		t.Errorf("a wording of cuda.ErrNoProcess: %v", report.ClassIn(err))
 	}
 }
