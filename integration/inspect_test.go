@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/cli/inspect"
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/testsupport"
@@ -64,7 +65,7 @@ func TestInspectDetails(t *testing.T) {
 	}
 	checkInspectDetails(t, sum, p.pid, port, held.Name(), sockPath)
 	var text strings.Builder
-	if err := sum.WriteDetails(&text); err != nil {
+	if err := inspect.WriteDetails(&text, sum); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("inspect details:\n%s", text.String())

@@ -15,7 +15,7 @@ import (
 
 // checkpointCommand is the bare-process checkpoint: CRIU on a process tree,
 // with CUDA suspended around the dump. The logic lives in runtime.
-func checkpointCommand() *cobra.Command {
+func (ap *app) checkpointCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint --pid PID --dir DIR [flags]\n  cryo checkpoint --finish DIR",
 		Short: "checkpoint a process tree (and its GPU state) into a directory",
@@ -64,7 +64,7 @@ locking".`,
   cryo checkpoint --pid 4242 --dir /var/lib/ckpt/serve --leave-running --tcp-established --print-stats
   cryo checkpoint --pid 4242 --dir /var/lib/ckpt/vllm --pre-hook "http:POST /sleep?level=1 port=8000"`,
 		Args: noArgs,
-		RunE: checkpointRun,
+		RunE: ap.checkpointRun,
 	}
 	fs := cmd.Flags()
 	fs.Int("pid", 0, "`PID` of the root of the process tree to checkpoint")
@@ -76,20 +76,20 @@ locking".`,
 	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the directory")
 	fs.BoolP("quiet", "q", false, "no progress or messages on stderr (the image directory is printed on stdout either way)")
 	addLockTimeout(fs)
-	addCopyTimeout(fs)
-	addAllowIPC(fs)
+	ap.addCopyTimeout(fs)
+	ap.addAllowIPC(fs)
 	addHookFlag(fs, "pre", "run HOOK in the tree before anything is suspended; its failure ends the checkpoint, the tree untouched")
 	addHookFlag(fs, "post", "run HOOK after a --leave-running checkpoint or a failed one whose --pre-hook ran (the server wakes)")
 	addFormatFlags(cmd, "{{.pid}} {{.dir}}")
 	return cmd
 }
 
-func checkpointRun(cmd *cobra.Command, _ []string) error {
+func (ap *app) checkpointRun(cmd *cobra.Command, _ []string) error {
 	lt, err := positive(cmd, "lock-timeout", "10s or 1m")
 	if err != nil {
 		return err
 	}
-	asJSON, err := jsonOutput(cmd)
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -99,13 +99,13 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 		if err := onlyFlags(cmd, "--finish", "finish", "lock-timeout", "copy-timeout", "format", "json", "quiet"); err != nil {
 			return err
 		}
-		return finishRun(cmd.Context(), dir, fBool(cmd, "quiet"))
+		return ap.finishRun(cmd.Context(), dir, fBool(cmd, "quiet"))
 	}
 	pid, dir := fInt(cmd, "pid"), fString(cmd, "dir")
 	if pid <= 0 || dir == "" {
 		return usageErrorf(cmd, "give --pid PID and --dir DIR, or --finish DIR")
 	}
-	drv, err := driverOption(cmd)
+	drv, err := ap.driverOption(cmd)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	o := orchestrator(cmd, drv, orchestrate.WithLockTimeout(lt), orchestrate.WithAllowCUDAIPC(fBool(cmd, "allow-cuda-ipc")))
+	o := ap.orchestrator(cmd, drv, orchestrate.WithLockTimeout(lt), orchestrate.WithAllowCUDAIPC(fBool(cmd, "allow-cuda-ipc")))
 	m, err := o.CheckpointProcess(cmd.Context(), orchestrate.ProcessOptions{
 		PID:            pid,
 		Dir:            dir,
@@ -132,44 +132,44 @@ func checkpointRun(cmd *cobra.Command, _ []string) error {
 	}
 	res := newCheckpointResult(pid, dir, m)
 	if asJSON {
-		return printJSON(stdout, res)
+		return ap.printJSON(ap.stdout, res)
 	}
 	// The directory is the result, on stdout with or without -q, as
 	// restore's pid is; -q drops the messages on stderr only.
 	if !fBool(cmd, "quiet") {
-		fmt.Fprintf(messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
+		fmt.Fprintf(ap.messages(), "checkpoint of pid %d written to %s (%s)\n", pid, dir, plural(len(m.Processes), "CUDA process", "CUDA processes"))
 	}
 	// A process left suspended is said even with -q: it needs the user.
-	stillSuspendedNote(cmd, m)
-	if _, err := fmt.Fprintln(stdout, dir); err != nil {
+	ap.stillSuspendedNote(cmd, m)
+	if _, err := fmt.Fprintln(ap.stdout, dir); err != nil {
 		return err
 	}
 	if fBool(cmd, "print-stats") {
-		printStats(stdout, res.Steps, res.CRIU)
+		printStats(ap.stdout, res.Steps, res.CRIU)
 	}
 	return nil
 }
 
-func stillSuspendedNote(cmd *cobra.Command, m *manifest.Manifest) {
+func (ap *app) stillSuspendedNote(cmd *cobra.Command, m *manifest.Manifest) {
 	if pids := orchestrate.StillSuspended(m); len(pids) > 0 && fBool(cmd, "leave-running") {
-		fmt.Fprintf(messages(), "note: CUDA in %s %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pluralWord(len(pids), "pid", "pids"), pids, strings.Trim(fmt.Sprint(pids), "[]"))
+		fmt.Fprintf(ap.messages(), "note: CUDA in %s %v was suspended before this checkpoint and is still suspended: run `cryo cuda resume %s`\n", pluralWord(len(pids), "pid", "pids"), pids, strings.Trim(fmt.Sprint(pids), "[]"))
 	}
 }
 
 // finishRun completes a checkpoint interrupted after its dump and prints
 // its directory on stdout; quiet drops the message on stderr.
-func finishRun(ctx context.Context, dir string, quiet bool) error {
-	m, err := orchestrate.New(orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger()), orchestrate.WithFrontEnd(words.Remedies)).FinishCheckpoint(ctx, dir)
+func (ap *app) finishRun(ctx context.Context, dir string, quiet bool) error {
+	m, err := orchestrate.New(orchestrate.WithConfig(ap.cfg), orchestrate.WithLogger(ap.warnLogger()), orchestrate.WithFrontEnd(words.Remedies)).FinishCheckpoint(ctx, dir)
 	if errors.Is(err, orchestrate.ErrNothingToFinish) {
-		fmt.Fprintf(messages(), "%v\n", err)
+		fmt.Fprintf(ap.messages(), "%v\n", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if !quiet {
-		fmt.Fprintf(messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))
+		fmt.Fprintf(ap.messages(), "checkpoint in %s completed after an interruption: its %s hashed now, as they are, not as CRIU wrote them (%s)\n", dir, plural(len(m.Digests), "file was", "files were"), plural(len(m.Processes), "CUDA process", "CUDA processes"))
 	}
-	_, err = fmt.Fprintln(stdout, dir)
+	_, err = fmt.Fprintln(ap.stdout, dir)
 	return err
 }

@@ -23,7 +23,7 @@ import (
 // reference their completion, by path, so that the commands' own files
 // need not know about it. It uses gen-docs's walk: hidden commands take
 // neither.
-func registerCompletions(root *cobra.Command) {
+func (ap *app) registerCompletions(root *cobra.Command) {
 	pids := []string{"cuda state", "cuda suspend", "cuda resume"}
 	refs := []string{"image restore", "image push", "image rm", "image export", "image unpack", "inspect"}
 	walk(root, func(c *cobra.Command) {
@@ -32,7 +32,7 @@ func registerCompletions(root *cobra.Command) {
 		case slices.Contains(pids, path):
 			c.ValidArgsFunction = completePIDs
 		case slices.Contains(refs, path):
-			c.ValidArgsFunction = completeRefs
+			c.ValidArgsFunction = ap.completeRefs
 		}
 		if c.Flags().Lookup("pid") != nil {
 			_ = c.RegisterFlagCompletionFunc("pid", completePIDs)
@@ -65,7 +65,7 @@ func completePIDs(_ *cobra.Command, args []string, _ string) ([]string, cobra.Sh
 // completeRefs offers the references of the store (--store or the
 // default). inspect and export also take paths: files are completed there
 // too.
-func completeRefs(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+func (ap *app) completeRefs(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 	dir := cobra.ShellCompDirectiveNoFileComp
 	switch cmd.Name() {
 	case "inspect":
@@ -82,7 +82,7 @@ func completeRefs(cmd *cobra.Command, args []string, _ string) ([]string, cobra.
 		dir = cobra.ShellCompDirectiveDefault
 	}
 	var out []string
-	for _, r := range storeRefs(storeRoot(cmd)) {
+	for _, r := range storeRefs(ap.storeRoot(cmd)) {
 		if !slices.Contains(args, r) {
 			out = append(out, r)
 		}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/config"
 )
 
 // The references come from index.json's ref.name annotations, sorted and
@@ -27,7 +29,7 @@ func TestStoreRefs(t *testing.T) {
 
 // Every command that takes pids or references completes them.
 func TestCompletionsRegistered(t *testing.T) {
-	root := NewRoot()
+	root := newApp(config.Config{}).newRoot()
 	for _, path := range [][]string{{"cuda", "state"}, {"cuda", "suspend"}, {"image", "rm"}, {"image", "restore"}, {"inspect"}} {
 		c, _, err := root.Find(path)
 		if err != nil || c.ValidArgsFunction == nil {

@@ -23,7 +23,7 @@ import (
 
 // cudaCommand is cuda-checkpoint's job without that binary: query, suspend
 // and resume the CUDA state of running processes in place.
-func cudaCommand() *cobra.Command {
+func (ap *app) cudaCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cuda",
 		Short: "show, suspend or resume the CUDA state of running processes",
@@ -58,11 +58,11 @@ once; --parallel 1 is one after another.`,
 			return usageErrorf(cmd, "a subcommand is required: state, suspend or resume")
 		},
 	}
-	cmd.AddCommand(cudaStateCommand(), cudaSuspendCommand(), cudaResumeCommand())
+	cmd.AddCommand(ap.cudaStateCommand(), ap.cudaSuspendCommand(), ap.cudaResumeCommand())
 	return cmd
 }
 
-func cudaStateCommand() *cobra.Command {
+func (ap *app) cudaStateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state PID...",
 		Short: "print the CUDA checkpoint state of each PID",
@@ -79,14 +79,14 @@ frozen, operation and operation_pid (the cryo run holding its lock) and
 error per PID. Exits 1 if a PID could not be queried.`,
 		Example: "  cryo cuda state 4242 4243\n  cryo cuda state --json 4242",
 		Args:    minArgs(1),
-		RunE:    cudaState,
+		RunE:    ap.cudaState,
 	}
-	addDriverFlags(cmd.Flags())
+	ap.addDriverFlags(cmd.Flags())
 	addFormatFlags(cmd, "{{.pid}} {{.state}}")
 	return cmd
 }
 
-func cudaSuspendCommand() *cobra.Command {
+func (ap *app) cudaSuspendCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "suspend PID...",
 		Short: "lock and checkpoint CUDA in each PID (rolls all back if one fails)",
@@ -103,18 +103,18 @@ that avoids the first by means cryo cannot see, or a driver that restores
 them.`,
 		Example: "  cryo cuda suspend 4242\n  cryo cuda suspend --lock-timeout 1m $(pgrep -f train.py)",
 		Args:    minArgs(1),
-		RunE:    cudaSuspend,
+		RunE:    ap.cudaSuspend,
 	}
 	fs := cmd.Flags()
-	addDriverFlags(fs)
+	ap.addDriverFlags(fs)
 	addLockTimeout(fs)
 	addParallel(fs)
-	addAllowIPC(fs)
+	ap.addAllowIPC(fs)
 	addSetOutputFlags(cmd)
 	return cmd
 }
 
-func cudaResumeCommand() *cobra.Command {
+func (ap *app) cudaResumeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume PID...",
 		Short: "restore and unlock CUDA in each PID (works from locked or checkpointed)",
@@ -131,11 +131,11 @@ host and counts those alone; with none suspended it does nothing and
 exits 0.`,
 		Example: "  cryo cuda resume 4242\n  cryo cuda resume --gpu-map GPU-aaaa…=GPU-bbbb… 4242\n  cryo cuda resume $(cryo ps -q)",
 		Args:    minArgs(1),
-		RunE:    cudaResume,
+		RunE:    ap.cudaResume,
 	}
 	fs := cmd.Flags()
-	addDriverFlags(fs)
-	addGPUMapFlag(fs)
+	ap.addDriverFlags(fs)
+	ap.addGPUMapFlag(fs)
 	addParallel(fs)
 	addSetOutputFlags(cmd)
 	return cmd
@@ -147,8 +147,8 @@ func addParallel(fs *pflag.FlagSet) {
 	fs.Int("parallel", 0, "`N` processes handled at once (1: one after another; default up to 16)")
 }
 
-func newDriver(cmd *cobra.Command) *cuda.Driver {
-	opts := runtimeDriverOptions()
+func (ap *app) newDriver(cmd *cobra.Command) *cuda.Driver {
+	opts := ap.runtimeDriverOptions()
 	opts.LibPath = cmp.Or(fString(cmd, "libcuda"), opts.LibPath)
 	opts.CallTimeout = fDuration(cmd, "call-timeout")
 	opts.CopyTimeout = fDuration(cmd, "copy-timeout")
@@ -169,13 +169,13 @@ func pidArgs(cmd *cobra.Command, args []string) ([]int, error) {
 }
 
 // cudaTargets keeps the CUDA processes among pids and says which it skips.
-func cudaTargets(ctx context.Context, d *cuda.Driver, pids []int) ([]int, error) {
+func (ap *app) cudaTargets(ctx context.Context, d *cuda.Driver, pids []int) ([]int, error) {
 	procs, skipped, err := d.Find(ctx, pids)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(messages(), "skipping pid %d: %s\n", s.PID, s.Reason)
+		fmt.Fprintf(ap.messages(), "skipping pid %d: %s\n", s.PID, s.Reason)
 	}
 	out := make([]int, 0, len(procs))
 	for _, p := range procs {
@@ -187,37 +187,37 @@ func cudaTargets(ctx context.Context, d *cuda.Driver, pids []int) ([]int, error)
 	return out, nil
 }
 
-func cudaSuspend(cmd *cobra.Command, args []string) error {
+func (ap *app) cudaSuspend(cmd *cobra.Command, args []string) error {
 	lt, err := positive(cmd, "lock-timeout", "10s or 1m")
 	if err != nil {
 		return err
 	}
 	opts := cuda.SetOptions{LockTimeout: lt, Parallel: fInt(cmd, "parallel")}
-	return cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cuda.Driver, pids []int) error {
+	return ap.cudaSet(cmd, args, "suspend", "suspended", func(ctx context.Context, d *cuda.Driver, pids []int) error {
 		if !fBool(cmd, "allow-cuda-ipc") {
 			if err := errors.Join(cuda.CheckIPCOf(pids), cuda.CheckXLAOf(pids)); err != nil {
 				return err
 			}
 		}
-		return orchestrate.CUDASuspend(ctx, d, pids, opts, renderer(cmd))
+		return orchestrate.CUDASuspend(ctx, d, pids, opts, ap.renderer(cmd))
 	})
 }
 
-func cudaResume(cmd *cobra.Command, args []string) error {
+func (ap *app) cudaResume(cmd *cobra.Command, args []string) error {
 	pairs, err := gpuMap(cmd)
 	if err != nil {
 		return err
 	}
 	opts := cuda.SetOptions{GPUPairs: pairs, Parallel: fInt(cmd, "parallel")}
-	return cudaSet(cmd, args, "resume", "resumed", func(ctx context.Context, d *cuda.Driver, pids []int) error {
-		return orchestrate.CUDAResume(ctx, d, pids, opts, renderer(cmd))
+	return ap.cudaSet(cmd, args, "resume", "resumed", func(ctx context.Context, d *cuda.Driver, pids []int) error {
+		return orchestrate.CUDAResume(ctx, d, pids, opts, ap.renderer(cmd))
 	})
 }
 
 // cudaSet runs op on the CUDA processes among the PID arguments and reports
 // how long it took. Interrupting it cancels op, which still rolls back.
-func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(context.Context, *cuda.Driver, []int) error) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(context.Context, *cuda.Driver, []int) error) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -225,23 +225,23 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	if err != nil {
 		return err
 	}
-	if _, err := copyTimeout(cmd); err != nil {
+	if _, err := ap.copyTimeout(cmd); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	d := newDriver(cmd)
-	targets, err := cudaTargets(ctx, d, pids)
+	d := ap.newDriver(cmd)
+	targets, err := ap.cudaTargets(ctx, d, pids)
 	if err != nil {
 		return notRootCUDA(verb, err)
 	}
 	if verb == "resume" {
-		if targets = suspendedOnly(ctx, d, targets); len(targets) == 0 {
-			return nothingSuspended(cmd, asJSON)
+		if targets = ap.suspendedOnly(ctx, d, targets); len(targets) == 0 {
+			return ap.nothingSuspended(cmd, asJSON)
 		}
 	}
 	// A checkpoint in progress owns its processes: suspending or resuming
 	// them under it would corrupt its image.
-	l, err := orchestrator(cmd).LockPIDs("cuda "+verb, targets)
+	l, err := ap.orchestrator(cmd).LockPIDs("cuda "+verb, targets)
 	if err != nil {
 		return notRootCUDA(verb, fmt.Errorf("%s: %w; nothing was done", verb, err))
 	}
@@ -260,16 +260,16 @@ func cudaSet(cmd *cobra.Command, args []string, verb, done string, op func(conte
 	}
 	switch {
 	case asJSON:
-		return res.finish(ctx, d, time.Since(start), err)
+		return res.finish(ctx, ap, d, time.Since(start), err)
 	case err != nil:
 		return err
 	case fBool(cmd, "quiet"):
 		for _, pid := range targets {
-			fmt.Fprintln(stdout, pid)
+			fmt.Fprintln(ap.stdout, pid)
 		}
 		return nil
 	}
-	fmt.Fprintf(messages(), "%s %s in %s\n", done, plural(len(targets), "process", "processes"), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(ap.messages(), "%s %s in %s\n", done, plural(len(targets), "process", "processes"), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -316,12 +316,12 @@ func notRootCUDA(verb string, err error) error {
 // host; the running ones are skipped with a message, so that the count
 // printed is of the processes whose state changed. One the driver cannot
 // answer for is kept: the resume reports what it finds.
-func suspendedOnly(ctx context.Context, d *cuda.Driver, pids []int) []int {
+func (ap *app) suspendedOnly(ctx context.Context, d *cuda.Driver, pids []int) []int {
 	out := make([]int, 0, len(pids))
 	for _, pid := range pids {
 		st, err := d.State(ctx, pid)
 		if err == nil && st != cuda.StateCheckpointed && st != cuda.StateLocked {
-			fmt.Fprintf(messages(), "skipping pid %d: %s, not suspended\n", pid, st)
+			fmt.Fprintf(ap.messages(), "skipping pid %d: %s, not suspended\n", pid, st)
 			continue
 		}
 		out = append(out, pid)
@@ -331,12 +331,12 @@ func suspendedOnly(ctx context.Context, d *cuda.Driver, pids []int) []int {
 
 // nothingSuspended is a resume with nothing to do: not a failure, the
 // processes are where the user wants them.
-func nothingSuspended(cmd *cobra.Command, asJSON bool) error {
+func (ap *app) nothingSuspended(cmd *cobra.Command, asJSON bool) error {
 	if asJSON {
-		return printJSON(stdout, []cudaSetResult{})
+		return ap.printJSON(ap.stdout, []cudaSetResult{})
 	}
 	if !fBool(cmd, "quiet") {
-		fmt.Fprintln(messages(), "resumed 0 processes: none of them is suspended")
+		fmt.Fprintln(ap.messages(), "resumed 0 processes: none of them is suspended")
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func beginCUDAResults(ctx context.Context, d *cuda.Driver, pids []int, verb stri
 
 // finish records the states after the call, prints the document and
 // returns err: a pid not left in the state asked for carries the error.
-func (r *cudaSetResults) finish(ctx context.Context, d *cuda.Driver, took time.Duration, err error) error {
+func (r *cudaSetResults) finish(ctx context.Context, ap *app, d *cuda.Driver, took time.Duration, err error) error {
 	want := cuda.StateCheckpointed.String()
 	if r.verb == "resume" {
 		want = cuda.StateRunning.String()
@@ -64,7 +64,7 @@ func (r *cudaSetResults) finish(ctx context.Context, d *cuda.Driver, took time.D
 			l.Error = err.Error()
 		}
 	}
-	if perr := printJSON(stdout, r.lines); perr != nil && err == nil {
+	if perr := ap.printJSON(ap.stdout, r.lines); perr != nil && err == nil {
 		return perr
 	}
 	return err

@@ -34,8 +34,8 @@ type cudaStateLine struct {
 	Error        string `json:"error,omitempty"`
 }
 
-func cudaState(cmd *cobra.Command, args []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) cudaState(cmd *cobra.Command, args []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -43,10 +43,10 @@ func cudaState(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	d := newDriver(cmd)
+	d := ap.newDriver(cmd)
 	// Read without locking: a view must neither wait for a checkpoint nor
 	// make one that starts meanwhile lose its lock.
-	locks, _ := lock.Read(cmp.Or(cfg.LockDir, config.DefaultLockDir))
+	locks, _ := lock.Read(cmp.Or(ap.cfg.LockDir, config.DefaultLockDir))
 	lines, failed := make([]cudaStateLine, 0, len(pids)), 0
 	for _, pid := range pids {
 		l := stateOf(cmd.Context(), d, pid, locks)
@@ -54,16 +54,16 @@ func cudaState(cmd *cobra.Command, args []string) error {
 			failed++
 		}
 		if note := stateNote(l); note != "" {
-			fmt.Fprintf(messages(), "cryo: pid %d %s\n", pid, note)
+			fmt.Fprintf(ap.messages(), "cryo: pid %d %s\n", pid, note)
 		}
 		lines = append(lines, l)
 	}
 	if asJSON {
-		if err := printJSON(stdout, lines); err != nil {
+		if err := ap.printJSON(ap.stdout, lines); err != nil {
 			return err
 		}
 	} else {
-		printStateLines(lines)
+		ap.printStateLines(lines)
 	}
 	if failed > 0 {
 		return &silentError{Code: ExitFailure}
@@ -124,13 +124,13 @@ func stateNote(l cudaStateLine) string {
 	return ""
 }
 
-func printStateLines(lines []cudaStateLine) {
+func (ap *app) printStateLines(lines []cudaStateLine) {
 	for _, l := range lines {
 		state := l.State
 		if l.Stopped && state != "" {
 			state += " (stopped)"
 		}
-		fmt.Fprintf(stdout, "%d\t%s\n", l.PID, cmp.Or(state, "-\t"+l.Error))
+		fmt.Fprintf(ap.stdout, "%d\t%s\n", l.PID, cmp.Or(state, "-\t"+l.Error))
 	}
 }
 

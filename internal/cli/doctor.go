@@ -11,7 +11,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/doctor"
 )
 
-func doctorCommand() *cobra.Command {
+func (ap *app) doctorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "check that this host can checkpoint and restore GPU containers",
@@ -94,16 +94,16 @@ The checks:
                          "containerd cri"`,
 		Example: "  cryo doctor\n  cryo doctor --json | jq '.checks[] | select(.status != \"ok\")'",
 		Args:    noArgs,
-		RunE:    doctorRun,
+		RunE:    ap.doctorRun,
 	}
-	addDriverFlags(cmd.Flags())
+	ap.addDriverFlags(cmd.Flags())
 	cmd.Flags().String("address", "", "check only the containerd that listens on socket `PATH` (default $CONTAINERD_ADDRESS, else every running containerd)")
 	addFormatFlags(cmd, "{{range .checks}}{{println .status .name}}{{end}}")
 	return cmd
 }
 
-func doctorRun(cmd *cobra.Command, _ []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) doctorRun(cmd *cobra.Command, _ []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -112,11 +112,11 @@ func doctorRun(cmd *cobra.Command, _ []string) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 	defer cancel()
 	addr := cmp.Or(fString(cmd, "address"), os.Getenv("CONTAINERD_ADDRESS"))
-	r := doctor.Run(ctx, doctor.Options{Config: cfg, Driver: newDriver(cmd), ContainerdAddress: addr})
+	r := doctor.Run(ctx, doctor.Options{Config: ap.cfg, Driver: ap.newDriver(cmd), ContainerdAddress: addr})
 	if asJSON {
-		err = printJSON(stdout, r)
+		err = ap.printJSON(ap.stdout, r)
 	} else {
-		err = r.WriteText(stdout)
+		err = r.WriteText(ap.stdout)
 	}
 	if err != nil {
 		return err

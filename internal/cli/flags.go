@@ -74,9 +74,9 @@ func addRemoteFlags(fs *pflag.FlagSet) {
 }
 
 // addContainerdFlags are ctr's names and environment variables.
-func addContainerdFlags(fs *pflag.FlagSet) {
-	fs.String("address", cmp.Or(cfg.ContainerdAddress, "/run/containerd/containerd.sock"), "containerd's socket `PATH` ($CONTAINERD_ADDRESS)")
-	fs.StringP("namespace", "n", cmp.Or(cfg.ContainerdNamespace, "default"), "containerd `NAMESPACE` ($CONTAINERD_NAMESPACE)")
+func (ap *app) addContainerdFlags(fs *pflag.FlagSet) {
+	fs.String("address", cmp.Or(ap.cfg.ContainerdAddress, "/run/containerd/containerd.sock"), "containerd's socket `PATH` ($CONTAINERD_ADDRESS)")
+	fs.StringP("namespace", "n", cmp.Or(ap.cfg.ContainerdNamespace, "default"), "containerd `NAMESPACE` ($CONTAINERD_NAMESPACE)")
 }
 
 // addDecryptFlags: Podman's --decryption-key; --key was cryo's earlier name.
@@ -87,26 +87,26 @@ func addDecryptFlags(fs *pflag.FlagSet) {
 
 // addCopyTimeout bounds the driver's GPU memory copies: a hung driver holds
 // the workload frozen until then, and the default suits tens of GiB.
-func addCopyTimeout(fs *pflag.FlagSet) {
+func (ap *app) addCopyTimeout(fs *pflag.FlagSet) {
 	d := config.DefaultCopyTime
-	if cfg.CopyTimeout > 0 {
-		d = cfg.CopyTimeout
+	if ap.cfg.CopyTimeout > 0 {
+		d = ap.cfg.CopyTimeout
 	}
 	fs.Duration("copy-timeout", d, "deadline of a driver call that copies GPU memory (suspend, restore); a hung driver is cut off then and the processes rolled back ($"+config.EnvCopyTimeout+")")
 }
 
 // addDriverFlags are the options of the commands that call the driver
 // directly.
-func addDriverFlags(fs *pflag.FlagSet) {
-	fs.String("libcuda", cfg.LibCUDA, "`PATH` of the CUDA driver library (default libcuda.so.1; $"+config.EnvLibCUDA+")")
+func (ap *app) addDriverFlags(fs *pflag.FlagSet) {
+	fs.String("libcuda", ap.cfg.LibCUDA, "`PATH` of the CUDA driver library (default libcuda.so.1; $"+config.EnvLibCUDA+")")
 	fs.Duration("call-timeout", 30*time.Second, "deadline of a driver call that copies no memory")
-	addCopyTimeout(fs)
+	ap.addCopyTimeout(fs)
 }
 
-func addGPUMapFlag(fs *pflag.FlagSet) {
+func (ap *app) addGPUMapFlag(fs *pflag.FlagSet) {
 	var def []string
-	if cfg.GPUMap != "" {
-		def = strings.Split(cfg.GPUMap, ",")
+	if ap.cfg.GPUMap != "" {
+		def = strings.Split(ap.cfg.GPUMap, ",")
 	}
 	fs.StringSlice("gpu-map", def, "restore the GPU OLD-UUID onto NEW-UUID of this host (`OLD=NEW`, repeatable; $"+config.EnvGPUMap+"); default: the same UUID if present, else a free GPU of the same model")
 }
@@ -114,8 +114,8 @@ func addGPUMapFlag(fs *pflag.FlagSet) {
 // addAllowIPC lets a checkpoint or suspend go ahead for processes whose GPU
 // memory cryo judges the driver cannot restore (see
 // orchestrate.Orchestrator.AllowCUDAIPC).
-func addAllowIPC(fs *pflag.FlagSet) {
-	fs.Bool("allow-cuda-ipc", cfg.AllowCUDAIPC, "suspend processes cryo refuses because driver 580 could not restore them: NCCL ranks without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment, and JAX processes on several GPUs (for jobs that set these from inside, or a driver that restores them; driver 580 loses the others) ($"+config.EnvAllowCUDAIPC+")")
+func (ap *app) addAllowIPC(fs *pflag.FlagSet) {
+	fs.Bool("allow-cuda-ipc", ap.cfg.AllowCUDAIPC, "suspend processes cryo refuses because driver 580 could not restore them: NCCL ranks without NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_CUMEM_ENABLE=0 in their environment, and JAX processes on several GPUs (for jobs that set these from inside, or a driver that restores them; driver 580 loses the others) ($"+config.EnvAllowCUDAIPC+")")
 }
 
 func addLockTimeout(fs *pflag.FlagSet) {
@@ -134,12 +134,12 @@ func positive(cmd *cobra.Command, name, example string) (time.Duration, error) {
 }
 
 // driverOption is the driver of a command with --copy-timeout.
-func driverOption(cmd *cobra.Command) (orchestrate.Option, error) {
-	d, err := copyTimeout(cmd)
+func (ap *app) driverOption(cmd *cobra.Command) (orchestrate.Option, error) {
+	d, err := ap.copyTimeout(cmd)
 	if err != nil {
 		return nil, err
 	}
-	opts := orchestrate.DriverOptions(cfg)
+	opts := orchestrate.DriverOptions(ap.cfg)
 	opts.CopyTimeout = d
 	return orchestrate.WithDriverOptions(opts), nil
 }
@@ -147,8 +147,8 @@ func driverOption(cmd *cobra.Command) (orchestrate.Option, error) {
 // copyTimeout is --copy-timeout. Its default comes from
 // $CRYO_COPY_TIMEOUT: a bad value there is refused rather than replaced by
 // the built-in default, which the user did not choose.
-func copyTimeout(cmd *cobra.Command) (time.Duration, error) {
-	if err := cfg.CopyTimeoutErr; err != nil && !cmd.Flags().Changed("copy-timeout") {
+func (ap *app) copyTimeout(cmd *cobra.Command) (time.Duration, error) {
+	if err := ap.cfg.CopyTimeoutErr; err != nil && !cmd.Flags().Changed("copy-timeout") {
 		return 0, usageRemedy(cmd, errors.New(err.Error()), "unset "+config.EnvCopyTimeout+", fix it, or give --copy-timeout")
 	}
 	return positive(cmd, "copy-timeout", "90s or 5m")

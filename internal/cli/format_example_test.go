@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/doctor"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/status"
@@ -38,8 +39,8 @@ func TestFormatExamples(t *testing.T) {
 		"cryo ps":            status.Report{Processes: []status.Process{{PID: 7, State: "running"}}},
 		"cryo doctor":        doctor.Report{Checks: []doctor.Check{{Name: "criu", Status: doctor.OK}}},
 	}
-	t.Cleanup(func() { outputTemplate = nil })
-	walk(NewRoot(), func(c *cobra.Command) {
+	ap := newApp(config.Config{})
+	walk(ap.newRoot(), func(c *cobra.Command) {
 		ex, ok := c.Annotations[formatExample]
 		if !ok {
 			return
@@ -52,9 +53,9 @@ func TestFormatExamples(t *testing.T) {
 			t.Errorf("%s has --format (example %q) but no sample result in this test", c.CommandPath(), ex)
 			return
 		}
-		outputTemplate = template.Must(template.New("format").Option("missingkey=error").Parse(ex))
+		ap.tmpl = template.Must(template.New("format").Option("missingkey=error").Parse(ex))
 		var b bytes.Buffer
-		if err := printJSON(&b, v); err != nil || strings.TrimSpace(b.String()) == "" || strings.Contains(b.String(), "no value") {
+		if err := ap.printJSON(&b, v); err != nil || strings.TrimSpace(b.String()) == "" || strings.Contains(b.String(), "no value") {
 			t.Errorf("%s --format '%s': %q, %v", c.CommandPath(), ex, b.String(), err)
 		}
 	})
@@ -65,7 +66,7 @@ func TestFormatExamples(t *testing.T) {
 // takes a backquoted phrase of its help for a value placeholder
 // ("--net-host ctr run --net-host").
 func TestFlagTablesPlaceholders(t *testing.T) {
-	walk(NewRoot(), func(c *cobra.Command) {
+	walk(newApp(config.Config{}).newRoot(), func(c *cobra.Command) {
 		table := wrappedFlags(c.LocalFlags(), 100)
 		if strings.Contains(table, `[="`) {
 			t.Errorf("%s: a mangled optional value:\n%s", c.CommandPath(), table)
@@ -76,7 +77,7 @@ func TestFlagTablesPlaceholders(t *testing.T) {
 			}
 		})
 	})
-	l, _, _ := NewRoot().Find([]string{"inspect", "list"})
+	l, _, _ := newApp(config.Config{}).newRoot().Find([]string{"inspect", "list"})
 	if table := wrappedFlags(l.LocalFlags(), 100); !strings.Contains(table, "--store[=DIR] ") {
 		t.Errorf("inspect list --store:\n%s", table)
 	}

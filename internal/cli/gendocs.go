@@ -18,7 +18,7 @@ import (
 // genDocsCommand writes docs/cli.md and the man pages from the command tree,
 // so that neither can drift from what the commands really accept. Hidden:
 // it is for packagers (make docs, make dist), not for daily use.
-func genDocsCommand() *cobra.Command {
+func (ap *app) genDocsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "gen-docs",
 		Short:  "write the CLI reference (Markdown) and man pages from the command tree",
@@ -31,8 +31,7 @@ func genDocsCommand() *cobra.Command {
 			}
 			// A fresh tree with the built-in defaults: the reference must not
 			// depend on the environment of whoever generated it.
-			cfg = config.Config{}
-			root := NewRoot()
+			root := newApp(config.Config{}).newRoot()
 			if md != "" {
 				var b bytes.Buffer
 				WriteMarkdown(&b, root)

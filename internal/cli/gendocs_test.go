@@ -11,9 +11,8 @@ import (
 // TestCLIReferenceCurrent: docs/cli.md is what the command tree generates,
 // so the reference cannot drift from the flags the commands really take.
 func TestCLIReferenceCurrent(t *testing.T) {
-	cfg = config.Config{}
 	var b bytes.Buffer
-	WriteMarkdown(&b, NewRoot())
+	WriteMarkdown(&b, newApp(config.Config{}).newRoot())
 	have, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)

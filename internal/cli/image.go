@@ -21,7 +21,7 @@ import (
 
 // imageCommand groups the registry-image commands; the work is in
 // internal/ociimage and ctrd.
-func imageCommand() *cobra.Command {
+func (ap *app) imageCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "build, push, pull, export and restore checkpoints as OCI images",
@@ -35,8 +35,8 @@ owner only. See docs/images.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return usageErrorf(cmd, "a subcommand is required") },
 	}
-	cmd.AddCommand(imageBuildCommand(), imagePushCommand(), imagePullCommand(), imageUnpackCommand(), imageExportCommand(),
-		imageRestoreCommand(), imageListCommand(), imageRemoveCommand())
+	cmd.AddCommand(ap.imageBuildCommand(), ap.imagePushCommand(), ap.imagePullCommand(), ap.imageUnpackCommand(), ap.imageExportCommand(),
+		ap.imageRestoreCommand(), ap.imageListCommand(), ap.imageRemoveCommand())
 	return cmd
 }
 
@@ -44,39 +44,41 @@ func containerdOptions(cmd *cobra.Command) ctrd.Options {
 	return ctrd.Options{Address: fString(cmd, "address"), Namespace: fString(cmd, "namespace")}
 }
 
-func remoteOptions(cmd *cobra.Command) ociimage.RemoteOptions {
+func (ap *app) remoteOptions(cmd *cobra.Command) ociimage.RemoteOptions {
 	return ociimage.RemoteOptions{
 		PlainHTTP: fBool(cmd, "plain-http"),
 		Insecure:  !fBool(cmd, "tls-verify") || fBool(cmd, "insecure"),
-		AuthFiles: append([]string{fString(cmd, "authfile")}, cfg.AuthFiles...),
+		AuthFiles: append([]string{fString(cmd, "authfile")}, ap.cfg.AuthFiles...),
 	}
 }
 
-func transferOptions(cmd *cobra.Command) ociimage.TransferOptions {
-	return ociimage.TransferOptions{RemoteOptions: remoteOptions(cmd), Attempts: fInt(cmd, "retries"), Renderer: renderer(cmd), Verify: pullVerifier(cmd)}
+func (ap *app) transferOptions(cmd *cobra.Command) ociimage.TransferOptions {
+	return ociimage.TransferOptions{RemoteOptions: ap.remoteOptions(cmd), Attempts: fInt(cmd, "retries"), Renderer: ap.renderer(cmd), Verify: ap.pullVerifier(cmd)}
 }
 
 // openStore opens an existing store: a command that only reads or removes
 // must not leave an empty store behind a mistyped --store.
-func openStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
-	root := storeRoot(cmd)
+func (ap *app) openStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
+	root := ap.storeRoot(cmd)
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
 		return nil, &StoreMissingError{Root: root}
 	}
-	return createStore(ctx, cmd)
+	return ap.createStore(ctx, cmd)
 }
 
 // createStore opens the store, creating it: for build and pull.
-func createStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
-	st, err := ociimage.OpenStore(ctx, storeRoot(cmd))
+func (ap *app) createStore(ctx context.Context, cmd *cobra.Command) (*ociimage.Store, error) {
+	st, err := ociimage.OpenStore(ctx, ap.storeRoot(cmd))
 	if err != nil {
 		return nil, err
 	}
-	st.Records = filedigest.RecordsFrom(cfg)
+	st.Records = filedigest.RecordsFrom(ap.cfg)
 	return st, nil
 }
 
-func storeRoot(cmd *cobra.Command) string { return cmp.Or(fString(cmd, "store"), cfg.ImageStore) }
+func (ap *app) storeRoot(cmd *cobra.Command) string {
+	return cmp.Or(fString(cmd, "store"), ap.cfg.ImageStore)
+}
 
 // StoreMissingError is a store that does not exist, so holds no image.
 type StoreMissingError struct{ Root string }
@@ -91,7 +93,7 @@ func (e *StoreMissingError) RemedyText() string {
 	return "give the --store that holds your images, or create it with `cryo image build` or `cryo image pull`"
 }
 
-func imageBuildCommand() *cobra.Command {
+func (ap *app) imageBuildCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build SOURCE REF",
 		Short: "turn a checkpoint into an OCI image in the local store",
@@ -123,12 +125,12 @@ is pulled from its registry (--authfile, --plain-http apply).`,
   cryo image build --encryption-key jwe:pub.pem /tmp/export.tar.zst localhost:5000/ckpt/db:v1
   cryo image build --runnable /var/lib/kubelet/checkpoints/checkpoint-app.tar registry.example/ckpt/app:v1`,
 		Args: exactArgs(2),
-		RunE: imageBuild,
+		RunE: ap.imageBuild,
 	}
 	fs := cmd.Flags()
 	addStoreFlag(fs)
 	fs.Bool("containerd", false, "SOURCE is a checkpoint image in containerd (see --address, --namespace)")
-	addContainerdFlags(fs)
+	ap.addContainerdFlags(fs)
 	fs.Int64("split", ociimage.DefaultSplitAt, "pages files of `BYTES` or more get their own layer (-1: one layer)")
 	fs.String("level", "default", "zstd `LEVEL`: fastest, default, better, best")
 	fs.StringSlice("encryption-key", nil, "encrypt the layers (ocicrypt JWE) for this public key `FILE` (PEM, jwe: prefix accepted); repeatable")
@@ -149,20 +151,20 @@ is pulled from its registry (--authfile, --plain-http apply).`,
 	return cmd
 }
 
-func imageBuild(cmd *cobra.Command, args []string) error {
+func (ap *app) imageBuild(cmd *cobra.Command, args []string) error {
 	ctx := cmd.Context()
-	asJSON, err := jsonOutput(cmd)
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
-	o, err := buildOptions(cmd, args[1])
+	o, err := ap.buildOptions(cmd, args[1])
 	if err != nil {
 		return err
 	}
 	if err := ociimage.CheckRef(o.Ref); err != nil {
 		return err
 	}
-	st, err := createStore(ctx, cmd)
+	st, err := ap.createStore(ctx, cmd)
 	if err != nil {
 		return err
 	}
@@ -184,19 +186,19 @@ func imageBuild(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	if !fBool(cmd, "quiet") {
-		fmt.Fprintf(messages(), "built %s: %s in %d layers, %s raw (ratio %.1f)\n", o.Ref,
+		fmt.Fprintf(ap.messages(), "built %s: %s in %d layers, %s raw (ratio %.1f)\n", o.Ref,
 			ociimage.Human(sum.Sizes.Compressed), len(sum.Layers), ociimage.Human(sum.Sizes.Total), sum.Sizes.Ratio)
 	}
 	if asJSON {
-		return printJSON(stdout, imageResult{ImageInfo: st.Info(ctx, o.Ref), Layers: len(sum.Layers), Ratio: sum.Sizes.Ratio})
+		return ap.printJSON(ap.stdout, imageResult{ImageInfo: st.Info(ctx, o.Ref), Layers: len(sum.Layers), Ratio: sum.Sizes.Ratio})
 	}
-	fmt.Fprintln(stdout, d.Digest)
+	fmt.Fprintln(ap.stdout, d.Digest)
 	return nil
 }
 
-func buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error) {
-	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split"), Progress: renderer(cmd),
-		Runnable: fBool(cmd, "runnable"), Base: fString(cmd, "base"), Remote: remoteOptions(cmd),
+func (ap *app) buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error) {
+	o := ociimage.BuildOptions{Ref: ref, SplitAt: fInt64(cmd, "split"), Progress: ap.renderer(cmd),
+		Runnable: fBool(cmd, "runnable"), Base: fString(cmd, "base"), Remote: ap.remoteOptions(cmd),
 		CompressPages: fBool(cmd, "compress-pages")}
 	if o.Base != "" && !o.Runnable {
 		return o, usageErrorf(cmd, "--base needs --runnable")
@@ -223,8 +225,8 @@ func buildOptions(cmd *cobra.Command, ref string) (ociimage.BuildOptions, error)
 	return o, nil
 }
 
-func imagePushCommand() *cobra.Command {
-	return transferCommand(&cobra.Command{
+func (ap *app) imagePushCommand() *cobra.Command {
+	return ap.transferCommand(&cobra.Command{
 		Use:   "push REF",
 		Short: "push an image of the local store to its registry",
 		Long: `Pushes REF's blobs (skipping those the registry already has) and its manifest,
@@ -235,8 +237,8 @@ missing.`,
 	}, (*ociimage.Store).Push)
 }
 
-func imagePullCommand() *cobra.Command {
-	cmd := transferCommand(&cobra.Command{
+func (ap *app) imagePullCommand() *cobra.Command {
+	cmd := ap.transferCommand(&cobra.Command{
 		Use:   "pull REF",
 		Short: "pull a checkpoint image into the local store, verifying every blob",
 		Long: `Pulls REF's manifest and blobs into the local store, checking every blob
@@ -256,10 +258,10 @@ verified is recorded on stderr (docs/images.md, "Verifying signatures").`,
 
 // transferCommand completes push or pull: one REF, the registry flags, and
 // the manifest digest on stdout once the transfer has succeeded.
-func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Context, string, ociimage.TransferOptions) (ocispec.Descriptor, error)) *cobra.Command {
+func (ap *app) transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Context, string, ociimage.TransferOptions) (ocispec.Descriptor, error)) *cobra.Command {
 	cmd.Args = exactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		asJSON, err := jsonOutput(cmd)
+		asJSON, err := ap.jsonOutput(cmd)
 		if err != nil {
 			return err
 		}
@@ -268,22 +270,22 @@ func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Cont
 			return err
 		}
 		// A pull may be the store's first image; a push needs one there.
-		open := openStore
+		open := ap.openStore
 		if cmd.Name() == "pull" {
-			open = createStore
+			open = ap.createStore
 		}
 		st, err := open(cmd.Context(), cmd)
 		if err != nil {
 			return err
 		}
-		d, err := move(st, cmd.Context(), args[0], transferOptions(cmd))
+		d, err := move(st, cmd.Context(), args[0], ap.transferOptions(cmd))
 		switch {
 		case err != nil:
 			return err
 		case asJSON:
-			return printJSON(stdout, imageResult{ImageInfo: st.Info(cmd.Context(), args[0])})
+			return ap.printJSON(ap.stdout, imageResult{ImageInfo: st.Info(cmd.Context(), args[0])})
 		}
-		fmt.Fprintln(stdout, d.Digest)
+		fmt.Fprintln(ap.stdout, d.Digest)
 		return nil
 	}
 	addStoreFlag(cmd.Flags())
@@ -292,13 +294,13 @@ func transferCommand(cmd *cobra.Command, move func(*ociimage.Store, context.Cont
 	return cmd
 }
 
-func imageRemoveCommand() *cobra.Command {
+func (ap *app) imageRemoveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "rm REF...",
 		Aliases: []string{"remove"},
 		Short:   "remove images from the local store",
 		Args:    minArgs(1),
-		RunE:    imageRemove,
+		RunE:    ap.imageRemove,
 	}
 	addStoreFlag(cmd.Flags())
 	cmd.Flags().BoolP("quiet", "q", false, "print nothing; the exit status says whether every REF was removed")
@@ -309,13 +311,13 @@ func imageRemoveCommand() *cobra.Command {
 // imageRemove removes each REF, printing each one removed on stdout, as
 // "podman rmi" does, so that a script sees what went. With --json the
 // document lists the removed ones even when a later REF fails.
-func imageRemove(cmd *cobra.Command, args []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) imageRemove(cmd *cobra.Command, args []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
 	removed := []removedImage{}
-	err = withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
+	err = ap.withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
 		for _, ref := range args {
 			d, _ := st.Resolve(ctx, ref)
 			if err := st.Remove(ctx, ref); err != nil {
@@ -323,13 +325,13 @@ func imageRemove(cmd *cobra.Command, args []string) error {
 			}
 			removed = append(removed, removedImage{Ref: ref, Digest: d.Digest.String()})
 			if !fBool(cmd, "quiet") && !asJSON {
-				fmt.Fprintf(stdout, "removed %s\n", ref)
+				fmt.Fprintf(ap.stdout, "removed %s\n", ref)
 			}
 		}
 		return nil
 	})
 	if asJSON {
-		if perr := printJSON(stdout, removed); perr != nil && err == nil {
+		if perr := ap.printJSON(ap.stdout, removed); perr != nil && err == nil {
 			return perr
 		}
 	}
@@ -337,8 +339,8 @@ func imageRemove(cmd *cobra.Command, args []string) error {
 }
 
 // withStore runs fn with the opened store.
-func withStore(cmd *cobra.Command, fn func(context.Context, *ociimage.Store) error) error {
-	st, err := openStore(cmd.Context(), cmd)
+func (ap *app) withStore(cmd *cobra.Command, fn func(context.Context, *ociimage.Store) error) error {
+	st, err := ap.openStore(cmd.Context(), cmd)
 	if err != nil {
 		return err
 	}
@@ -353,7 +355,7 @@ func decryptOptions(cmd *cobra.Command) (*ociimage.DecryptOptions, error) {
 	return &ociimage.DecryptOptions{PrivateKeys: keys}, nil
 }
 
-func imageUnpackCommand() *cobra.Command {
+func (ap *app) imageUnpackCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unpack REF DIR",
 		Short: "write an image's checkpoint into a new directory, verified",
@@ -368,13 +370,13 @@ holds the export layout: DIR/checkpoint is the CRIU image directory.`,
 			if err != nil {
 				return err
 			}
-			return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
+			return ap.withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
 				if fBool(cmd, "pull") {
-					if _, err := st.Pull(ctx, args[0], transferOptions(cmd)); err != nil {
+					if _, err := st.Pull(ctx, args[0], ap.transferOptions(cmd)); err != nil {
 						return err
 					}
 				}
-				_, err := st.UnpackWith(ctx, args[0], args[1], ociimage.UnpackOptions{Decrypt: dec, Progress: renderer(cmd), Limits: ociimage.LimitsFrom(cfg)})
+				_, err := st.UnpackWith(ctx, args[0], args[1], ociimage.UnpackOptions{Decrypt: dec, Progress: ap.renderer(cmd), Limits: ociimage.LimitsFrom(ap.cfg)})
 				return err
 			})
 		},
@@ -390,9 +392,9 @@ holds the export layout: DIR/checkpoint is the CRIU image directory.`,
 
 // addContainerdRestoreFlags are the flags of a restore into containerd,
 // shared by "cryo image restore" and "cryo restore --image".
-func addContainerdRestoreFlags(fs *pflag.FlagSet) {
+func (ap *app) addContainerdRestoreFlags(fs *pflag.FlagSet) {
 	fs.Bool("containerd", false, "restore into containerd (automatic for containerd checkpoints)")
-	addContainerdFlags(fs)
+	ap.addContainerdFlags(fs)
 	fs.String("name", "", "`NAME` of the restored container (containerd, Podman); default: the checkpointed one's")
 	fs.String("log", "", "containerd: `FILE` for the restored task's stdout and stderr (default: discarded)")
 	fs.String("runtime", "", "containerd: runtime `TYPE` (default: "+ctrd.CryoRuntime+"; the checkpoint's is never used)")

@@ -14,7 +14,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-func imageExportCommand() *cobra.Command {
+func (ap *app) imageExportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export SOURCE FILE.tar",
 		Short: "write a checkpoint as an export archive that checkpointctl and Podman read",
@@ -35,7 +35,7 @@ file is removed.`,
 		Example: `  cryo image export localhost:5000/ckpt/train:v1 /tmp/train.tar && checkpointctl inspect /tmp/train.tar
   cryo image export /var/lib/ckpt/train - | zstd > train.tar.zst`,
 		Args: exactArgs(2),
-		RunE: imageExport,
+		RunE: ap.imageExport,
 	}
 	fs := cmd.Flags()
 	addStoreFlag(fs)
@@ -43,16 +43,16 @@ file is removed.`,
 	return cmd
 }
 
-func imageExport(cmd *cobra.Command, args []string) error {
+func (ap *app) imageExport(cmd *cobra.Command, args []string) error {
 	src, dst := args[0], args[1]
 	// A path source that is missing or unreadable says so before a file
 	// is created for it.
 	if _, err := resolveTarget(src); err != nil {
 		return err
 	}
-	write := func(w io.Writer) error { return exportTo(cmd, src, w) }
+	write := func(w io.Writer) error { return ap.exportTo(cmd, src, w) }
 	if dst == "-" {
-		return write(stdout)
+		return write(ap.stdout)
 	}
 	// The archive holds process memory: owner-only, and never over a file.
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, archive.FileMode)
@@ -70,12 +70,12 @@ func imageExport(cmd *cobra.Command, args []string) error {
 		os.Remove(dst)
 		return err
 	}
-	fmt.Fprintf(messages(), "exported %s to %s\n", src, dst)
+	fmt.Fprintf(ap.messages(), "exported %s to %s\n", src, dst)
 	return nil
 }
 
 // exportTo streams a directory or a store image to w.
-func exportTo(cmd *cobra.Command, src string, w io.Writer) error {
+func (ap *app) exportTo(cmd *cobra.Command, src string, w io.Writer) error {
 	if fi, err := os.Stat(src); err == nil && fi.IsDir() {
 		s, err := ociimage.OpenSource(src, os.TempDir())
 		if err != nil {
@@ -88,7 +88,7 @@ func exportTo(cmd *cobra.Command, src string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
+	return ap.withStore(cmd, func(ctx context.Context, st *ociimage.Store) error {
 		return st.Export(ctx, src, w, dec)
 	})
 }

@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
-func imageListCommand() *cobra.Command {
+func (ap *app) imageListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -22,7 +22,7 @@ size in the store (compressed) and raw, when the checkpoint was taken, and
 the manifest digest. Only manifests are read.`,
 		Example: "  cryo image ls\n  cryo image ls --json | jq -r '.[].ref'",
 		Args:    noArgs,
-		RunE:    imageList,
+		RunE:    ap.imageList,
 	}
 	addStoreFlag(cmd.Flags())
 	cmd.Flags().BoolP("quiet", "q", false, "print the references only")
@@ -30,32 +30,32 @@ the manifest digest. Only manifests are read.`,
 	return cmd
 }
 
-func imageList(cmd *cobra.Command, _ []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) imageList(cmd *cobra.Command, _ []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
-	rows, err := listStore(cmd)
+	rows, err := ap.listStore(cmd)
 	if err != nil {
 		return err
 	}
 	switch {
 	case asJSON:
-		return printJSON(stdout, rows)
+		return ap.printJSON(ap.stdout, rows)
 	case fBool(cmd, "quiet"):
 		for _, r := range rows {
-			fmt.Fprintln(stdout, r.Ref)
+			fmt.Fprintln(ap.stdout, r.Ref)
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(ap.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REF\tKIND\tGPUS\tSIZE\tRAW\tCREATED\tDIGEST\tENCRYPTED")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", criuimg.EscapeControl(r.Ref), criuimg.EscapeControl(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", termtext.EscapeControl(r.Ref), termtext.EscapeControl(r.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", criuimg.EscapeControl(r.Ref), orDash(string(r.Kind)), criuimg.EscapeControl(r.GPUs()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", termtext.EscapeControl(r.Ref), orDash(string(r.Kind)), termtext.EscapeControl(r.GPUs()),
 			ociimage.Human(r.Size), rawSize(r.RawSize), created(r.Created), shortDigest(r.Digest), r.Encrypted)
 	}
 	return tw.Flush()
@@ -64,11 +64,11 @@ func imageList(cmd *cobra.Command, _ []string) error {
 // listStore lists the store's images. The default store of a host that
 // never built or pulled one does not exist yet: that is an empty list (with
 // a note), while a --store that does not exist is a mistake.
-func listStore(cmd *cobra.Command) ([]ociimage.ImageInfo, error) {
-	st, err := openStore(cmd.Context(), cmd)
+func (ap *app) listStore(cmd *cobra.Command) ([]ociimage.ImageInfo, error) {
+	st, err := ap.openStore(cmd.Context(), cmd)
 	var missing *StoreMissingError
 	if errors.As(err, &missing) && !cmd.Flags().Changed("store") {
-		fmt.Fprintf(messages(), "note: the image store %s does not exist yet: no images\n", missing.Root)
+		fmt.Fprintf(ap.messages(), "note: the image store %s does not exist yet: no images\n", missing.Root)
 		return nil, nil
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cryo-gpu/cryo/internal/cli/ctrd"
 	"github.com/cryo-gpu/cryo/internal/cuda"
@@ -22,7 +23,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-func imageRestoreCommand() *cobra.Command {
+func (ap *app) imageRestoreCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore REF",
 		Short: "restore a checkpoint image (pulled first with --pull)",
@@ -75,34 +76,51 @@ run again, restores.`,
 			if err := refNotPath(cmd, "REF", args[0]); err != nil {
 				return err
 			}
-			return restoreImage(cmd, args[0], fString(cmd, "dir"))
+			return ap.restoreImage(cmd, args[0], fString(cmd, "dir"))
 		},
 	}
 	fs := cmd.Flags()
+	fs.String("dir", "", "work directory `DIR` for the unpacked checkpoint, kept afterwards (default: a new one under /var/lib/cryo/restore, removed)")
+	ap.addImageRestoreFlags(fs, restoreHelp{
+		pull:       "pull REF from its registry first",
+		shellJob:   "bare process: restore into this terminal",
+		printStats: "bare process: print the time of each step and CRIU's statistics on stdout, after the pid",
+	})
+	addFormatFlags(cmd, "{{.pid}}")
+	return cmd
+}
+
+// restoreHelp is the help of the image restore flags whose words depend
+// on the command: `restore` takes a directory too, `image restore` only
+// an image, whose kind decides what the flag does.
+type restoreHelp struct{ pull, shellJob, printStats string }
+
+// addImageRestoreFlags adds the flags of a restore from a checkpoint
+// image, which `restore --image` and `image restore` share: one set, so
+// that a flag added for one is there for the other (restoreImage reads
+// them all from either command).
+func (ap *app) addImageRestoreFlags(fs *pflag.FlagSet, h restoreHelp) {
+	fs.Bool("pull", false, h.pull)
+	fs.Bool("shell-job", false, h.shellJob)
+	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
+	fs.Bool("print-stats", false, h.printStats)
+	ap.addGPUMapFlag(fs)
+	ap.addCopyTimeout(fs)
 	addStoreFlag(fs)
 	addDecryptFlags(fs)
-	fs.Bool("pull", false, "pull REF from its registry first")
-	fs.String("dir", "", "work directory `DIR` for the unpacked checkpoint, kept afterwards (default: a new one under /var/lib/cryo/restore, removed)")
-	fs.Bool("shell-job", false, "bare process: restore into this terminal")
-	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
-	fs.Bool("print-stats", false, "bare process: print the time of each step and CRIU's statistics on stdout, after the pid")
-	addGPUMapFlag(fs)
-	addCopyTimeout(fs)
-	addContainerdRestoreFlags(fs)
+	ap.addContainerdRestoreFlags(fs)
 	addPodmanRestoreFlags(fs)
 	addRemoteFlags(fs)
 	addTrustFlags(fs)
-	addFormatFlags(cmd, "{{.pid}}")
-	return cmd
 }
 
 // restoreImage fetches REF (pulled first with --pull, checked cheaply
 // before any layer moves), unpacks it verified into dir (default: a new
 // work directory) and restores it by kind.
-func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
-	ctx, cancel := withRestoreDeadline(cmd)
+func (ap *app) restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
+	ctx, cancel := ap.withRestoreDeadline(cmd)
 	defer cancel()
-	asJSON, err := jsonOutput(cmd)
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -110,7 +128,7 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 	if err != nil {
 		return err
 	}
-	f, err := imagerestore.Fetch(ctx, fetchOptions(cmd, ref))
+	f, err := imagerestore.Fetch(ctx, ap.fetchOptions(cmd, ref))
 	if err != nil {
 		return cutOff(ctx, ref, "fetch", err)
 	}
@@ -119,9 +137,9 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 		return err
 	}
 	if dir != "" {
-		keptWorkDir(dir) // said first: the restore's last line on stdout is the pid
+		ap.keptWorkDir(dir) // said first: the restore's last line on stdout is the pid
 	}
-	work, err := f.Unpack(ctx, imagerestore.UnpackOptions{Dir: dir, Base: restoreBase(), Decrypt: dec, Progress: renderer(cmd), Limits: ociimage.LimitsFrom(cfg)})
+	work, err := f.Unpack(ctx, imagerestore.UnpackOptions{Dir: dir, Base: ap.restoreBase(), Decrypt: dec, Progress: ap.renderer(cmd), Limits: ociimage.LimitsFrom(ap.cfg)})
 	if orchestrate.PastDeadline(ctx, err) || errors.Is(err, ociimage.ErrUnpackLimit) {
 		return cutOff(ctx, ref, "unpack", err)
 	}
@@ -132,50 +150,50 @@ func restoreImage(cmd *cobra.Command, ref, dir string) (err error) {
 		// The work directory goes; CRIU's log, the evidence of a failed
 		// restore, stays where the message says.
 		if err != nil {
-			_, err = orchestrate.KeepCRIULogs(err, work.Dir, filepath.Join(restoreBase(), "logs"))
+			_, err = orchestrate.KeepCRIULogs(err, work.Dir, filepath.Join(ap.restoreBase(), "logs"))
 		}
-		removeWorkDir(work)
+		ap.removeWorkDir(work)
 	}()
-	return restoreKind(ctx, cmd, asJSON, f.Image, work.Dir, mounts)
+	return ap.restoreKind(ctx, cmd, asJSON, f.Image, work.Dir, mounts)
 }
 
 // fetchOptions are the flags' FetchOptions: the store as the other image
 // commands open it (created only for a pull, which may be its first
 // image), and no pin: the user names what they restore, a pull is judged
 // by the signature policy of the flags (--policy, --signature-key).
-func fetchOptions(cmd *cobra.Command, ref string) imagerestore.FetchOptions {
+func (ap *app) fetchOptions(cmd *cobra.Command, ref string) imagerestore.FetchOptions {
 	o := imagerestore.FetchOptions{
-		Ref: ref, Pull: imagerestore.PullNever, Transfer: transferOptions(cmd),
-		Check: func(ctx context.Context, im *ociimage.Image) error { return checkImageCheaply(ctx, cmd, im) },
-		Open:  func(ctx context.Context) (*ociimage.Store, error) { return openStore(ctx, cmd) },
+		Ref: ref, Pull: imagerestore.PullNever, Transfer: ap.transferOptions(cmd),
+		Check: func(ctx context.Context, im *ociimage.Image) error { return ap.checkImageCheaply(ctx, cmd, im) },
+		Open:  func(ctx context.Context) (*ociimage.Store, error) { return ap.openStore(ctx, cmd) },
 	}
 	if fBool(cmd, "pull") {
 		o.Pull = imagerestore.PullAlways
-		o.Open = func(ctx context.Context) (*ociimage.Store, error) { return createStore(ctx, cmd) }
+		o.Open = func(ctx context.Context) (*ociimage.Store, error) { return ap.createStore(ctx, cmd) }
 	}
 	return o
 }
 
 // restoreKind restores the checkpoint unpacked in dir by its image's kind.
-func restoreKind(ctx context.Context, cmd *cobra.Command, asJSON bool, im *ociimage.Image, dir string, mounts []specs.Mount) error {
+func (ap *app) restoreKind(ctx context.Context, cmd *cobra.Command, asJSON bool, im *ociimage.Image, dir string, mounts []specs.Mount) error {
 	switch im.Kind() {
 	case ociimage.KindProcess:
-		return restoreDir(cmd, ociimage.CRIUDir(dir))
+		return ap.restoreDir(cmd, ociimage.CRIUDir(dir))
 	case ociimage.KindPodman:
 		return restorePodman(ctx, cmd, dir, cmp.Or(fString(cmd, "name"), ociimage.FromManifest(im.Manifest).Name))
 	case ociimage.KindContainerd:
-		return restoreContainerd(ctx, cmd, asJSON, dir, mounts)
+		return ap.restoreContainerd(ctx, cmd, asJSON, dir, mounts)
 	}
 	return report.WithRemedy(fmt.Errorf("%s is a %q checkpoint, which cryo cannot restore", im.Ref, im.Kind()), "unpack it with `cryo image unpack` and restore it with the tool that took it (see docs/images.md)")
 }
 
 // checkImageCheaply runs the checks that need no layer: the flags against
 // the image's kind, then the name, base image, pids and GPUs it records.
-func checkImageCheaply(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
+func (ap *app) checkImageCheaply(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
 	if err := flagsFitKind(cmd, im.Ref, im.Kind()); err != nil {
 		return err
 	}
-	return precheckImage(ctx, cmd, im)
+	return ap.precheckImage(ctx, cmd, im)
 }
 
 // flagsFitKind refuses, before anything is unpacked, flags that the image's
@@ -215,28 +233,28 @@ func otherGPUsRemedy(kind ociimage.Kind) string {
 	return "restore without --gpus/--gpu-map"
 }
 
-func restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir string, mounts []specs.Mount) error {
+func (ap *app) restoreContainerd(ctx context.Context, cmd *cobra.Command, asJSON bool, dir string, mounts []specs.Mount) error {
 	res, err := ctrd.Restore(ctx, dir, ctrd.RestoreOptions{
 		Options: containerdOptions(cmd),
 		Name:    fString(cmd, "name"), Runtime: fString(cmd, "runtime"), Snapshotter: fString(cmd, "snapshotter"),
 		LogPath:   fString(cmd, "log"),
-		Log:       restoreLog(messages(), fBool(cmd, "quiet")),
+		Log:       restoreLog(ap.messages(), fBool(cmd, "quiet")),
 		GPUs:      splitGPUs(fString(cmd, "gpus")),
-		Inventory: cuda.New(runtimeDriverOptions()).Inventory,
+		Inventory: cuda.New(ap.runtimeDriverOptions()).Inventory,
 		Mounts:    mounts,
 		NetHost:   fBool(cmd, "net-host"),
-		Limits:    ociimage.LimitsFrom(cfg),
+		Limits:    ociimage.LimitsFrom(ap.cfg),
 	})
 	if err != nil {
 		return interruptedCtrd(err)
 	}
 	if asJSON {
-		return printJSON(stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
+		return ap.printJSON(ap.stdout, restoreResult{PID: int(res.PID), Container: res.ID, Namespace: res.Namespace})
 	}
 	if !fBool(cmd, "quiet") {
-		fmt.Fprintf(messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
+		fmt.Fprintf(ap.messages(), "restored container %s in namespace %s\n", res.ID, res.Namespace)
 	}
-	fmt.Fprintln(stdout, res.PID)
+	fmt.Fprintln(ap.stdout, res.PID)
 	return nil
 }
 
@@ -284,7 +302,7 @@ func tarDir(dir, tarPath string) error {
 	return f.Close()
 }
 
-func runtimeDriverOptions() cuda.Options { return orchestrate.DriverOptions(cfg) }
+func (ap *app) runtimeDriverOptions() cuda.Options { return orchestrate.DriverOptions(ap.cfg) }
 
 // restoreLog prints the containerd restore's lines on w; quiet keeps only
 // its warnings (a base image that changed), which need the user, and drops

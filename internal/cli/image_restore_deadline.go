@@ -17,8 +17,8 @@ import (
 // command, by one deadline for the whole restore of an image
 // (CRYO_RESTORE_TIMEOUT): the pull, the unpack and its verification,
 // CRIU and the CUDA resume.
-func withRestoreDeadline(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	ctx, cancel := orchestrate.WithRestoreDeadline(cmd.Context(), orchestrate.Deadline{Since: time.Now(), Limit: cfg.RestoreLimit(false)})
+func (ap *app) withRestoreDeadline(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	ctx, cancel := orchestrate.WithRestoreDeadline(cmd.Context(), orchestrate.Deadline{Since: time.Now(), Limit: ap.cfg.RestoreLimit(false)})
 	cmd.SetContext(ctx)
 	return ctx, cancel
 }

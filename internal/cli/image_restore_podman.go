@@ -2,21 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/cli/podman"
 )
-
-// ErrPodmanRestore: `podman container restore --import` failed.
-var ErrPodmanRestore = errors.New("podman restore failed")
 
 // addPodmanRestoreFlags adds the options of Podman that a restore of a
 // Podman checkpoint passes on: the store and runtime (Podman's global
@@ -50,23 +43,11 @@ func podmanGlobal(cmd *cobra.Command) []string {
 	return out
 }
 
-// podmanRestoreArgs are the arguments of `podman container restore`.
-func podmanRestoreArgs(cmd *cobra.Command, tarPath string) []string {
-	args := append(podmanGlobal(cmd), "container", "restore", "--import", tarPath)
-	if n := fString(cmd, "name"); n != "" {
-		args = append(args, "--name", n)
-	}
-	if p := fString(cmd, "pod"); p != "" {
-		args = append(args, "--pod", p)
-	}
+// podmanRestore is the Podman restore the flags ask for.
+func podmanRestore(cmd *cobra.Command) podman.Restore {
 	ports, _ := cmd.Flags().GetStringArray("publish")
-	for _, p := range ports {
-		args = append(args, "--publish", p)
-	}
-	if fBool(cmd, "tcp-established") {
-		args = append(args, "--tcp-established")
-	}
-	return args
+	return podman.Restore{Global: podmanGlobal(cmd), Name: fString(cmd, "name"), Pod: fString(cmd, "pod"),
+		Publish: ports, TCPEstablished: fBool(cmd, "tcp-established")}
 }
 
 // restorePodman hands the verified export to Podman as an uncompressed
@@ -79,34 +60,7 @@ func restorePodman(ctx context.Context, cmd *cobra.Command, dir, name string) er
 		return err
 	}
 	defer os.Remove(tarPath)
-	args := podmanRestoreArgs(cmd, tarPath)
-	c := exec.CommandContext(ctx, "podman", args...)
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
-	err := c.Run()
-	if err == nil {
-		return nil
-	}
-	cleaned := removePodmanLeftover(context.WithoutCancel(ctx), cmd, name)
-	return report.WithRemedy(fmt.Errorf("podman %s: %v (%w); %s", strings.Join(args, " "), err, ErrPodmanRestore, cleaned), "read Podman's message above")
-}
-
-// removePodmanLeftover removes the container a failed restore left
-// behind: Podman creates it before the runtime restores, and keeps it
-// Created when that fails, which holds the name against the next try.
-// It says what it did, for the error message.
-func removePodmanLeftover(ctx context.Context, cmd *cobra.Command, name string) string {
-	if name == "" {
-		return "no container name to clean up"
-	}
-	args := append(podmanGlobal(cmd), "container", "exists", name)
-	if exec.CommandContext(ctx, "podman", args...).Run() != nil {
-		return fmt.Sprintf("no container %s was left behind", name)
-	}
-	args = append(podmanGlobal(cmd), "rm", "-f", name)
-	if out, err := exec.CommandContext(ctx, "podman", args...).CombinedOutput(); err != nil {
-		return fmt.Sprintf("the container %s it left could not be removed (podman %s: %v: %s)", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return fmt.Sprintf("removed the container %s it had left (podman rm -f)", name)
+	return podmanRestore(cmd).Run(ctx, tarPath, name, os.Stdout, os.Stderr)
 }
 
 // anySet reports whether any of the flags was given.

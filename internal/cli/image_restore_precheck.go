@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +22,7 @@ import (
 // hashing an image of 80 GB takes minutes, and a typo should not cost
 // them. The annotations it reads are the builder's claims, so the restore
 // checks everything again from the verified checkpoint.
-func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
+func (ap *app) precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) error {
 	sum := ociimage.FromManifest(im.Manifest)
 	switch im.Kind() {
 	case ociimage.KindProcess:
@@ -41,12 +40,12 @@ func precheckImage(ctx context.Context, cmd *cobra.Command, im *ociimage.Image) 
 	case ociimage.KindContainerd:
 		if err := ctrd.Precheck(ctx, ctrd.PrecheckOptions{Options: containerdOptions(cmd),
 			Name: cmp.Or(fString(cmd, "name"), sum.Name), BaseImage: sum.BaseImage,
-			GPUs: splitGPUs(fString(cmd, "gpus")), Inventory: cuda.New(runtimeDriverOptions()).Inventory,
-			Log: restoreLog(messages(), fBool(cmd, "quiet"))}); err != nil {
+			GPUs: splitGPUs(fString(cmd, "gpus")), Inventory: cuda.New(ap.runtimeDriverOptions()).Inventory,
+			Log: restoreLog(ap.messages(), fBool(cmd, "quiet"))}); err != nil {
 			return err
 		}
 	}
-	return gpuHint(ctx, cmd, im.Ref, im.Kind(), sum)
+	return ap.gpuHint(ctx, cmd, im.Ref, im.Kind(), sum)
 }
 
 // treePIDs are the pids of the checkpoint's process tree, which CRIU gives
@@ -67,11 +66,11 @@ func treePIDs(sum *ociimage.Summary) []int {
 // host's GPUs (the restore, or containerd's shim, checks them where they
 // are), or where the user chose the GPUs by UUID (--gpu-map names source
 // GPUs that the annotations do not list: the full check answers it).
-func gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.Kind, sum *ociimage.Summary) error {
+func (ap *app) gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.Kind, sum *ociimage.Summary) error {
 	if len(sum.GPUs) == 0 || cmd.Flags().Changed("gpu-map") || (kind == ociimage.KindContainerd && fString(cmd, "gpus") != "") {
 		return nil
 	}
-	host, err := cuda.New(runtimeDriverOptions()).Inventory(ctx)
+	host, err := cuda.New(ap.runtimeDriverOptions()).Inventory(ctx)
 	if err != nil {
 		return nil
 	}
@@ -91,7 +90,8 @@ func gpuHint(ctx context.Context, cmd *cobra.Command, ref string, kind ociimage.
 // that a second one is not added.
 func hasRemedy(err error) bool {
 	var rm report.Remedied
-	return errors.As(err, &rm) || strings.Contains(err.Error(), "; remedy: ")
+	_, _, written := report.Split(err.Error())
+	return errors.As(err, &rm) || written
 }
 
 // annotatedManifest is a manifest made of the annotations' claims: one

@@ -1,6 +1,8 @@
 package cli
 
-import "github.com/cryo-gpu/cryo/internal/ociimage"
+import (
+	"github.com/cryo-gpu/cryo/internal/ociimage"
+)
 
 // imageResult is what `cryo image build|push|pull --json` print: the image
 // as `cryo image ls --json` lists it (ref, kind, size, raw_size, created,

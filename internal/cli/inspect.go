@@ -12,13 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
-func inspectCommand() *cobra.Command {
+func (ap *app) inspectCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect TARGET...",
 		Short: "summarize a checkpoint: directory, export tar, or image",
@@ -57,9 +57,9 @@ of the local store has its details read with --decryption-key.
 "cryo inspect list --store" those of the image store.`,
 		Example: "  cryo inspect /var/lib/ckpt/train\n  cryo inspect /var/lib/ckpt/a /var/lib/ckpt/b export.tar\n  cryo inspect --ps-tree --env --pid 1 /tmp/export.tar\n  cryo inspect --verify localhost:5000/ckpt/train:v1\n  cryo inspect --json /tmp/export.tar | jq .details.processes",
 		Args:    minArgs(1),
-		RunE:    inspectRun,
+		RunE:    ap.inspectRun,
 	}
-	cmd.AddCommand(inspectListCommand())
+	cmd.AddCommand(ap.inspectListCommand())
 	fs := cmd.Flags()
 	addStoreFlag(fs)
 	addRemoteFlags(fs)
@@ -71,8 +71,8 @@ of the local store has its details read with --decryption-key.
 	return cmd
 }
 
-func inspectRun(cmd *cobra.Command, args []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) inspectRun(cmd *cobra.Command, args []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -92,12 +92,12 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 		if len(args) > 1 {
 			return usageErrorf(cmd, "--verify checks one target at a time, got %d", len(args))
 		}
-		return verifyTarget(cmd, args[0], asJSON)
+		return ap.verifyTarget(cmd, args[0], asJSON)
 	}
 	if len(args) > 1 {
-		return inspectMany(cmd, args, sec, asJSON)
+		return ap.inspectMany(cmd, args, sec, asJSON)
 	}
-	sum, err := inspectTarget(cmd, args[0], sec)
+	sum, err := ap.inspectTarget(cmd, args[0], sec)
 	if err != nil {
 		return err
 	}
@@ -105,15 +105,15 @@ func inspectRun(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	if asJSON {
-		return printJSON(stdout, sum)
+		return ap.printJSON(ap.stdout, sum)
 	}
-	printSummary(stdout, sum)
-	return writeSections(stdout, sum, sec)
+	printSummary(ap.stdout, sum)
+	return writeSections(ap.stdout, sum, sec)
 }
 
 // verifyTarget is --verify: a path, else an image of the local store; a
 // registry image must be pulled first, as its layers are what is checked.
-func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
+func (ap *app) verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 	var err error
 	if _, serr := os.Stat(target); serr == nil {
 		err = ociimage.VerifyPath(target, os.TempDir())
@@ -122,7 +122,7 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 		if derr != nil {
 			return derr
 		}
-		st, serr := openStore(cmd.Context(), cmd)
+		st, serr := ap.openStore(cmd.Context(), cmd)
 		if serr != nil {
 			return serr
 		}
@@ -140,7 +140,7 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 		if err != nil {
 			res.Error = err.Error()
 		}
-		if perr := printJSON(stdout, res); perr != nil {
+		if perr := ap.printJSON(ap.stdout, res); perr != nil {
 			return perr
 		}
 		if err != nil {
@@ -151,22 +151,22 @@ func verifyTarget(cmd *cobra.Command, target string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: verified, every file matches the checkpoint's manifest\n", target)
+	fmt.Fprintf(ap.stdout, "%s: verified, every file matches the checkpoint's manifest\n", target)
 	return nil
 }
 
-func inspectTarget(cmd *cobra.Command, target string, sec sections) (*ociimage.Summary, error) {
-	sum, err := inspectLocalTarget(cmd, target, sec)
+func (ap *app) inspectTarget(cmd *cobra.Command, target string, sec sections) (*ociimage.Summary, error) {
+	sum, err := ap.inspectLocalTarget(cmd, target, sec)
 	if !errors.Is(err, ociimage.ErrNotFound) {
 		return sum, err
 	}
 	// Not in the local store (or no store at all): the registry's manifest.
 	ctx := cmd.Context()
-	pinned, err := trustVerifier(cmd, "inspect").Pin(ctx, target, remoteOptions(cmd))
+	pinned, err := ap.trustVerifier(cmd, "inspect").Pin(ctx, target, ap.remoteOptions(cmd))
 	if err != nil {
 		return nil, err
 	}
-	return ociimage.InspectRemote(ctx, pinned, remoteOptions(cmd))
+	return ociimage.InspectRemote(ctx, pinned, ap.remoteOptions(cmd))
 }
 
 // printSummary writes the summary in two aligned blocks: the head (what
@@ -181,7 +181,7 @@ func printSummary(w io.Writer, s *ociimage.Summary) {
 		if k != "" {
 			k += ":"
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", k, criuimg.EscapeControl(fmt.Sprintf(f, a...)))
+		fmt.Fprintf(tw, "%s\t%s\n", k, termtext.EscapeControl(fmt.Sprintf(f, a...)))
 	}
 	row("Source", "%s", s.Source)
 	row("Kind", "%s", s.Kind)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // listed is one checkpoint of `cryo inspect list`.
@@ -29,7 +29,7 @@ type listed struct {
 	Error        string    `json:"error,omitempty"`
 }
 
-func inspectListCommand() *cobra.Command {
+func (ap *app) inspectListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [DIR | --store[=STORE]]",
 		Short: "list the checkpoints in a directory, or in the image store",
@@ -43,7 +43,7 @@ a restore needs, and whether it is complete. Anything else is skipped.
 ls", from their manifests alone).`,
 		Example: "  cryo inspect list /var/lib/ckpt\n  cryo inspect list --store\n  cryo inspect list --json /var/lib/ckpt | jq -r '.[].target'",
 		Args:    cobra.MaximumNArgs(1),
-		RunE:    inspectList,
+		RunE:    ap.inspectList,
 	}
 	addStoreFlag(cmd.Flags())
 	// --store alone means the default store: a bare flag, not one that
@@ -53,14 +53,14 @@ ls", from their manifests alone).`,
 	return cmd
 }
 
-func inspectList(cmd *cobra.Command, args []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) inspectList(cmd *cobra.Command, args []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
 	var rows []listed
 	if cmd.Flags().Changed("store") {
-		rows, err = listStoreRows(cmd, args)
+		rows, err = ap.listStoreRows(cmd, args)
 	} else {
 		dir := "."
 		if len(args) == 1 {
@@ -75,14 +75,14 @@ func inspectList(cmd *cobra.Command, args []string) error {
 		if rows == nil {
 			rows = []listed{}
 		}
-		return printJSON(stdout, rows)
+		return ap.printJSON(ap.stdout, rows)
 	}
-	return printListed(rows)
+	return ap.printListed(rows)
 }
 
 // listStoreRows lists the image store (the flag's value, the argument after
 // a bare --store, or the default store).
-func listStoreRows(cmd *cobra.Command, args []string) ([]listed, error) {
+func (ap *app) listStoreRows(cmd *cobra.Command, args []string) ([]listed, error) {
 	root := strings.TrimSpace(fString(cmd, "store"))
 	if root == "" && len(args) == 1 {
 		root = args[0]
@@ -90,7 +90,7 @@ func listStoreRows(cmd *cobra.Command, args []string) ([]listed, error) {
 	if err := cmd.Flags().Set("store", root); err != nil {
 		return nil, err
 	}
-	st, err := openStore(cmd.Context(), cmd)
+	st, err := ap.openStore(cmd.Context(), cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -153,16 +153,16 @@ func mayBeCheckpoint(p string, e os.DirEntry) bool {
 	return false
 }
 
-func printListed(rows []listed) error {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (ap *app) printListed(rows []listed) error {
+	tw := tabwriter.NewWriter(ap.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tKIND\tNAME\tCHECKPOINTED\tSIZE\tGPUS\tSTATE")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t(%s)\n", criuimg.EscapeControl(r.Target), criuimg.EscapeControl(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t(%s)\n", termtext.EscapeControl(r.Target), termtext.EscapeControl(r.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", criuimg.EscapeControl(r.Target), orDash(r.Kind), criuimg.EscapeControl(orDash(r.Name)),
-			created(r.Checkpointed), ociimage.Human(r.Size), criuimg.EscapeControl(r.GPUs), r.State)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termtext.EscapeControl(r.Target), orDash(r.Kind), termtext.EscapeControl(orDash(r.Name)),
+			created(r.Checkpointed), ociimage.Human(r.Size), termtext.EscapeControl(r.GPUs), r.State)
 	}
 	return tw.Flush()
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // inspected is one target of a several-target inspect: its summary, or
@@ -25,11 +25,11 @@ type inspected struct {
 // of the local store (a registry is not asked for several at once); one
 // that is neither is a usage error, found before anything is printed. A
 // target that cannot be read gets its row and the exit status 1.
-func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool) error {
+func (ap *app) inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool) error {
 	rows := make([]inspected, 0, len(targets))
 	failed := false
 	for _, t := range targets {
-		sum, err := inspectLocalTarget(cmd, t, sec)
+		sum, err := ap.inspectLocalTarget(cmd, t, sec)
 		if errors.Is(err, ociimage.ErrNotFound) {
 			return usageRemedy(cmd, fmt.Errorf("%s is neither a checkpoint path nor an image of the local store: several targets are read locally", t), "`cryo image pull "+t+"` first, or inspect it alone")
 		}
@@ -43,10 +43,10 @@ func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool
 		rows = append(rows, r)
 	}
 	if asJSON {
-		if err := printJSON(stdout, rows); err != nil {
+		if err := ap.printJSON(ap.stdout, rows); err != nil {
 			return err
 		}
-	} else if err := printTable(rows); err != nil {
+	} else if err := ap.printTable(rows); err != nil {
 		return err
 	}
 	if failed {
@@ -58,7 +58,7 @@ func inspectMany(cmd *cobra.Command, targets []string, sec sections, asJSON bool
 // inspectLocalTarget is a path (which must exist: a *PathError), else an
 // image of the local store; a missing store is ErrNotFound too (no image
 // can be in it).
-func inspectLocalTarget(cmd *cobra.Command, target string, sec sections) (*ociimage.Summary, error) {
+func (ap *app) inspectLocalTarget(cmd *cobra.Command, target string, sec sections) (*ociimage.Summary, error) {
 	o := ociimage.InspectOptions{CommandLines: sec.commandLines()}
 	if _, err := os.Stat(target); err == nil {
 		return ociimage.InspectPathWith(target, o)
@@ -66,7 +66,7 @@ func inspectLocalTarget(cmd *cobra.Command, target string, sec sections) (*ociim
 	if isPath, err := resolveTarget(target); isPath || err != nil {
 		return nil, err
 	}
-	st, err := openStore(cmd.Context(), cmd)
+	st, err := ap.openStore(cmd.Context(), cmd)
 	var missing *StoreMissingError
 	if errors.As(err, &missing) {
 		return nil, fmt.Errorf("%w: %v", ociimage.ErrNotFound, err)
@@ -82,13 +82,13 @@ func inspectLocalTarget(cmd *cobra.Command, target string, sec sections) (*ociim
 
 // printTable writes checkpointctl show's columns, with cryo's GPU needs
 // and the state of an unfinished checkpoint.
-func printTable(rows []inspected) error {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func (ap *app) printTable(rows []inspected) error {
+	tw := tabwriter.NewWriter(ap.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tKIND\tNAME\tID\tRUNTIME\tCREATED\tCHECKPOINTED\tGPUS\tSIZE\tROOTFS DIFF\tSTATE")
 	for _, r := range rows {
-		t := criuimg.EscapeControl(r.Target)
+		t := termtext.EscapeControl(r.Target)
 		if r.Summary == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", t, criuimg.EscapeControl(r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(%s)\n", t, termtext.EscapeControl(r.Error))
 			continue
 		}
 		s := r.Summary
@@ -96,7 +96,7 @@ func printTable(rows []inspected) error {
 			createdCell(s), created(s.Created), gpuCell(s), ociimage.Human(s.Sizes.Total), ociimage.Human(s.Sizes.RootfsDiff), stateCell(s)}
 		fmt.Fprint(tw, t)
 		for _, c := range cells {
-			fmt.Fprint(tw, "\t", criuimg.EscapeControl(c))
+			fmt.Fprint(tw, "\t", termtext.EscapeControl(c))
 		}
 		fmt.Fprintln(tw)
 	}

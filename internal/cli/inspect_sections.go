@@ -9,9 +9,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cryo-gpu/cryo/internal/cli/inspect"
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // addSectionFlags are checkpointctl inspect's section flags, and cryo's
@@ -31,7 +33,7 @@ func addSectionFlags(fs *pflag.FlagSet) {
 // sections are the detail sections asked for; picked is false when no
 // section flag was given, so that inspect shows its usual set.
 type sections struct {
-	criuimg.Sections
+	inspect.Sections
 	picked      bool
 	showSecrets bool
 }
@@ -39,12 +41,12 @@ type sections struct {
 func sectionsOf(cmd *cobra.Command) (sections, error) {
 	s := sections{showSecrets: fBool(cmd, "show-secrets")}
 	if fBool(cmd, "all") {
-		s.Sections = criuimg.Sections{Tree: true, Files: true, Sockets: true, Env: true, Mounts: true, Stats: true}
+		s.Sections = inspect.Sections{Tree: true, Files: true, Sockets: true, Env: true, Mounts: true, Stats: true}
 		s.picked = true
 	} else {
 		s.Tree, s.Files, s.Sockets = fBool(cmd, "ps-tree"), fBool(cmd, "files"), fBool(cmd, "sockets")
 		s.Mounts, s.Stats, s.Env = fBool(cmd, "mounts"), fBool(cmd, "stats"), fBool(cmd, "env")
-		s.picked = s.Sections != criuimg.Sections{}
+		s.picked = s.Sections != inspect.Sections{}
 	}
 	s.PID = fInt(cmd, "pid")
 	if s.PID < 0 {
@@ -55,7 +57,7 @@ func sectionsOf(cmd *cobra.Command) (sections, error) {
 		s.Tree, s.Files, s.picked = true, true, true
 	}
 	if !s.picked {
-		s.Sections = criuimg.DefaultSections()
+		s.Sections = inspect.DefaultSections()
 	}
 	return s, nil
 }
@@ -143,17 +145,17 @@ func maskEnv(env []string) []string {
 // environment with the processes').
 func writeSections(w io.Writer, sum *ociimage.Summary, s sections) error {
 	if !s.picked {
-		return sum.WriteDetails(w)
+		return inspect.WriteDetails(w, sum)
 	}
 	if s.Env && len(sum.Env) > 0 {
 		fmt.Fprintln(w, "Environment (container spec)")
 		for _, e := range sum.Env {
-			fmt.Fprintf(w, "  %s\n", criuimg.EscapeControl(e))
+			fmt.Fprintf(w, "  %s\n", termtext.EscapeControl(e))
 		}
 	}
 	if sum.Details == nil {
-		_, err := fmt.Fprintf(w, "Details:   %s\n", criuimg.EscapeControl(orDash(sum.DetailsNote)))
+		_, err := fmt.Fprintf(w, "Details:   %s\n", termtext.EscapeControl(orDash(sum.DetailsNote)))
 		return err
 	}
-	return criuimg.RenderSections(w, sum.Details, s.Sections)
+	return inspect.RenderSections(w, sum.Details, s.Sections)
 }

@@ -7,6 +7,7 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/cryo-gpu/cryo/internal/cli/inspect"
 	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
@@ -31,22 +32,22 @@ func testSummary() *ociimage.Summary {
 // pid is not there.
 func TestSectionsApply(t *testing.T) {
 	sum := testSummary()
-	if err := (sections{Sections: criuimg.DefaultSections()}).apply(sum); err != nil || sum.Env != nil || sum.Details.Processes[0].Env != nil {
+	if err := (sections{Sections: inspect.DefaultSections()}).apply(sum); err != nil || sum.Env != nil || sum.Details.Processes[0].Env != nil {
 		t.Fatalf("default: %v, env %v %v", err, sum.Env, sum.Details.Processes[0].Env)
 	}
 	sum = testSummary()
-	if err := (sections{Sections: criuimg.Sections{Env: true}}).apply(sum); err != nil || sum.Env[0] != "API_KEY=****" || sum.Details.Processes[0].Env[0] != "PASSWORD=****" {
+	if err := (sections{Sections: inspect.Sections{Env: true}}).apply(sum); err != nil || sum.Env[0] != "API_KEY=****" || sum.Details.Processes[0].Env[0] != "PASSWORD=****" {
 		t.Fatalf("--env: %v, env %v %v", err, sum.Env, sum.Details.Processes[0].Env)
 	}
 	sum = testSummary()
-	if err := (sections{Sections: criuimg.Sections{Env: true}, showSecrets: true}).apply(sum); err != nil || sum.Env[0] != "API_KEY=k" || sum.Details.Processes[0].Env[0] != "PASSWORD=p" {
+	if err := (sections{Sections: inspect.Sections{Env: true}, showSecrets: true}).apply(sum); err != nil || sum.Env[0] != "API_KEY=k" || sum.Details.Processes[0].Env[0] != "PASSWORD=p" {
 		t.Fatalf("--show-secrets: %v, env %v", err, sum.Env)
 	}
 	sum = testSummary()
-	if err := (sections{Sections: criuimg.Sections{PID: 7}}).apply(sum); err != nil || len(sum.Details.Processes) != 1 || sum.Details.Processes[0].PID != 7 {
+	if err := (sections{Sections: inspect.Sections{PID: 7}}).apply(sum); err != nil || len(sum.Details.Processes) != 1 || sum.Details.Processes[0].PID != 7 {
 		t.Fatalf("--pid 7: %v, %+v", err, sum.Details.Processes)
 	}
-	err := (sections{Sections: criuimg.Sections{PID: 9}}).apply(testSummary())
+	err := (sections{Sections: inspect.Sections{PID: 9}}).apply(testSummary())
 	if err == nil || !strings.Contains(err.Error(), "1, 7") || !strings.Contains(err.Error(), "remedy") {
 		t.Fatalf("--pid 9: %v", err)
 	}

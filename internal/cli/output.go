@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/template"
 
@@ -33,7 +32,7 @@ const formatExample = "cryo.format-example"
 
 // jsonOutput says whether the command should print JSON, refusing a format
 // it does not know before anything is done.
-func jsonOutput(cmd *cobra.Command) (bool, error) {
+func (ap *app) jsonOutput(cmd *cobra.Command) (bool, error) {
 	if j, _ := cmd.Flags().GetBool("json"); j {
 		return true, nil
 	}
@@ -48,32 +47,24 @@ func jsonOutput(cmd *cobra.Command) (bool, error) {
 		if err != nil {
 			return false, usageRemedy(cmd, fmt.Errorf("--format: %v", err), "fix the template (fields are the JSON output's, e.g. {{.pid}})")
 		}
-		outputTemplate = t
+		ap.tmpl = t
 		return true, nil
 	default:
 		return false, usageErrorf(cmd, "--format %q: want text, json or a Go template such as '{{.pid}}'", f)
 	}
 }
 
-// outputTemplate is the --format template of this run, if one was given:
-// printJSON renders each result through it instead of printing JSON.
-var outputTemplate *template.Template
-
 // printJSON writes v indented, one document, to w (stdout for commands),
 // or, with a --format template, v's JSON rendered through it: a line per
 // item of a list, one line for anything else.
-func printJSON(w io.Writer, v any) error {
-	if outputTemplate != nil {
-		return printTemplate(w, outputTemplate, v)
+func (ap *app) printJSON(w io.Writer, v any) error {
+	if ap.tmpl != nil {
+		return printTemplate(w, ap.tmpl, v)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-// stdout is where results go; progress and messages go to stderr, so that
-// `cryo restore … | read pid` and `--json | jq` see the result alone.
-var stdout io.Writer = os.Stdout
 
 // printTemplate renders v as its JSON reads (the fields by their JSON
 // names), so that a template and a script over --json see the same data.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/config"
 )
 
 // --format takes a Go template over the JSON fields, as Podman's: a line
@@ -14,33 +16,33 @@ func TestFormatTemplate(t *testing.T) {
 		Ref  string `json:"ref"`
 		Size int64  `json:"size"`
 	}
-	cmd := imageCommand()
+	ap := newApp(config.Config{})
+	cmd := ap.imageCommand()
 	ls, _, err := cmd.Find([]string{"ls"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { outputTemplate = nil })
 	if err := ls.Flags().Set("format", "{{.ref}} {{.size}}"); err != nil {
 		t.Fatal(err)
 	}
-	if asJSON, err := jsonOutput(ls); err != nil || !asJSON || outputTemplate == nil {
+	if asJSON, err := ap.jsonOutput(ls); err != nil || !asJSON || ap.tmpl == nil {
 		t.Fatalf("a template: %v %v", asJSON, err)
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, []row{{"a:v1", 10}, {"b:v2", 20}}); err != nil || b.String() != "a:v1 10\nb:v2 20\n" {
+	if err := ap.printJSON(&b, []row{{"a:v1", 10}, {"b:v2", 20}}); err != nil || b.String() != "a:v1 10\nb:v2 20\n" {
 		t.Fatalf("a list through the template: %q, %v", b.String(), err)
 	}
 	b.Reset()
-	if err := printJSON(&b, row{"c:v3", 30}); err != nil || b.String() != "c:v3 30\n" {
+	if err := ap.printJSON(&b, row{"c:v3", 30}); err != nil || b.String() != "c:v3 30\n" {
 		t.Fatalf("one result through the template: %q, %v", b.String(), err)
 	}
 	ls.Flags().Set("format", "{{.nope}}")
-	jsonOutput(ls)
-	if err := printJSON(&b, row{"c", 1}); err == nil || !strings.Contains(err.Error(), "remedy") {
+	ap.jsonOutput(ls)
+	if err := ap.printJSON(&b, row{"c", 1}); err == nil || !strings.Contains(err.Error(), "remedy") {
 		t.Fatalf("an unknown field: %v", err)
 	}
 	ls.Flags().Set("format", "{{.ref")
-	if _, err := jsonOutput(ls); err == nil {
+	if _, err := ap.jsonOutput(ls); err == nil {
 		t.Fatal("a broken template was accepted")
 	}
 }

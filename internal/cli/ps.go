@@ -17,7 +17,7 @@ import (
 // without waiting on either: a frozen or held process, a hung driver or a
 // checkpoint under way must not hang the one command that should explain
 // them.
-func psCommand() *cobra.Command {
+func (ap *app) psCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "list the CUDA processes of this host, their CUDA state and cryo's runs on them",
@@ -66,18 +66,18 @@ Exits 0 even when some state is unknown; 1 only when /proc cannot be read.`,
   cryo ps --json | jq '.locks[] | select(.checkpoint)'
   cryo cuda resume $(cryo ps -q)`,
 		Args: noArgs,
-		RunE: ps,
+		RunE: ap.ps,
 	}
 	fs := cmd.Flags()
 	fs.BoolP("quiet", "q", false, "print the pids only, one a line")
 	fs.Duration("timeout", 3*time.Second, "deadline of each driver query (and of the GPU inventory)")
-	fs.String("libcuda", cfg.LibCUDA, "`PATH` of the CUDA driver library (default libcuda.so.1; $"+config.EnvLibCUDA+")")
+	fs.String("libcuda", ap.cfg.LibCUDA, "`PATH` of the CUDA driver library (default libcuda.so.1; $"+config.EnvLibCUDA+")")
 	addFormatFlags(cmd, "{{range .processes}}{{println .pid .state}}{{end}}")
 	return cmd
 }
 
-func ps(cmd *cobra.Command, _ []string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) ps(cmd *cobra.Command, _ []string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -85,26 +85,26 @@ func ps(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	opts := runtimeDriverOptions()
+	opts := ap.runtimeDriverOptions()
 	opts.LibPath = cmp.Or(fString(cmd, "libcuda"), opts.LibPath)
 	opts.CallTimeout = timeout
-	r, err := status.Collect(cmd.Context(), status.Options{LockDir: cfg.LockDir, Driver: cuda.New(opts)})
+	r, err := status.Collect(cmd.Context(), status.Options{LockDir: ap.cfg.LockDir, Driver: cuda.New(opts)})
 	if err != nil {
 		return report.WithRemedy(fmt.Errorf("ps: %w", err), "run cryo ps where /proc is mounted")
 	}
 	if !asJSON {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(messages(), "warning: %s\n", w)
+			fmt.Fprintf(ap.messages(), "warning: %s\n", w)
 		}
 	}
 	switch {
 	case asJSON:
-		return printJSON(stdout, r)
+		return ap.printJSON(ap.stdout, r)
 	case fBool(cmd, "quiet"):
 		for _, pid := range r.PIDs() {
-			fmt.Fprintln(stdout, pid)
+			fmt.Fprintln(ap.stdout, pid)
 		}
 		return nil
 	}
-	return status.WriteTable(stdout, r)
+	return status.WriteTable(ap.stdout, r)
 }

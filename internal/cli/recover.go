@@ -11,7 +11,7 @@ import (
 )
 
 // recoverCommand brings back a tree that a killed cryo left stopped.
-func recoverCommand() *cobra.Command {
+func (ap *app) recoverCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "recover PID|DIR",
 		Short: "bring back to running a process tree that a killed cryo left stopped",
@@ -32,16 +32,16 @@ A dump that the recovered tree ran on from is stale: take a new checkpoint.`,
 		Example: `  cryo recover 4242
   cryo recover /var/lib/ckpt/train`,
 		Args: exactArgs(1),
-		RunE: recoverRun,
+		RunE: ap.recoverRun,
 	}
 }
 
-func recoverRun(cmd *cobra.Command, args []string) error {
+func (ap *app) recoverRun(cmd *cobra.Command, args []string) error {
 	pid, err := recoverTarget(cmd, args[0])
 	if err != nil {
 		return err
 	}
-	res, err := orchestrator(cmd).Recover(cmd.Context(), pid)
+	res, err := ap.orchestrator(cmd).Recover(cmd.Context(), pid)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func recoverRun(cmd *cobra.Command, args []string) error {
 	if len(res.CUDA) > 0 {
 		line += fmt.Sprintf(", CUDA resumed in %v", res.CUDA)
 	}
-	fmt.Fprintln(messages(), line) // one write: messages() keeps whole lines only
+	fmt.Fprintln(ap.messages(), line) // one write: messages() keeps whole lines only
 	return nil
 }
 

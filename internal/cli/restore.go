@@ -14,7 +14,7 @@ import (
 )
 
 // restoreCommand restores a bare-process checkpoint, detached, or an image.
-func restoreCommand() *cobra.Command {
+func (ap *app) restoreCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore --dir DIR [flags]\n  cryo restore --image REF [flags]\n  cryo restore --import FILE [flags]",
 		Short: "restore a process tree checkpointed by `cryo checkpoint`, or a checkpoint image",
@@ -56,30 +56,23 @@ afterwards. --dir given a file restores it as --import does.`,
   cryo restore --image registry.example:5000/ckpt/train:v1 --pull
   cryo image export /var/lib/ckpt/train train.tar && cryo restore --import train.tar`,
 		Args: noArgs,
-		RunE: restoreRun,
+		RunE: ap.restoreRun,
 	}
 	fs := cmd.Flags()
 	fs.String("dir", "", "the image directory `DIR` written by \"cryo checkpoint\"")
 	fs.String("image", "", "restore the checkpoint image `REF` instead (see \"cryo image restore\")")
 	fs.String("import", "", "restore the checkpoint archive `FILE` instead (\"cryo image export\", \"podman container checkpoint --export\")")
-	fs.Bool("pull", false, "--image: pull REF from its registry first")
-	fs.Bool("shell-job", false, "restore into this terminal and session (as given at checkpoint)")
-	fs.Bool("tcp-established", false, "restore established TCP connections (automatic when the checkpoint holds some)")
-	fs.Bool("print-stats", false, "print the time of each step and CRIU's statistics on stdout, after the pid")
-	addGPUMapFlag(fs)
-	addCopyTimeout(fs)
+	ap.addImageRestoreFlags(fs, restoreHelp{
+		pull:       "--image: pull REF from its registry first",
+		shellJob:   "restore into this terminal and session (as given at checkpoint)",
+		printStats: "print the time of each step and CRIU's statistics on stdout, after the pid",
+	})
 	addHookFlag(fs, "post", "--dir: run HOOK once the tree runs with its GPU state; on its failure the tree runs on, and cryo exits non-zero")
-	addStoreFlag(fs)
-	addDecryptFlags(fs)
-	addContainerdRestoreFlags(fs)
-	addPodmanRestoreFlags(fs)
-	addRemoteFlags(fs)
-	addTrustFlags(fs)
 	addFormatFlags(cmd, "{{.pid}} {{.seconds}}")
 	return cmd
 }
 
-func restoreRun(cmd *cobra.Command, _ []string) error {
+func (ap *app) restoreRun(cmd *cobra.Command, _ []string) error {
 	dir, ref, file := fString(cmd, "dir"), fString(cmd, "image"), fString(cmd, "import")
 	if given(dir, ref, file) != 1 {
 		return usageErrorf(cmd, "give one of --dir DIR, --image REF and --import FILE")
@@ -88,26 +81,26 @@ func restoreRun(cmd *cobra.Command, _ []string) error {
 		return usageErrorf(cmd, "--post-hook works with --dir only")
 	}
 	if file != "" {
-		return restoreImport(cmd, file)
+		return ap.restoreImport(cmd, file)
 	}
 	if ref != "" {
 		if err := refNotPath(cmd, "--image", ref); err != nil {
 			return err
 		}
-		return restoreImage(cmd, ref, "")
+		return ap.restoreImage(cmd, ref, "")
 	}
 	if err := checkPath(dir); err != nil {
 		return err
 	}
 	if isArchive(dir) {
-		return restoreDirArchive(cmd, dir)
+		return ap.restoreDirArchive(cmd, dir)
 	}
-	return restoreDir(cmd, dir)
+	return ap.restoreDir(cmd, dir)
 }
 
 // restoreDir restores a bare-process checkpoint directory, detached.
-func restoreDir(cmd *cobra.Command, dir string) error {
-	asJSON, err := jsonOutput(cmd)
+func (ap *app) restoreDir(cmd *cobra.Command, dir string) error {
+	asJSON, err := ap.jsonOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -115,7 +108,7 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return err
 	}
-	drv, err := driverOption(cmd)
+	drv, err := ap.driverOption(cmd)
 	if err != nil {
 		return err
 	}
@@ -123,17 +116,17 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 	if err != nil {
 		return err
 	}
-	res, err := orchestrator(cmd, drv, orchestrate.WithGPUMap(pairs)).RestoreDetached(cmd.Context(), orchestrate.RestoreOptions{
+	res, err := ap.orchestrator(cmd, drv, orchestrate.WithGPUMap(pairs)).RestoreDetached(cmd.Context(), orchestrate.RestoreOptions{
 		Dir:            dir,
 		ShellJob:       fBool(cmd, "shell-job"),
 		TCPEstablished: fBool(cmd, "tcp-established"),
 		PostHook:       post,
 	})
 	if res != nil {
-		printRestored(cmd, asJSON, newRestoreResult(dir, res))
+		ap.printRestored(cmd, asJSON, newRestoreResult(dir, res))
 	}
 	if err == nil && fBool(cmd, "shell-job") && !asJSON {
-		return waitShellJob(res.PID)
+		return ap.waitShellJob(res.PID)
 	}
 	return err
 }
@@ -142,8 +135,8 @@ func restoreDir(cmd *cobra.Command, dir string) error {
 // job runs, as "criu restore --shell-job" does: the job is cryo's child, in
 // cryo's process group, so it reads the terminal only while cryo waits. The
 // exit status is the job's.
-func waitShellJob(pid int) error {
-	fmt.Fprintf(messages(), "pid %d runs on this terminal; cryo waits for it to exit\n", pid)
+func (ap *app) waitShellJob(pid int) error {
+	fmt.Fprintf(ap.messages(), "pid %d runs on this terminal; cryo waits for it to exit\n", pid)
 	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(pid, &ws, 0, nil)
@@ -166,32 +159,32 @@ func waitShellJob(pid int) error {
 
 // printRestored prints the restored root's pid on stdout (or the JSON
 // result), and on stderr how many established TCP connections came back.
-func printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
+func (ap *app) printRestored(cmd *cobra.Command, asJSON bool, r restoreResult) {
 	if asJSON {
-		_ = printJSON(stdout, r)
+		_ = ap.printJSON(ap.stdout, r)
 		return
 	}
 	if r.TCPConnections > 0 {
-		fmt.Fprintf(messages(), "restored %s (tcp-established)\n", plural(r.TCPConnections, "established TCP connection", "established TCP connections"))
+		fmt.Fprintf(ap.messages(), "restored %s (tcp-established)\n", plural(r.TCPConnections, "established TCP connection", "established TCP connections"))
 	}
-	fmt.Fprintln(stdout, r.PID)
+	fmt.Fprintln(ap.stdout, r.PID)
 	if fBool(cmd, "print-stats") {
-		printRestoreStats(stdout, r.Steps, r.CRIU)
+		printRestoreStats(ap.stdout, r.Steps, r.CRIU)
 	}
 }
 
 // orchestrator draws its long steps on the invocation's progress renderer
 // and logs warnings only: the step lines already say what happened.
-func orchestrator(cmd *cobra.Command, opts ...orchestrate.Option) *orchestrate.Orchestrator {
-	r := renderer(cmd)
-	base := []orchestrate.Option{orchestrate.WithConfig(cfg), orchestrate.WithLogger(warnLogger()), orchestrate.WithProgress(r), orchestrate.WithFrontEnd(words.Remedies)}
+func (ap *app) orchestrator(cmd *cobra.Command, opts ...orchestrate.Option) *orchestrate.Orchestrator {
+	r := ap.renderer(cmd)
+	base := []orchestrate.Option{orchestrate.WithConfig(ap.cfg), orchestrate.WithLogger(ap.warnLogger()), orchestrate.WithProgress(r), orchestrate.WithFrontEnd(words.Remedies)}
 	return orchestrate.New(append(base, opts...)...)
 }
 
 // warnLogger prints the orchestration's warnings (an unverified restore,
 // an unavailable GPU inventory, a wait for TIME_WAIT…) on stderr, worded
 // for a person (see termHandler).
-func warnLogger() *slog.Logger { return warnLoggerTo(messages()) }
+func (ap *app) warnLogger() *slog.Logger { return warnLoggerTo(ap.messages()) }
 
 func warnLoggerTo(w io.Writer) *slog.Logger {
 	return slog.New(&termHandler{mu: new(sync.Mutex), w: w})

@@ -26,9 +26,9 @@ func isArchive(path string) bool {
 
 // restoreDirArchive is `cryo restore --dir FILE`: the file is an archive,
 // which --import restores; it says so, and does.
-func restoreDirArchive(cmd *cobra.Command, file string) error {
-	fmt.Fprintf(messages(), "%s is a file, not a checkpoint directory: restoring it as `cryo restore --import %s`\n", file, file)
-	return restoreImport(cmd, file)
+func (ap *app) restoreDirArchive(cmd *cobra.Command, file string) error {
+	fmt.Fprintf(ap.messages(), "%s is a file, not a checkpoint directory: restoring it as `cryo restore --import %s`\n", file, file)
+	return ap.restoreImport(cmd, file)
 }
 
 // restoreImport restores a checkpoint archive: it is unpacked, within the
@@ -37,14 +37,14 @@ func restoreDirArchive(cmd *cobra.Command, file string) error {
 // bare process tree is restored from the unpacked directory; a container's
 // checkpoint is built into a private store there and restored as `cryo
 // image restore` restores an image, into its engine.
-func restoreImport(cmd *cobra.Command, file string) (err error) {
+func (ap *app) restoreImport(cmd *cobra.Command, file string) (err error) {
 	if err := checkPath(file); err != nil {
 		return err
 	}
 	if !isArchive(file) {
 		return usageRemedy(cmd, fmt.Errorf("--import takes a checkpoint archive, and %s is a directory", file), fmt.Sprintf("`cryo restore --dir %s`", file))
 	}
-	base := restoreBase()
+	base := ap.restoreBase()
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return report.WithRemedy(fmt.Errorf("import %s: %w", file, err), "check that "+base+" is writable")
 	}
@@ -54,10 +54,10 @@ func restoreImport(cmd *cobra.Command, file string) (err error) {
 	}
 	defer func() {
 		if rerr := os.RemoveAll(work); rerr != nil {
-			fmt.Fprintln(messages(), report.Render(fmt.Sprintf("warning: could not remove %s, which holds the checkpoint's memory: %v", work, rerr), "remove it by hand"))
+			fmt.Fprintln(ap.messages(), report.Render(fmt.Sprintf("warning: could not remove %s, which holds the checkpoint's memory: %v", work, rerr), "remove it by hand"))
 		}
 	}()
-	src, err := ociimage.OpenArchive(cmd.Context(), file, work, ociimage.LimitsFrom(cfg))
+	src, err := ociimage.OpenArchive(cmd.Context(), file, work, ociimage.LimitsFrom(ap.cfg))
 	if err != nil {
 		return err
 	}
@@ -68,14 +68,14 @@ func restoreImport(cmd *cobra.Command, file string) (err error) {
 				_, err = orchestrate.KeepCRIULogs(err, src.CRIU, filepath.Join(base, "logs"))
 			}
 		}()
-		return restoreDir(cmd, src.CRIU)
+		return ap.restoreDir(cmd, src.CRIU)
 	}
-	return restoreImportedContainer(cmd, src, filepath.Join(work, "store"))
+	return ap.restoreImportedContainer(cmd, src, filepath.Join(work, "store"))
 }
 
 // restoreImportedContainer builds a container's checkpoint into the
 // private store at root, and restores it from there.
-func restoreImportedContainer(cmd *cobra.Command, src *ociimage.Source, root string) error {
+func (ap *app) restoreImportedContainer(cmd *cobra.Command, src *ociimage.Source, root string) error {
 	if err := checkBuildSource(importRef, src); err != nil {
 		return err
 	}
@@ -83,13 +83,13 @@ func restoreImportedContainer(cmd *cobra.Command, src *ociimage.Source, root str
 	if err != nil {
 		return err
 	}
-	if _, _, err := ociimage.Build(cmd.Context(), st, src, ociimage.BuildOptions{Ref: importRef, Level: zstd.SpeedFastest, Progress: renderer(cmd)}); err != nil {
+	if _, _, err := ociimage.Build(cmd.Context(), st, src, ociimage.BuildOptions{Ref: importRef, Level: zstd.SpeedFastest, Progress: ap.renderer(cmd)}); err != nil {
 		return err
 	}
 	if err := cmd.Flags().Set("store", root); err != nil {
 		return err
 	}
-	return restoreImage(cmd, importRef, "")
+	return ap.restoreImage(cmd, importRef, "")
 }
 
 // given counts the non-empty values.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"text/template"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -20,13 +21,35 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
+	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/version"
 )
 
-// cfg is the CLI's configuration, read once from the environment when it
-// starts; flags override single settings.
-var cfg config.Config
+// app is one run of the CLI, passed to every command builder so that no
+// package variable holds a run's state (and a test builds a tree of its
+// own): the configuration, read once from the environment when it starts
+// (flags override single settings), where results go, the --format
+// template, and the renderer of the long steps.
+type app struct {
+	cfg config.Config
+	// stdout is where results go; progress and messages go to stderr, so
+	// that `cryo restore … | read pid` and `--json | jq` see the result
+	// alone.
+	stdout io.Writer
+	// tmpl is the --format template of this run, if one was given:
+	// printJSON renders each result through it instead of printing JSON.
+	tmpl *template.Template
+	// bar draws the long steps of this run on stderr: one updating line
+	// per step on a terminal (bytes, rate, ETA), plain lines elsewhere,
+	// nothing with --quiet. One per run, so that the orchestration, the
+	// driver calls and the image transfers share it; Main closes it
+	// before the final message.
+	bar *progress.Renderer
+}
+
+// newApp is a run with configuration c, printing its results on stdout.
+func newApp(c config.Config) *app { return &app{cfg: c, stdout: os.Stdout} }
 
 // The exit codes of every command, as Podman, ctr and the shells use them.
 const (
@@ -49,19 +72,19 @@ const (
 
 // Main runs the CLI with args (os.Args) and returns the exit code.
 func Main(args []string) int {
-	cfg = config.FromEnv()
+	ap := newApp(config.FromEnv())
 	ctx, stop := signalContext()
 	defer stop()
-	root := NewRoot()
+	root := ap.newRoot()
 	root.SetArgs(args[1:])
 	err := root.ExecuteContext(ctx)
-	closeRenderer()
+	ap.closeRenderer()
 	return reportError(ctx, os.Stderr, withRetry(err, args))
 }
 
-// NewRoot builds the command tree. Its help texts are also the source of
+// newRoot builds the command tree. Its help texts are also the source of
 // docs/cli.md and the man pages (cryo gen-docs).
-func NewRoot() *cobra.Command {
+func (ap *app) newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cryo",
 		Short: "checkpoint and restore processes and containers that use NVIDIA GPUs",
@@ -102,7 +125,7 @@ way was rolled back, and checked).`,
 	tmpl = strings.ReplaceAll(tmpl, ".InheritedFlags.FlagUsages", "wrapFlags .InheritedFlags")
 	root.SetUsageTemplate(tmpl)
 	root.SetFlagErrorFunc(flagError)
-	root.SetHelpCommand(helpCommand())
+	root.SetHelpCommand(ap.helpCommand())
 	root.AddGroup(
 		&cobra.Group{ID: "ckpt", Title: "Checkpoint and restore:"},
 		&cobra.Group{ID: "image", Title: "Checkpoint images:"},
@@ -114,15 +137,15 @@ way was rolled back, and checked).`,
 			root.AddCommand(c)
 		}
 	}
-	add("ckpt", checkpointCommand(), restoreCommand(), recoverCommand(), cudaCommand())
-	add("image", imageCommand(), inspectCommand())
-	add("host", doctorCommand(), versionCommand())
-	add("host", psCommand())
-	root.AddCommand(genDocsCommand())
+	add("ckpt", ap.checkpointCommand(), ap.restoreCommand(), ap.recoverCommand(), ap.cudaCommand())
+	add("image", ap.imageCommand(), ap.inspectCommand())
+	add("host", ap.doctorCommand(), ap.versionCommand())
+	add("host", ap.psCommand())
+	root.AddCommand(ap.genDocsCommand())
 	root.AddCommand(topicCommands()...)
 	root.SetHelpCommandGroupID("host")
 	root.SetCompletionCommandGroupID("host")
-	registerCompletions(root)
+	ap.registerCompletions(root)
 	return root
 }
 

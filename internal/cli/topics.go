@@ -1,6 +1,8 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+)
 
 // Help topics: `cryo help environment` and the like. They are commands
 // without a Run, which cobra lists as "Additional help topics"; the Markdown

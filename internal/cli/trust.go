@@ -19,21 +19,21 @@ func addTrustFlags(fs *pflag.FlagSet) {
 // trustVerifier checks each pull of cmd against the signature policy and
 // records on stderr the digest it verified; nil for a command without the
 // flags (push).
-func trustVerifier(cmd *cobra.Command, op string) *imagetrust.Verifier {
+func (ap *app) trustVerifier(cmd *cobra.Command, op string) *imagetrust.Verifier {
 	if cmd.Flags().Lookup("policy") == nil {
 		return nil
 	}
 	return &imagetrust.Verifier{
 		PolicyFile: fString(cmd, "policy"), KeyFile: fString(cmd, "signature-key"),
-		Environ: cfg.Environ, Op: op,
-		Log: func(f string, a ...any) { fmt.Fprintf(messages(), f+"\n", a...) },
+		Environ: ap.cfg.Environ, Op: op,
+		Log: func(f string, a ...any) { fmt.Fprintf(ap.messages(), f+"\n", a...) },
 	}
 }
 
 // pullVerifier is trustVerifier as a transfer's Verify: no interface
 // holding a nil pointer.
-func pullVerifier(cmd *cobra.Command) ociimage.Verifier {
-	if v := trustVerifier(cmd, "pull"); v != nil {
+func (ap *app) pullVerifier(cmd *cobra.Command) ociimage.Verifier {
+	if v := ap.trustVerifier(cmd, "pull"); v != nil {
 		return v
 	}
 	return nil

@@ -46,7 +46,7 @@ func badValue(f *pflag.Flag, v string) error {
 
 // helpCommand replaces cobra's, which prints the root's help and exits 0
 // for a topic it does not know: a script or a typo should see a failure.
-func helpCommand() *cobra.Command {
+func (ap *app) helpCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "help [COMMAND]",
 		Short: "help about any command or topic",

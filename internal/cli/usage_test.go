@@ -17,11 +17,10 @@ import (
 // code, stdout and the error report.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cfg = config.FromEnv()
 	var out, errOut bytes.Buffer
-	stdout = &out
-	t.Cleanup(func() { stdout = os.Stdout })
-	root := NewRoot()
+	ap := newApp(config.FromEnv())
+	ap.stdout = &out
+	root := ap.newRoot()
 	root.SetArgs(args)
 	root.SetOut(&out)
 	root.SetErr(&errOut)
@@ -127,7 +126,7 @@ func TestTermHandler(t *testing.T) {
 // A flag value of the wrong type names an example of a right one as the
 // usage error's remedy, a value a report prints in its place.
 func TestBadValueRemedy(t *testing.T) {
-	checkpoint, _, err := NewRoot().Find([]string{"checkpoint"})
+	checkpoint, _, err := newApp(config.Config{}).newRoot().Find([]string{"checkpoint"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type versionInfo struct {
 	Kernel  string `json:"kernel,omitempty"`
 }
 
-func versionCommand() *cobra.Command {
+func (ap *app) versionCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "print cryo's version and those of CRIU and the kernel",
@@ -33,16 +33,16 @@ func versionCommand() *cobra.Command {
 records the cryo version that wrote it (see "cryo inspect").`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			asJSON, err := jsonOutput(cmd)
+			asJSON, err := ap.jsonOutput(cmd)
 			if err != nil {
 				return err
 			}
-			v := collectVersions()
+			v := ap.collectVersions()
 			if asJSON {
-				return printJSON(stdout, v)
+				return ap.printJSON(ap.stdout, v)
 			}
-			fmt.Fprintln(stdout, version.Long())
-			fmt.Fprintf(stdout, "criu:   %s\nkernel: %s\n", cmp.Or(v.CRIU, "not found"), cmp.Or(v.Kernel, "unknown"))
+			fmt.Fprintln(ap.stdout, version.Long())
+			fmt.Fprintf(ap.stdout, "criu:   %s\nkernel: %s\n", cmp.Or(v.CRIU, "not found"), cmp.Or(v.Kernel, "unknown"))
 			return nil
 		},
 	}
@@ -50,9 +50,9 @@ records the cryo version that wrote it (see "cryo inspect").`,
 	return cmd
 }
 
-func collectVersions() versionInfo {
+func (ap *app) collectVersions() versionInfo {
 	v := versionInfo{Version: version.String(), Commit: version.Commit, Go: goruntime.Version(), OS: goruntime.GOOS, Arch: goruntime.GOARCH}
-	if info, err := orchestrate.ProbeCRIU(cfg.CRIU); err == nil {
+	if info, err := orchestrate.ProbeCRIU(ap.cfg.CRIU); err == nil {
 		v.CRIU = info.VersionString() + " (" + info.Path + ")"
 	}
 	var u unix.Utsname

@@ -19,19 +19,19 @@ import (
 
 // restoreBase is where work directories go: $CRYO_RESTORE_DIR (tests, hosts
 // whose /var/lib is small), else /var/lib/cryo/restore.
-func restoreBase() string { return cfg.RestoreDir }
+func (ap *app) restoreBase() string { return ap.cfg.RestoreDir }
 
 // keptWorkDir warns that the --dir will hold the checkpoint's memory.
-func keptWorkDir(dir string) {
-	fmt.Fprintf(messages(), "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
+func (ap *app) keptWorkDir(dir string) {
+	fmt.Fprintf(ap.messages(), "the work directory %s is kept (--dir); it holds the checkpoint's memory unencrypted: remove it when done\n", dir)
 }
 
 // removeWorkDir removes the restore's work directory, unless it is the
 // --dir, and warns when it cannot.
-func removeWorkDir(work *imagerestore.Prepared) {
+func (ap *app) removeWorkDir(work *imagerestore.Prepared) {
 	if err := work.Remove(); err != nil {
 		msg := fmt.Sprintf("warning: could not remove the work directory %s, which holds the checkpoint's memory: %v", work.Dir, err)
-		fmt.Fprintln(messages(), report.Render(msg, "remove it by hand"))
+		fmt.Fprintln(ap.messages(), report.Render(msg, "remove it by hand"))
 	}
 }
 

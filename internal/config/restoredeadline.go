@@ -1,8 +1,10 @@
 package config
 
 import (
-	"errors"
+	"context"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrRestoreDeadline is a restore that did not finish within its deadline
@@ -10,7 +12,7 @@ import (
 // took longer, because the checkpoint is bigger than the bound allows for
 // or something hung. It is the cause of the restore's context when the
 // deadline passes, so that every step below the front end can tell it.
-var ErrRestoreDeadline = errors.New("the restore did not finish in time")
+var ErrRestoreDeadline = report.Sentinel("the restore did not finish in time", context.DeadlineExceeded)
 
 // DefaultKubernetesRestoreTime is the whole restore's deadline for a
 // container of a pod (a CRI container) when CRYO_RESTORE_TIMEOUT is

@@ -20,7 +20,7 @@ import (
 )
 
 // Log files CRIU writes into the image directory. They are left out of the
-// digests (snapshot skips *.log).
+// digests (internal/manifest/digest skips *.log).
 const (
 	DumpLog    = "criu-dump.log"
 	RestoreLog = "criu-restore.log"

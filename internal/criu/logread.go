@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Reading CRIU's logs after a failure: the line that says why, the
@@ -87,21 +90,34 @@ func KnownCause(line string) string {
 	return ""
 }
 
-// Refusal is a dump CRIU refused for something it handles only when asked
-// to (or that the user can remove): a caller picks its remedy by it.
-type Refusal string
-
+// A refusal is a dump CRIU refused for something it handles only when
+// asked to (or that the user can remove). It is its remedy's key: each
+// front end words the fix its own way (report.Wording), so a new refusal
+// is a line here and one in each front end's words, which their tests
+// demand.
 const (
-	RefusedTerminal   Refusal = "terminal"        // the tree is attached to a terminal
-	RefusedTCP        Refusal = "tcp-established" // an established TCP connection
-	RefusedUnixSocket Refusal = "ext-unix-sk"     // a unix socket to a process outside the tree
-	RefusedFileLock   Refusal = "file-locks"      // a held file lock
+	RefusedTerminal   report.Key = "terminal"        // the tree is attached to a terminal
+	RefusedTCP        report.Key = "tcp-established" // an established TCP connection
+	RefusedUnixSocket report.Key = "ext-unix-sk"     // a unix socket to a process outside the tree
+	RefusedFileLock   report.Key = "file-locks"      // a held file lock
 )
+
+// Refusals are every refusal RefusalIn can report, in the order of the
+// log lines that show them.
+func Refusals() []report.Key {
+	var out []report.Key
+	for _, r := range refusals {
+		if !slices.Contains(out, r.r) {
+			out = append(out, r.r)
+		}
+	}
+	return out
+}
 
 // refusals map a line of CRIU's log to the refusal it shows.
 var refusals = []struct {
 	line string
-	r    Refusal
+	r    report.Key
 }{
 	{"Task attached to shell terminal", RefusedTerminal},
 	{"Found dangling tty", RefusedTerminal},
@@ -114,7 +130,7 @@ var refusals = []struct {
 }
 
 // RefusalIn reads CRIU's log at path for a refusal; "" if none.
-func RefusalIn(path string) Refusal {
+func RefusalIn(path string) report.Key {
 	log := ReadLog(path)
 	for _, r := range refusals {
 		if strings.Contains(log, r.line) {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // LogCause skips CRIU's harmless rlimit lines.
@@ -25,7 +27,7 @@ func TestLogCauseSkipsRlimit(t *testing.T) {
 // says; a log without one, or none at all, is no refusal.
 func TestRefusalIn(t *testing.T) {
 	dir := t.TempDir()
-	for line, want := range map[string]Refusal{
+	for line, want := range map[string]report.Key{
 		"tty: Found dangling tty with sid 100 pgid 101 (pts) on peer fd 0.":       RefusedTerminal,
 		"sockets: Connected TCP socket, consider using --tcp-established option.": RefusedTCP,
 		"sockets: External socket is used. Consider using --ext-unix-sk option.":  RefusedUnixSocket,
@@ -42,5 +44,34 @@ func TestRefusalIn(t *testing.T) {
 	}
 	if got := RefusalIn(filepath.Join(dir, "missing.log")); got != "" {
 		t.Errorf("missing log: %q", got)
+	}
+}
+
+// Every refusal is one entry of the log-line table, and its own remedy
+// key: Refusals lists each once, and each is what RefusalIn reads from a
+// line of the table. A new refusal is one line there; the front ends'
+// wording tests then ask for its words.
+func TestRefusalsAreKeys(t *testing.T) {
+	seen := map[report.Key]bool{}
+	for _, k := range Refusals() {
+		if k == "" || seen[k] {
+			t.Errorf("refusal %q empty or listed twice", k)
+		}
+		seen[k] = true
+	}
+	dir := t.TempDir()
+	for _, r := range refusals {
+		p := filepath.Join(dir, "dump.log")
+		if err := os.WriteFile(p, []byte("(00.1) Error (criu/x.c:1): "+r.line+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := RefusalIn(p); got != r.r || !seen[got] {
+			t.Errorf("%q: %q, want %q among Refusals", r.line, got, r.r)
+		}
+	}
+	for _, k := range []report.Key{RefusedTerminal, RefusedTCP, RefusedUnixSocket, RefusedFileLock} {
+		if !seen[k] {
+			t.Errorf("%q is not in Refusals", k)
+		}
 	}
 }

@@ -2,7 +2,9 @@
 // about a checkpoint: which processes (with their command lines), which
 // files, sockets and mounts they held, how much memory was dumped, and
 // what CRIU's statistics say. It reads the images with go-criu's crit and
-// never loads the memory pages: a command line is read at its offset.
+// never loads the memory pages: a command line is read at its offset. It
+// only reads: `cryo inspect` writes the details for a terminal
+// (internal/cli/inspect).
 //
 // It is cryo's one decoder of CRIU images: the confinement check
 // (ReadImage), the orchestration's prechecks and fix-ups and the OCI image

@@ -77,7 +77,7 @@ func describe(t fdinfo.FdTypes, f *fileEntry) string {
 		return fmt.Sprintf("fifo:[%d]", f.GetFifo().GetPipeId())
 	}
 	if s, ok := socket(0, f); ok {
-		return s.describe()
+		return s.String()
 	}
 	return strings.ToLower(t.String())
 }
@@ -102,9 +102,10 @@ func socket(fd int, f *fileEntry) (Socket, bool) {
 	return Socket{}, false
 }
 
-// describe is a socket in one line: "TCP 127.0.0.1:80 (LISTEN)",
-// "TCP 10.0.0.1:5000 -> 10.0.0.2:41234 (ESTABLISHED)", "UNIX STREAM /run/s.sock (LISTEN)".
-func (s Socket) describe() string {
+// String is a socket in one line, as its open file's path reads:
+// "TCP 127.0.0.1:80 (LISTEN)", "TCP 10.0.0.1:5000 -> 10.0.0.2:41234
+// (ESTABLISHED)", "UNIX STREAM /run/s.sock (LISTEN)".
+func (s Socket) String() string {
 	var b strings.Builder
 	if s.Family == "UNIX" {
 		fmt.Fprintf(&b, "UNIX %s %s", s.Type, orDash(s.Src))

@@ -6,9 +6,13 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // State is the checkpoint state of one CUDA process, as the driver reports it
@@ -39,19 +43,19 @@ func (s State) String() string {
 // Sentinel errors. Callers test them with errors.Is; concrete errors wrap them.
 var (
 	// ErrLibraryNotFound: libcuda.so.1 (or the configured path) could not be loaded.
-	ErrLibraryNotFound = errors.New("CUDA driver library not found")
+	ErrLibraryNotFound = report.Sentinel("CUDA driver library not found", errdefs.ErrFailedPrecondition)
 	// ErrNoCheckpointAPI: the driver lacks cuCheckpointProcess* (driver < 570).
-	ErrNoCheckpointAPI = errors.New("CUDA driver has no checkpoint API")
+	ErrNoCheckpointAPI = report.Sentinel("CUDA driver has no checkpoint API", errdefs.ErrFailedPrecondition)
 	// ErrTimeout: a driver call did not return before its deadline; the helper was killed.
-	ErrTimeout = errors.New("CUDA driver call timed out")
+	ErrTimeout = report.Sentinel("CUDA driver call timed out", context.DeadlineExceeded)
 	// ErrNoProcess: the pid does not exist.
-	ErrNoProcess = errors.New("no such process")
+	ErrNoProcess = report.Sentinel("no such process", errdefs.ErrNotFound)
 	// ErrNotCUDA: the process holds no CUDA state.
 	ErrNotCUDA = errors.New("process does not use CUDA")
 	// ErrDriver: the driver returned an error code; see *DriverError.
 	ErrDriver = errors.New("CUDA driver error")
 	// ErrBadState: the process is not in the state the transition needs.
-	ErrBadState = errors.New("CUDA process in wrong state")
+	ErrBadState = report.Sentinel("CUDA process in wrong state", errdefs.ErrFailedPrecondition)
 	// ErrNVML: NVML could not be loaded or queried.
 	ErrNVML = errors.New("NVML unavailable")
 )

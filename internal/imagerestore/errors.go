@@ -7,19 +7,20 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/cryo-gpu/cryo/internal/ociimage"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinel errors; concrete errors wrap them.
 var (
 	// ErrBadAnnotation: an annotation of cryo's restore has a value cryo
 	// cannot use.
-	ErrBadAnnotation = errors.New("bad checkpoint annotation")
+	ErrBadAnnotation = report.Sentinel("bad checkpoint annotation", errdefs.ErrInvalidArgument)
 	// ErrNotContainerCheckpoint: the image is a checkpoint whose processes
 	// did not come from a container (a bare process tree), so there is no
 	// container to restore into.
-	ErrNotContainerCheckpoint = errors.New("not a container checkpoint")
+	ErrNotContainerCheckpoint = report.Sentinel("not a container checkpoint", errdefs.ErrInvalidArgument)
 	// ErrImageNotFound: the registry has no image under the reference.
-	ErrImageNotFound = errors.New("checkpoint image not found")
+	ErrImageNotFound = report.Sentinel("checkpoint image not found", errdefs.ErrNotFound)
 	// ErrRestoreOff: the node has not opted in to restores from images
 	// that annotations name (config.AnnotationPolicy), or its policy file
 	// is unusable.

@@ -3,7 +3,6 @@ package imagerestore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 
 	"oras.land/oras-go/v2/errdef"
@@ -138,9 +137,19 @@ func notFound(err error) error {
 		return err
 	}
 	marked := *se
-	marked.Err = fmt.Errorf("%w: %w", se.Err, ErrImageNotFound)
+	marked.Err = &imageNotFound{err: se.Err}
 	return &marked
 }
+
+// imageNotFound is a pull's failure marked as the registry's "no such
+// image". Its message is the failure's, then ErrImageNotFound's; its chain
+// names ErrImageNotFound first, so that the class the shim reports is
+// that one's (NotFound), not the transfer's (Unavailable) that the failure
+// carries too.
+type imageNotFound struct{ err error }
+
+func (e *imageNotFound) Error() string   { return e.err.Error() + ": " + ErrImageNotFound.Error() }
+func (e *imageNotFound) Unwrap() []error { return []error{ErrImageNotFound, e.err} }
 
 // pullRemedy: damaged data is the image's fault; anything else the
 // reference's, the registry's, or the way this namespace may reach it.

@@ -24,12 +24,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/errdefs"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"golang.org/x/sys/unix"
 )
 
 // ErrBusy: another checkpoint or restore of the same target is in
 // progress; nothing was touched.
-var ErrBusy = errors.New("target busy")
+var ErrBusy = report.Sentinel("target busy", errdefs.ErrUnavailable)
 
 // BusyError names the target and the holder of its lock.
 type BusyError struct {

@@ -4,15 +4,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/containerd/errdefs"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Sentinel errors; concrete errors wrap them, test with errors.Is.
 var (
 	// ErrNotCheckpoint: the directory is not a checkpoint (no CRIU images).
-	ErrNotCheckpoint = errors.New("not a checkpoint")
+	ErrNotCheckpoint = report.Sentinel("not a checkpoint", errdefs.ErrInvalidArgument)
 	// ErrNoManifest: the directory has no cryo manifest.
-	ErrNoManifest = errors.New("no cryo manifest")
+	ErrNoManifest = report.Sentinel("no cryo manifest", errdefs.ErrInvalidArgument)
 	// ErrCorrupt: a file of the checkpoint is damaged or missing, or its
 	// manifest unreadable. The digest package's, so that one errors.Is
 	// covers a failed verification too.
@@ -25,12 +27,12 @@ var (
 	// manifest that cannot be believed is as bad as one that cannot be read.
 	ErrManifestInconsistent = fmt.Errorf("manifest inconsistent with itself: %w", ErrCorrupt)
 	// ErrUnsupportedVersion: the manifest comes from a newer cryo.
-	ErrUnsupportedVersion = errors.New("unsupported manifest version")
+	ErrUnsupportedVersion = report.Sentinel("unsupported manifest version", errdefs.ErrNotImplemented)
 	// ErrPartial: the directory holds what is left of a checkpoint that
 	// failed while its processes ran on (MarkPartial).
 	ErrPartial = errors.New("partial checkpoint")
 	// ErrIncompatibleHost: this host cannot take the checkpoint.
-	ErrIncompatibleHost = errors.New("host cannot restore this checkpoint")
+	ErrIncompatibleHost = report.Sentinel("host cannot restore this checkpoint", errdefs.ErrFailedPrecondition)
 )
 
 // HostError says what a restore needs and what this host offers.

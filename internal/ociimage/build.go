@@ -20,6 +20,7 @@ import (
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
 	"github.com/cryo-gpu/cryo/internal/progress"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // DefaultSplitAt is the pages-file size from which a pages file gets a
@@ -67,7 +68,7 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 	err := st.verifySource(src, t)
 	t.End(err)
 	if err != nil {
-		return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
+		return ocispec.Descriptor{}, nil, &report.StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "re-take the checkpoint"}
 	}
 	sum, err := Summarize(src)
 	if err != nil {
@@ -78,11 +79,11 @@ func Build(ctx context.Context, st *Store, src *Source, o BuildOptions) (ocispec
 	}
 	layers, diffIDs, err := st.writeLayers(ctx, src, o)
 	if err != nil {
-		return ocispec.Descriptor{}, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
+		return ocispec.Descriptor{}, nil, &report.StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
 	}
 	desc, err := st.commit(ctx, o.Ref, src, sum, layers, diffIDs)
 	if err != nil {
-		return desc, nil, &StepError{Op: "build", ID: o.Ref, Err: err}
+		return desc, nil, &report.StepError{Op: "build", ID: o.Ref, Err: err}
 	}
 	sum.Digest, sum.Encrypted = desc.Digest.String(), o.Encrypt != nil
 	sum.addLayers(layers)
@@ -107,11 +108,11 @@ func (st *Store) verifySource(src *Source, p filedigest.Progress) error {
 func (st *Store) buildRunnableImage(ctx context.Context, src *Source, sum *Summary, o BuildOptions) (ocispec.Descriptor, *Summary, error) {
 	desc, layers, err := st.buildRunnable(ctx, src, sum, o)
 	if err != nil {
-		var se *StepError
+		var se *report.StepError
 		if errors.As(err, &se) {
 			return desc, nil, err
 		}
-		return desc, nil, &StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
+		return desc, nil, &report.StepError{Op: "build", ID: o.Ref, Err: err, Remedy: "check free space in " + st.Root}
 	}
 	sum.Digest = desc.Digest.String()
 	sum.addLayers(layers)
@@ -140,7 +141,7 @@ func requireManifest(src *Source, ref string) error {
 	if err == nil {
 		err = fmt.Errorf("%s: %w", src.CRIU, manifest.ErrNoManifest)
 	}
-	return &StepError{Op: "build", ID: ref, Err: fmt.Errorf("the checkpoint was not taken through cryo: %w", err),
+	return &report.StepError{Op: "build", ID: ref, Err: fmt.Errorf("the checkpoint was not taken through cryo: %w", err),
 		Remedy: "checkpoint through cryo (cryo-runc, the cryo shim, or `cryo checkpoint`), which writes the manifest, and build from that checkpoint"}
 }
 

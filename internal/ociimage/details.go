@@ -1,9 +1,7 @@
 package ociimage
 
 import (
-	"cmp"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -112,31 +110,4 @@ func fillVersions(v *Versions, m *manifest.Manifest) {
 	fill(&v.CRIU, m.CRIUVersion)
 	fill(&v.Kernel, m.Kernel)
 	fill(&v.Driver, m.Inventory.DriverVersion)
-}
-
-// WriteDetails writes, for `cryo inspect`, the versions that took the
-// checkpoint and the details of its CRIU images (or why there are none),
-// after the summary's own lines. Every value is escaped
-// (criuimg.EscapeControl).
-func (sum *Summary) WriteDetails(w io.Writer) error {
-	v := sum.Versions
-	line := fmt.Sprintf("Versions:  cryo %s, CRIU %s, kernel %s, GPU driver %s\n", dash(v.Cryo), dash(v.CRIU), dash(v.Kernel), dash(cmp.Or(v.Driver, sum.Driver)))
-	if _, err := io.WriteString(w, criuimg.EscapeControl(strings.TrimSuffix(line, "\n"))+"\n"); err != nil {
-		return err
-	}
-	if sum.Details == nil {
-		if sum.DetailsNote == "" {
-			return nil
-		}
-		_, err := fmt.Fprintf(w, "Details:   %s\n", criuimg.EscapeControl(sum.DetailsNote))
-		return err
-	}
-	return criuimg.Render(w, sum.Details)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -68,15 +67,6 @@ func TestInspectPathDetails(t *testing.T) {
 	checkTinyDetails(t, sum, true)
 	if v := sum.Versions; v.Cryo == "" || v.CRIU != "4.2.1" || v.Kernel == "" {
 		t.Errorf("versions = %+v", v)
-	}
-	var b bytes.Buffer
-	if err := sum.WriteDetails(&b); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"Versions:  cryo " + sum.Versions.Cryo + ", CRIU 4.2.1, kernel ", "GPU driver -", "21088  ./tiny --listen 47311 \"two words\""} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("WriteDetails lacks %q:\n%s", want, b.String())
-		}
 	}
 }
 
@@ -173,18 +163,6 @@ func TestVerifyLocal(t *testing.T) {
 	var ve *VerifyError
 	if !errors.As(err, &ve) || ve.File != layer || !errors.Is(err, ErrIntegrity) {
 		t.Fatalf("damaged layer: %v, want a VerifyError naming %s", err, layer)
-	}
-}
-
-func TestWriteDetailsNote(t *testing.T) {
-	sum := &Summary{DetailsNote: "read from the registry\x1b[2J", Versions: Versions{Cryo: "v1"}}
-	var b bytes.Buffer
-	if err := sum.WriteDetails(&b); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"Versions:  cryo v1, CRIU -, kernel -, GPU driver -", `Details:   read from the registry\x1b[2J`}
-	if lines := strings.Split(strings.TrimSpace(b.String()), "\n"); !slices.Equal(lines, want) {
-		t.Errorf("WriteDetails = %q, want %q", lines, want)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/cryo-gpu/cryo/internal/ociimage/archive"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Export writes the checkpoint ref of the store to w as an uncompressed
@@ -43,10 +44,10 @@ func (st *Store) Export(ctx context.Context, ref string, w io.Writer, dec *Decry
 		walk = st.walkRunnable
 	}
 	if err := walk(ctx, im, dec, e); err != nil {
-		return &StepError{Op: "export", ID: ref, Err: err, Remedy: exportRemedy(err)}
+		return &report.StepError{Op: "export", ID: ref, Err: err, Remedy: exportRemedy(err)}
 	}
 	if err := e.finish(); err != nil {
-		return &StepError{Op: "export", ID: ref, Err: err, Remedy: "check the free space where the archive is written"}
+		return &report.StepError{Op: "export", ID: ref, Err: err, Remedy: "check the free space where the archive is written"}
 	}
 	return nil
 }

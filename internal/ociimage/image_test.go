@@ -15,6 +15,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	filedigest "github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // fakeCheckpoint is a CRIU-looking directory: inventory.img and two pages
@@ -70,9 +71,9 @@ func TestBuildRefusesNoManifest(t *testing.T) {
 	}
 	defer src.Close()
 	_, _, err = Build(ctx, st, src, BuildOptions{Ref: "example/plain:1"})
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || !errors.Is(err, manifest.ErrNoManifest) || !strings.Contains(err.Error(), "remedy: checkpoint through cryo") {
-		t.Fatalf("build without a manifest: %v, want a StepError for ErrNoManifest with its remedy", err)
+		t.Fatalf("build without a manifest: %v, want a report.StepError for ErrNoManifest with its remedy", err)
 	}
 	if list, err := st.ListImages(ctx); err != nil || len(list) != 0 {
 		t.Fatalf("images after the refusal: %v, %v", list, err)

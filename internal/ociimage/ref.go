@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/distribution/reference"
 )
 
@@ -15,7 +16,7 @@ var ErrBadReference = errors.New("not a valid image reference")
 // long after, would say it cannot be named so.
 func CheckRef(ref string) error {
 	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
-		return &StepError{Op: "build", ID: fmt.Sprintf("%q", ref),
+		return &report.StepError{Op: "build", ID: fmt.Sprintf("%q", ref),
 			Err:    fmt.Errorf("%w: %v", ErrBadReference, err),
 			Remedy: "name the image as a registry would: lowercase [HOST[:PORT]/]PATH[:TAG], e.g. localhost/ckpt/app:v1"}
 	}

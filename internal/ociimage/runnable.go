@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -171,7 +172,7 @@ func (st *Store) copyBase(ctx context.Context, ref string, o BuildOptions) (ocis
 	opts.WithTargetPlatform(&ocispec.Platform{OS: "linux", Architecture: hostArch()})
 	d, err := oras.Copy(ctx, repo, tagOf(repo), st.oci, baseTag(ref), opts)
 	if err != nil {
-		return d, &StepError{Op: "build", ID: ref, Err: fmt.Errorf("pull the base image %s: %w: %w", ref, err, ErrTransfer),
+		return d, &report.StepError{Op: "build", ID: ref, Err: fmt.Errorf("pull the base image %s: %w: %w", ref, err, ErrTransfer),
 			Remedy: "make the application's image reachable from this host (log in to its registry), or name another with --base"}
 	}
 	return d, nil

@@ -3,11 +3,12 @@ package ociimage
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 
 	ctrdcontent "github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/errdefs"
+	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -30,10 +31,10 @@ var (
 	// ErrPartsUnbound: a runnable image without LabelParts (built by a
 	// cryo before the label): its config does not say which checkpoint
 	// it carries.
-	ErrPartsUnbound = errors.New("the image's config does not name its checkpoint parts")
+	ErrPartsUnbound = report.Sentinel("the image's config does not name its checkpoint parts", errdefs.ErrFailedPrecondition)
 	// ErrPartsMismatch: the manifest's parts or annotations are not
 	// those its config names.
-	ErrPartsMismatch = errors.New("the image's checkpoint parts are not those its config names")
+	ErrPartsMismatch = report.Sentinel("the image's checkpoint parts are not those its config names", errdefs.ErrFailedPrecondition)
 )
 
 // RemedyParts is what to do about either error.

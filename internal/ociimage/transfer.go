@@ -124,7 +124,7 @@ func remoteManifest(ctx context.Context, ref string, o RemoteOptions) (*ocispec.
 	d, rc, err := repo.FetchReference(ctx, tagOf(repo))
 	if err != nil {
 		remedy := cmp.Or(registryRemedy(err, ref), "check the reference "+ref+" and the registry's address")
-		return nil, d, &StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: remedy}
+		return nil, d, &report.StepError{Op: "resolve", ID: ref, Err: fmt.Errorf("%w: %w", err, ErrTransfer), Remedy: remedy}
 	}
 	defer rc.Close()
 	data, err := content.ReadAll(rc, d)
@@ -197,7 +197,7 @@ func transfer(ctx context.Context, step, ref string, o TransferOptions, p *trans
 	if errors.Is(err, ErrIntegrity) {
 		remedy = "the registry holds damaged data: rebuild and push the image again"
 	}
-	return ocispec.Descriptor{}, &StepError{Op: step, ID: ref, Err: err, Remedy: remedy}
+	return ocispec.Descriptor{}, &report.StepError{Op: step, ID: ref, Err: err, Remedy: remedy}
 }
 
 // classify marks size and digest mismatches as integrity failures.

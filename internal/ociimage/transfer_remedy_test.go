@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A registry that is down, one that wants credentials, and one without the
@@ -38,7 +40,7 @@ func TestRegistryRemedy(t *testing.T) {
 	} {
 		status = c.status
 		_, _, err := remoteManifest(context.Background(), c.ref, RemoteOptions{})
-		var se *StepError
+		var se *report.StepError
 		if !errors.As(err, &se) || se.Remedy != c.want {
 			t.Errorf("%s (status %d): %v, want the remedy %q", c.ref, c.status, err, c.want)
 		}

@@ -114,7 +114,7 @@ func (st *Store) UnpackWith(ctx context.Context, ref, dir string, o UnpackOption
 		}
 	}()
 	if err := st.unpackLayers(ctx, im, dir, o); err != nil {
-		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
+		return nil, &report.StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
 	}
 	t := o.Progress.Start("verifying the checkpoint files of "+ref, 0)
 	err = verifiedWithin(ctx, verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records, t))
@@ -124,7 +124,7 @@ func (st *Store) UnpackWith(ctx context.Context, ref, dir string, o UnpackOption
 		if errors.Is(err, config.ErrRestoreDeadline) {
 			remedy = config.RestoreDeadlineRemedy
 		}
-		return nil, &StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedy}
+		return nil, &report.StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedy}
 	}
 	return im, nil
 }

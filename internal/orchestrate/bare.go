@@ -65,13 +65,13 @@ type RestoreResult struct {
 func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions) (*manifest.Manifest, error) {
 	id := fmt.Sprintf("pid %d", po.PID)
 	if err := checkAlive(po.PID); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
+		return nil, &report.StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
 	}
 	if err := precheck.BareCheckpoint(po.PID, po.ShellJob, ProcessTree); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
+		return nil, &report.StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
 	if err := prepareDir(po.Dir); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "give --dir a new or empty directory"}
+		return nil, &report.StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "give --dir a new or empty directory"}
 	}
 	// The tree waits, stopped, until the checkpoint is durable. Not with
 	// established TCP: CRIU keeps the network locked for a stopped tree, and
@@ -113,7 +113,7 @@ func discardPartial(po ProcessOptions, err error) {
 		return
 	}
 	p, merr := manifest.MarkPartial(po.Dir, err)
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) {
 		return
 	}
@@ -165,7 +165,7 @@ func prepareDir(dir string) error {
 func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
 	id := "checkpoint " + ro.Dir
 	if err := precheck.Root("restore"); err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
 	ctx, l, release, err := o.lockFor(ctx, "restore", id)
 	if err != nil {
@@ -175,7 +175,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	// A container's checkpoint is no process tree's: say so before its
 	// GPUs are matched to the host's, or its pid 1 to the host's init.
 	if err := precheck.ContainerTree(ro.Dir); err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
 	// The checkpoint first: a stale or corrupt one must be named as such,
 	// not as a pid conflict that stopping the original would not cure.
@@ -184,7 +184,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		return nil, err
 	}
 	if err := precheck.ImagePIDsFree(ro.Dir); err != nil {
-		return nil, &StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
 	// CRIU gives the processes back their pids: hold them from before they
 	// exist until their CUDA runs again.
@@ -232,7 +232,7 @@ func (o *Orchestrator) checkRestored(ctx context.Context, id, dir string, pid in
 	if w.intact() {
 		return nil
 	}
-	e := &StepError{Op: "restore", ID: id, Step: StepCheck, Err: fmt.Errorf("after the restore: %s", w),
+	e := &report.StepError{Op: "restore", ID: id, Step: StepCheck, Err: fmt.Errorf("after the restore: %s", w),
 		Outcome: "the checkpoint in " + dir + " is unchanged"}
 	if len(w.gone) > 0 {
 		e.Fate = report.FateLostKept

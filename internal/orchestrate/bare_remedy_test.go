@@ -9,6 +9,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 func TestBareRestoreRemedy(t *testing.T) {
@@ -52,7 +53,7 @@ func TestRestoreRemedyNoDriver(t *testing.T) {
 		Inventory: cuda.Inventory{DriverVersion: "580.95.05"},
 	}
 	_, err := manifest.CheckHost(m, cuda.Inventory{}, nil, nil)
-	se := &StepError{Op: "restore", ID: "app", Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, "/ckpt")}
+	se := &report.StepError{Op: "restore", ID: "app", Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, "/ckpt")}
 	msg := se.Error()
 	if !strings.Contains(msg, "remedy: install the NVIDIA driver (580.95.05 or later)") || strings.Contains(msg, "above") {
 		t.Fatalf("no driver: %s", msg)

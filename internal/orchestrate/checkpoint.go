@@ -11,6 +11,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // DumpFunc is the front end's dump of the (thawed, CUDA-suspended) target
@@ -94,7 +95,7 @@ func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error)
 	criuVersion, err := c.o.checkCRIU()
 	c.m.CRIUVersion = criuVersion
 	if err != nil {
-		return nil, nil, &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
+		return nil, nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
 	ctx, release, err := c.takeLock(ctx)
 	if err != nil {
@@ -105,7 +106,7 @@ func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error)
 	// them.
 	if err := manifest.PrivateDir(c.dir); err != nil {
 		release()
-		return nil, nil, &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
+		return nil, nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
 			Remedy: "give an image directory that this user can create and chmod"}
 	}
 	return ctx, release, nil

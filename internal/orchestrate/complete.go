@@ -6,6 +6,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // interruptedAfterDump says whether, before a restore verifies it, the
@@ -49,13 +50,13 @@ func (o *Orchestrator) FinishCheckpoint(ctx context.Context, dir string) (*manif
 	defer release()
 	m, err := manifest.Read(dir)
 	if err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was changed", Remedy: restoreRemedy(err, dir)}
+		return nil, &report.StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was changed", Remedy: restoreRemedy(err, dir)}
 	}
 	if !m.Unfinished() {
 		return m, fmt.Errorf("%s: the checkpoint already finished (its manifest has digests); nothing to do: %w", dir, ErrNothingToFinish)
 	}
 	if err := o.complete(ctx, id, dir, m); err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "the checkpoint is still unfinished",
+		return nil, &report.StepError{Op: "checkpoint", ID: id, Step: StepComplete, Err: err, Outcome: "the checkpoint is still unfinished",
 			Remedy: "free space in " + dir + " or make it writable and retry; if CRIU's dump did not complete, re-take the checkpoint"}
 	}
 	return m, nil

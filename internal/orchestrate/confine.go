@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/cryo-gpu/cryo/internal/confine"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // confineStep is the step of a restore's check that refuses a restore into a container whose checkpoint
@@ -27,5 +28,5 @@ func confineError(id string, err error) error {
 	if !errors.Is(err, confine.ErrExceedsSpec) {
 		remedy = "the checkpoint's CRIU images cannot be read: take the checkpoint again"
 	}
-	return &StepError{Op: "restore", ID: id, Step: StepConfine, Err: err, Outcome: "nothing was restored", Remedy: remedy}
+	return &report.StepError{Op: "restore", ID: id, Step: StepConfine, Err: err, Outcome: "nothing was restored", Remedy: remedy}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // EndCheckpoint is the second phase of a checkpoint whose dump ran outside
@@ -20,7 +21,7 @@ import (
 func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir string) (*manifest.Manifest, error) {
 	m, err := manifest.Read(imageDir)
 	if err != nil {
-		return nil, &StepError{Op: "checkpoint", ID: t.ID, Step: StepDigests, Err: err,
+		return nil, &report.StepError{Op: "checkpoint", ID: t.ID, Step: StepDigests, Err: err,
 			Outcome: "CRIU's dump went ahead without cryo's manifest", Remedy: "re-take the checkpoint"}
 	}
 	c := o.newCheckpoint(t, imageDir)
@@ -33,7 +34,7 @@ func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir str
 	defer release()
 	c.m.AddStep(string(StepDump), dumpTime(imageDir), nil)
 	err = c.run(ctx, []step{{name: StepDigests, do: c.digests}, c.seal()})
-	if se, ok := err.(*StepError); ok {
+	if se, ok := err.(*report.StepError); ok {
 		se.Outcome = "CRIU's dump is complete, and the checkpoint in " + imageDir + " is unfinished"
 		se.Remedy = "free space in " + imageDir + " or make it writable, then run `cryo checkpoint --finish " + imageDir + "`"
 	}

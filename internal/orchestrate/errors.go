@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/containerd/errdefs"
 	"github.com/cryo-gpu/cryo/internal/criu"
+	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -38,25 +40,24 @@ const (
 
 // Sentinel errors of the orchestration; test with errors.Is.
 var (
-	// ErrNoProcess: the target has no process (a dead pid, an empty container).
-	ErrNoProcess = errors.New("no process to checkpoint")
+	// errNoTarget: the target has no process at all (an empty
+	// container). It is cuda.ErrNoProcess, cryo's one "no process", in the
+	// words of a whole target, so that one errors.Is and one class cover
+	// both.
+	errNoTarget = report.Sentinel("no process to checkpoint", cuda.ErrNoProcess)
 	// ErrRollback: a checkpoint failed and CUDA could not be resumed either.
 	ErrRollback = errors.New("CUDA could not be resumed after a failed checkpoint")
 	// ErrDirInUse: the image directory already holds a checkpoint.
-	ErrDirInUse = errors.New("image directory already holds a checkpoint")
+	ErrDirInUse = report.Sentinel("image directory already holds a checkpoint", errdefs.ErrAlreadyExists)
 	// ErrDirNotEmpty: the image directory holds files of its own, which a
 	// checkpoint would digest and carry into its image.
-	ErrDirNotEmpty = errors.New("image directory is not empty")
+	ErrDirNotEmpty = report.Sentinel("image directory is not empty", errdefs.ErrAlreadyExists)
 	// ErrNothingToFinish: `cryo checkpoint --finish` on a checkpoint that
 	// finished.
 	ErrNothingToFinish = errors.New("checkpoint already finished")
 	// ErrNoCRIU: no CRIU binary was found.
-	ErrNoCRIU = errors.New("CRIU not found")
+	ErrNoCRIU = report.Sentinel("CRIU not found", errdefs.ErrFailedPrecondition)
 )
-
-// StepError is a failed checkpoint or restore: cryo's one error report
-// (see report.StepError), whose Step is one of the StepName values.
-type StepError = report.StepError
 
 // CRIUError is a failed CRIU (or runc) call. Dump and restore callbacks
 // return it so that the orchestration can name the log in its message.

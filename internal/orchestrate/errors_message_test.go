@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/report"
@@ -46,7 +47,7 @@ func TestFailureMessages(t *testing.T) {
 		fmt.Errorf("pid 927: lock: %w", fmt.Errorf("cuda lock pid 927: no answer within 10s, helper killed (the GPU work did not drain, or the process is stopped, or frozen and needs a thaw): %w", cuda.ErrTimeout)))
 	words := func(front string) FrontEnd {
 		w := FrontEnd{}
-		for k, name := range map[report.Key]string{RemedyUnixSocket: "RemedyUnixSocket", RemedyTerminal: "RemedyTerminal", RemedyTCP: "RemedyTCP", RemedyLockTimeout: "RemedyLockTimeout"} {
+		for k, name := range map[report.Key]string{criu.RefusedUnixSocket: "RemedyUnixSocket", criu.RefusedTerminal: "RemedyTerminal", criu.RefusedTCP: "RemedyTCP", RemedyLockTimeout: "RemedyLockTimeout"} {
 			w[k] = front + " words for " + name
 		}
 		return w
@@ -92,8 +93,8 @@ func TestFailureMessages(t *testing.T) {
 // A StepError around a StepError of the same run says its prefix once, and
 // a cause with its own remedy gives the one remedy.
 func TestStepErrorOnce(t *testing.T) {
-	inner := &StepError{Op: "checkpoint", ID: "pid 7", Step: StepSuspend, Err: errors.New("suspend: pid 7: lock: busy"), Remedy: "wait"}
-	outer := &StepError{Op: "checkpoint", ID: "pid 7", Step: StepSuspend, Err: fmt.Errorf("checkpoint: %w", inner), Outcome: "the processes were left running"}
+	inner := &report.StepError{Op: "checkpoint", ID: "pid 7", Step: StepSuspend, Err: errors.New("suspend: pid 7: lock: busy"), Remedy: "wait"}
+	outer := &report.StepError{Op: "checkpoint", ID: "pid 7", Step: StepSuspend, Err: fmt.Errorf("checkpoint: %w", inner), Outcome: "the processes were left running"}
 	want := "checkpoint of pid 7 failed at step suspend: pid 7: lock: busy; the processes were left running; remedy: wait"
 	if got := outer.Error(); got != want {
 		t.Errorf("nested:\n got: %s\nwant: %s", got, want)

@@ -16,7 +16,7 @@ const findAttempts = 3
 // sleep) may exit between the listing and the scan; FindLive skips them,
 // since a process that is gone needs no checkpoint. Only when every listed
 // pid is gone is the list taken again, and that failing findAttempts times
-// fails the call with ErrNoProcess.
+// fails the call with cuda.ErrNoProcess.
 func (o *Orchestrator) findCUDA(ctx context.Context, t Target) ([]int, []cuda.Process, []cuda.Skipped, error) {
 	var err error
 	for i := 0; i < findAttempts; i++ {
@@ -25,7 +25,7 @@ func (o *Orchestrator) findCUDA(ctx context.Context, t Target) ([]int, []cuda.Pr
 			return nil, nil, nil, err
 		}
 		if len(pids) == 0 {
-			return nil, nil, nil, ErrNoProcess
+			return nil, nil, nil, errNoTarget
 		}
 		procs, skipped, ferr := o.driver().FindLive(ctx, pids)
 		if ferr == nil {

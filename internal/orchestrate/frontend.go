@@ -22,26 +22,15 @@ type FrontEnd = report.Wording
 func WithFrontEnd(f FrontEnd) Option { return func(o *Orchestrator) { o.FrontEnd = f } }
 
 // The remedies whose words depend on the front end: a CRIU dump refusal
-// the user fixes by asking for an option, and a driver lock that did not
-// return in time. A front end's Wording gives words to every one of them.
-const (
-	RemedyTerminal    report.Key = "terminal"        // the tree is attached to a terminal
-	RemedyTCP         report.Key = "tcp-established" // an established TCP connection
-	RemedyUnixSocket  report.Key = "ext-unix-sk"     // a unix socket to a process outside the tree
-	RemedyFileLock    report.Key = "file-locks"      // a held file lock
-	RemedyLockTimeout report.Key = "lock-timeout"    // the driver's lock did not return in time
-)
+// the user fixes by asking for an option (each criu refusal is its own
+// key: criu.RefusedTerminal and the others), and a driver lock that did
+// not return in time. A front end's Wording gives words to every one of
+// them.
+const RemedyLockTimeout report.Key = "lock-timeout" // the driver's lock did not return in time
 
-// RemedyKeys are the keys a front end words.
-var RemedyKeys = []report.Key{RemedyTerminal, RemedyTCP, RemedyUnixSocket, RemedyFileLock, RemedyLockTimeout}
-
-// refusalRemedies are the remedies of the dump refusals CRIU's log shows.
-var refusalRemedies = map[criu.Refusal]report.Key{
-	criu.RefusedTerminal:   RemedyTerminal,
-	criu.RefusedTCP:        RemedyTCP,
-	criu.RefusedUnixSocket: RemedyUnixSocket,
-	criu.RefusedFileLock:   RemedyFileLock,
-}
+// RemedyKeys are the keys a front end words: every refusal CRIU's log can
+// show, and the lock timeout.
+var RemedyKeys = append(criu.Refusals(), RemedyLockTimeout)
 
 // refusalOf reads CRIU's log behind err for a refusal; "" if none.
 func refusalOf(err error) report.Key {
@@ -49,7 +38,7 @@ func refusalOf(err error) report.Key {
 	if !errors.As(err, &ce) {
 		return ""
 	}
-	return refusalRemedies[criu.RefusalIn(ce.LogPath)]
+	return criu.RefusalIn(ce.LogPath)
 }
 
 // remedy words k as the front end does; false if it has no words for k.

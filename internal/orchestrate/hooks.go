@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/cryo-gpu/cryo/internal/hook"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // The hook steps: a container's own actions, run by the step runner like
@@ -50,7 +51,7 @@ func firstPID(ctx context.Context, t Target) (int, error) {
 		return 0, err
 	}
 	if len(pids) == 0 {
-		return 0, ErrNoProcess
+		return 0, errNoTarget
 	}
 	return pids[0], nil
 }
@@ -145,7 +146,7 @@ func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int) step {
 
 // postHookError is the restore's error for a failed post-restore hook.
 func postHookError(id string, err error) error {
-	return &StepError{Op: "restore", ID: id, Step: StepPostHook, Err: err,
+	return &report.StepError{Op: "restore", ID: id, Step: StepPostHook, Err: err,
 		Outcome: "the restored processes run, with their GPU state; the hook's action did not take place",
 		Remedy:  "run the hook's action by hand (or fix the server and restart it); give a longer deadline if it timed out"}
 }
@@ -154,7 +155,7 @@ func postHookError(id string, err error) error {
 // its post-restore hook: the processes run, and the front end reports the
 // error without treating the restore as failed.
 func PostHookFailed(err error) bool {
-	var se *StepError
+	var se *report.StepError
 	return errors.As(err, &se) && se.Step == StepPostHook
 }
 

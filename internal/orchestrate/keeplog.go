@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/criu"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // KeepCRIULogs saves the evidence of a failed restore from a work directory
@@ -65,7 +66,7 @@ func logPathsOf(err error) []*string {
 		return nil
 	case *CRIUError:
 		out = append(out, &x.LogPath)
-	case *StepError:
+	case *report.StepError:
 		out = append(out, &x.LogPath)
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

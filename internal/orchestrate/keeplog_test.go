@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A failed image restore's work directory is removed; its CRIU log is kept
@@ -23,7 +25,7 @@ func TestKeepCRIULogs(t *testing.T) {
 	if err := os.WriteFile(log, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := fmt.Errorf("restore: %w", &StepError{Op: "restore", Step: "criu restore", LogPath: log,
+	err := fmt.Errorf("restore: %w", &report.StepError{Op: "restore", Step: "criu restore", LogPath: log,
 		Err: &CRIUError{Op: "restore", LogPath: log, Err: errors.New("criu failed")}})
 	kept, err := KeepCRIULogs(err, work, keep)
 	if len(kept) != 1 {
@@ -39,7 +41,7 @@ func TestKeepCRIULogs(t *testing.T) {
 	if fi, err := os.Stat(kept[0]); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("kept log %s: %v %v", kept[0], err, fi)
 	}
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || se.LogPath != kept[0] {
 		t.Fatalf("the step error does not name the kept log: %+v", se)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/lock"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // One owner per target: every checkpoint or restore holds a lock on its
@@ -46,8 +47,8 @@ func (o *Orchestrator) lockDir() string {
 
 // lockError is a failed lock as a *StepError: a busy target was left
 // exactly as it was.
-func (o *Orchestrator) lockError(op, id string, err error) *StepError {
-	e := &StepError{Op: op, ID: id, Step: StepLock, Err: err, Outcome: "nothing was done, the processes were not touched"}
+func (o *Orchestrator) lockError(op, id string, err error) *report.StepError {
+	e := &report.StepError{Op: op, ID: id, Step: StepLock, Err: err, Outcome: "nothing was done, the processes were not touched"}
 	if errors.Is(err, lock.ErrBusy) {
 		e.Remedy = "wait for that run to finish, then retry"
 	} else {

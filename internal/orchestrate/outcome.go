@@ -252,7 +252,7 @@ func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
 	if w.intact() {
 		return nil
 	}
-	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
+	e := &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
 		Outcome: "the checkpoint in " + c.dir + " is complete"}
 	if len(w.gone) > 0 {
 		e.Fate = report.FateLostKept

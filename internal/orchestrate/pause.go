@@ -8,6 +8,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // The GPU-free pause: a paused container gives its GPU memory back.
@@ -94,7 +95,7 @@ func (c *checkpoint) recordPause() error {
 // failed suspend).
 func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, outcome string) error {
 	c.wakeAfterFailure(ctx)
-	e := &StepError{Op: "pause", ID: c.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
+	e := &report.StepError{Op: "pause", ID: c.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
 	e.Err, e.Outcome = rolledBackOutcome(err, outcome, pauseUntouched)
 	if interrupted(ctx) {
 		// Checked as an interrupted checkpoint is: the message says once
@@ -159,7 +160,7 @@ func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.C
 		if r != nil && !o.anyAlive(r.pids()) {
 			o.removePause(t.ID) // the processes are gone (a checkpoint with --exit)
 		}
-		return &StepError{Op: "resume", ID: t.ID, Step: StepThaw, Err: err, Outcome: "the container stays paused",
+		return &report.StepError{Op: "resume", ID: t.ID, Step: StepThaw, Err: err, Outcome: "the container stays paused",
 			Remedy: "check the container's state and its cgroup, then retry"}
 	}
 	if r == nil {
@@ -198,7 +199,7 @@ func (o *Orchestrator) resumePaused(ctx context.Context, t Target, r *pauseRecor
 // resumeError says that the container runs again but CUDA did not come
 // back: its processes are suspended still, or their GPU state is lost.
 func (o *Orchestrator) resumeError(ctx context.Context, id string, pids []int, err error) error {
-	e := &StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
+	e := &report.StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
 		Outcome: "the container is thawed, but " + procsNow(pids),
 		Remedy:  "run `cryo cuda resume " + pidList(pids) + "`"}
 	if lost := o.driver().LostPIDs(ctx, pids, err); len(lost) > 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // TestPauseResume: a pause suspends CUDA (the fake frees the device
@@ -74,9 +75,9 @@ func TestPauseRollsBack(t *testing.T) {
 				fault(t, "lock", app.PID, "error 2")
 			}
 			err := o.Pause(context.Background(), target, freeze)
-			var se *StepError
+			var se *report.StepError
 			if !errors.As(err, &se) || se.Step != string(step) || se.Remedy == "" {
-				t.Fatalf("want a StepError at %s with a remedy, got %v", step, err)
+				t.Fatalf("want a report.StepError at %s with a remedy, got %v", step, err)
 			}
 			if froze != (step == StepFreeze) || cudaState(t, o, app.PID) != "running" {
 				t.Fatalf("froze %v, CUDA %s after a failure at %s: want running", froze, cudaState(t, o, app.PID), step)

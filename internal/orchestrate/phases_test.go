@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // breakAt arranges for the checkpoint of app into dir to fail at step, and
@@ -56,9 +57,9 @@ func TestCheckpointFailureTable(t *testing.T) {
 				o.Config.HashAfterDump = step == StepDigests // the failing hash runs after the dump
 				target := Target{ID: "table", PIDs: func(context.Context) ([]int, error) { return []int{app.PID}, nil }}
 				m, err := o.Checkpoint(context.Background(), target, dir, leave, breakAt(t, o, step, app, dir))
-				var se *StepError
+				var se *report.StepError
 				if !errors.As(err, &se) || se.Step != string(step) {
-					t.Fatalf("want a StepError at %s, got %v", step, err)
+					t.Fatalf("want a report.StepError at %s, got %v", step, err)
 				}
 				if last := m.Steps[len(m.Steps)-1]; last.Name != string(step) && last.Name != string(StepRollback) {
 					t.Fatalf("manifest steps end with %+v, want %s (or its rollback)", last, step)
@@ -108,9 +109,9 @@ func TestBeginCheckpoint(t *testing.T) {
 	broken := t.TempDir()
 	os.MkdirAll(filepath.Join(broken, manifest.ManifestName, "x"), 0o700)
 	_, err = o.BeginCheckpoint(context.Background(), target, broken)
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || se.Step != StepManifest {
-		t.Fatalf("want a StepError at manifest, got %v", err)
+		t.Fatalf("want a report.StepError at manifest, got %v", err)
 	}
 	if st, _ := o.driver().State(context.Background(), app.PID); st != cuda.StateRunning {
 		t.Fatalf("after a failed first phase CUDA is %v, want running", st)
@@ -146,10 +147,10 @@ func TestEndCheckpoint(t *testing.T) {
 		}
 		app.WaitTicks(t, 2)
 		back, rerr := manifest.Read(dir)
-		var se *StepError
+		var se *report.StepError
 		switch {
 		case fails && (!errors.As(err, &se) || se.Step != StepDigests || !strings.Contains(se.Remedy, "--finish")):
-			t.Fatalf("failing digests: %v, want a StepError at digests naming --finish", err)
+			t.Fatalf("failing digests: %v, want a report.StepError at digests naming --finish", err)
 		case fails && (rerr != nil || !back.Unfinished()):
 			t.Fatalf("after failing digests the manifest is %+v (%v), want it unfinished", back, rerr)
 		case !fails && (err != nil || rerr != nil || back.Unfinished() || back.Digests["pages-1.img"] == ""):

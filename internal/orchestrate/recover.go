@@ -58,7 +58,7 @@ func (o *Orchestrator) Recover(ctx context.Context, pid int) (*RecoverResult, er
 	r := &recovery{o: o, id: fmt.Sprintf("pid %d", pid)}
 	pids, err := ProcessTree(pid)
 	if err != nil {
-		return nil, &StepError{Op: "recover", ID: r.id, Step: StepFind, Err: err, Outcome: "nothing was done",
+		return nil, &report.StepError{Op: "recover", ID: r.id, Step: StepFind, Err: err, Outcome: "nothing was done",
 			Remedy: "check the pid (ps -p PID); a tree that is gone can only be restored from a complete checkpoint (cryo restore --dir DIR)"}
 	}
 	r.pids = pids
@@ -170,7 +170,7 @@ func (r *recovery) check(ctx context.Context) error {
 
 // failed words a failed recovery with what a check finds now.
 func (r *recovery) failed(ctx context.Context, s StepName, err error, _ string) error {
-	e := &StepError{Op: "recover", ID: r.id, Step: string(s), Err: err}
+	e := &report.StepError{Op: "recover", ID: r.id, Step: string(s), Err: err}
 	w := r.o.checkWorkload(ctx, r.pids, r.cuda)
 	e.Outcome = "checked now: " + w.String()
 	switch {

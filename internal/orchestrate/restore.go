@@ -12,6 +12,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // CheckRestore reads the manifest in imageDir, verifies the digests of the
@@ -46,7 +47,7 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 				return interruptedRestore(ctx, id, s, "nothing was restored")
 			}
 			if d, ok := RestoreDeadline(ctx); ok && PastDeadline(ctx, err) {
-				return &StepError{Op: "restore", ID: id, Step: string(s), Err: DeadlineExceededIn("check", d.Limit, err),
+				return &report.StepError{Op: "restore", ID: id, Step: string(s), Err: DeadlineExceededIn("check", d.Limit, err),
 					Outcome: "nothing was restored", Remedy: RestoreDeadlineRemedy}
 			}
 			return checkRestoreError(id, imageDir, s, err)
@@ -101,13 +102,13 @@ func (o *Orchestrator) hostPortsStep(id, dir string, scope GPUScope) step {
 func checkRestoreError(id, dir string, s StepName, err error) error {
 	switch s {
 	case StepComplete:
-		return &StepError{Op: "restore", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was restored",
+		return &report.StepError{Op: "restore", ID: id, Step: StepComplete, Err: err, Outcome: "nothing was restored",
 			Remedy: "free space in " + dir + " or make it writable, then retry (or run `cryo checkpoint --finish " + dir + "`)"}
 	case StepConfine:
 		return confineError(id, err)
 	}
 	// The verify step's (the ports step does not fail).
-	return &StepError{Op: "restore", ID: id, Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, dir)}
+	return &report.StepError{Op: "restore", ID: id, Step: StepVerify, Err: err, Outcome: "nothing was restored", Remedy: restoreRemedy(err, dir)}
 }
 
 func (o *Orchestrator) verify(ctx context.Context, id, dir string, scope GPUScope) (*manifest.Manifest, error) {
@@ -374,7 +375,7 @@ func resumeError(ctx context.Context, t Target, err error) error {
 	if pids, perr := t.PIDs(ctx); perr == nil {
 		outcome = "after the restore, " + procsNow(pids)
 	}
-	return &StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
+	return &report.StepError{Op: "restore", ID: t.ID, Step: StepResume, Err: err,
 		Outcome: outcome,
 		Remedy:  "run `cryo recover PID` (see `cryo cuda state PID`), or kill them and restore again"}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // CheckRestore runs as a sequence on the runner: only the steps that apply
@@ -18,7 +19,7 @@ func TestCheckRestoreSteps(t *testing.T) {
 	o := New(testConfig, WithEvents(func(e Event) { events = append(events, fmt.Sprintf("%s done=%v", e.Step, e.Done)) }))
 	dir := t.TempDir()
 	_, err := o.CheckRestore(context.Background(), "c1", dir, GPUScope{})
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || se.Step != StepVerify || !errors.Is(err, manifest.ErrNotCheckpoint) || se.Outcome != "nothing was restored" || se.Remedy != restoreRemedy(err, dir) {
 		t.Fatalf("want the verify step's error, got %#v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // ErrRestoreDeadline is a restore that did not finish within its deadline
@@ -107,7 +108,7 @@ func pastDeadlineIn(ctx context.Context, stage string, err error) error {
 	if !ok || !PastDeadline(ctx, err) {
 		return err
 	}
-	var se *StepError
+	var se *report.StepError
 	if errors.As(err, &se) {
 		se.Err, se.Remedy = DeadlineExceededIn(stage, d.Limit, se.Err), RestoreDeadlineRemedy
 		return err
@@ -153,5 +154,5 @@ func (o *Orchestrator) failedRestore(ctx context.Context, id string, err error, 
 			outcome += "; " + r.Removed
 		}
 	}
-	return &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: outcome, Remedy: remedy}
+	return &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: outcome, Remedy: remedy}
 }

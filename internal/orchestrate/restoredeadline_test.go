@@ -11,6 +11,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/leftovers"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 func quietOrchestrator(c config.Config) *Orchestrator {
@@ -40,9 +41,9 @@ func TestRestoreDeadlineCutsOffAHungRestore(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the restore returned after %s, want about 50ms", took)
 	}
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || !errors.Is(err, ErrRestoreDeadline) || se.Step != StepRestore {
-		t.Fatalf("error %v: want a restore-step StepError wrapping ErrRestoreDeadline", err)
+		t.Fatalf("error %v: want a restore-step report.StepError wrapping ErrRestoreDeadline", err)
 	}
 	if !cleaned {
 		t.Error("the front end's clean-up did not run")
@@ -111,7 +112,7 @@ func TestPastDeadlineInResume(t *testing.T) {
 	ctx, cancel := WithRestoreDeadline(context.Background(), Deadline{Since: time.Now().Add(-time.Minute), Limit: time.Second})
 	defer cancel()
 	<-ctx.Done()
-	inner := &StepError{Op: "restore", ID: "c1", Step: StepResume, Err: errors.New("helper killed: context deadline exceeded"), Outcome: "the restored processes were killed"}
+	inner := &report.StepError{Op: "restore", ID: "c1", Step: StepResume, Err: errors.New("helper killed: context deadline exceeded"), Outcome: "the restored processes were killed"}
 	err := pastDeadlineIn(ctx, "CUDA resume", inner)
 	for _, want := range []string{"within 1s (" + config.EnvRestoreTimeout + "): its deadline passed during the CUDA resume", "the restored processes were killed", "remedy: if the checkpoint is that large"} {
 		if !strings.Contains(err.Error(), want) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // An interrupted restore (a front end's context cancelled by a signal)
@@ -33,7 +35,7 @@ func interrupted(ctx context.Context) bool {
 // interruptedRestore is the error of a restore that a signal stopped at
 // step s, with what became of what it had begun.
 func interruptedRestore(ctx context.Context, id string, s StepName, outcome string) error {
-	return &StepError{Op: "restore", ID: id, Step: string(s),
+	return &report.StepError{Op: "restore", ID: id, Step: string(s),
 		Err:     fmt.Errorf("%w: %w", ErrRestoreInterrupted, context.Cause(ctx)),
 		Outcome: outcome, Remedy: RestoreRetryRemedy}
 }

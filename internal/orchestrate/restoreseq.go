@@ -7,6 +7,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Restorer is a front end's part of a restore, between CheckRestore and the
@@ -44,7 +45,7 @@ type Restorer struct {
 // *StepError naming the step that failed and what became of the processes.
 func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manifest, r Restorer) (int, error) {
 	if err := o.Config.RestoreTimeoutErr; err != nil {
-		return 0, &StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, Outcome: "nothing was restored",
+		return 0, &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, Outcome: "nothing was restored",
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
 	var pid int
@@ -126,7 +127,7 @@ func killRestored(ctx context.Context, r Restorer) undone {
 // killedError is the failed resume's error, saying so when the restored
 // processes were killed.
 func killedError(err error, outcome string) error {
-	var se *StepError
+	var se *report.StepError
 	if outcome != "" && errors.As(err, &se) {
 		se.Outcome = outcome
 		se.Remedy = "see the cause above, then restore again (the checkpoint itself was not changed)"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // stopping is what a failed checkpoint does before any undo: stop the
@@ -24,7 +25,7 @@ func (c *checkpoint) stopping() {
 // stepError turns a failed step into a *StepError, with the outcome the
 // runner's rollback left.
 func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, outcome string) error {
-	e := &StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
+	e := &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
 	if w, ok := c.o.remedy(RemedyLockTimeout); ok && errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = w
 	}
@@ -94,7 +95,7 @@ func checkpointRemedy(step StepName, err error, dir string) string {
 	case errors.Is(err, context.Canceled):
 		// Interrupted on purpose (Ctrl-C, SIGTERM): nothing is broken.
 		return "none needed; take the checkpoint again when you are ready"
-	case errors.Is(err, ErrNoProcess) || errors.Is(err, cuda.ErrNoProcess):
+	case errors.Is(err, cuda.ErrNoProcess):
 		return "check that the process or container is running"
 	case errors.Is(err, cuda.ErrTimeout):
 		return "the GPU work did not drain in time or the driver hung; retry, with a longer lock timeout, and run `cryo doctor`"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // TestRunnerRollback: a failed step undoes the completed steps in reverse,
@@ -48,10 +50,10 @@ func TestRunnerRollback(t *testing.T) {
 			r := &runner{o: o, op: "test", id: "x", steps: tc.steps, untouched: "untouched",
 				record: func(s StepName, _ time.Duration, _ error) { recorded = append(recorded, string(s)) },
 				failed: func(_ context.Context, s StepName, err error, outcome string) error {
-					return &StepError{Op: "test", ID: "x", Step: string(s), Err: err, Outcome: outcome}
+					return &report.StepError{Op: "test", ID: "x", Step: string(s), Err: err, Outcome: outcome}
 				}}
 			err := r.run(context.Background())
-			var se *StepError
+			var se *report.StepError
 			if !errors.As(err, &se) || se.Outcome != tc.outcome || !slices.Equal(trail, tc.undone) {
 				t.Fatalf("error %v, undos %v; want outcome %q after %v", err, trail, tc.outcome, tc.undone)
 			}

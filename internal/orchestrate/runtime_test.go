@@ -13,7 +13,9 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // sleeper starts a CPU-only child process: Find skips it without calling
@@ -67,9 +69,9 @@ func TestCheckpointDumpFails(t *testing.T) {
 		return &CRIUError{Op: "dump", LogPath: log, Err: errors.New("exit status 1")}
 	}
 	m, err := quiet().Checkpoint(context.Background(), sleeper(t), dir, false, dump)
-	var se *StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || se.Step != StepDump || se.LogPath != log {
-		t.Fatalf("want a dump StepError, got %v", err)
+		t.Fatalf("want a dump report.StepError, got %v", err)
 	}
 	for _, want := range []string{"checkpoint of test failed at step dump", "External socket is used", "CRIU log: " + log, "left running", "remedy:"} {
 		if !strings.Contains(err.Error(), want) {
@@ -84,7 +86,7 @@ func TestCheckpointDumpFails(t *testing.T) {
 func TestCheckpointNoProcess(t *testing.T) {
 	tg := Target{ID: "empty", PIDs: func(context.Context) ([]int, error) { return nil, nil }}
 	_, err := quiet().Checkpoint(context.Background(), tg, t.TempDir(), false, nil)
-	if !errors.Is(err, ErrNoProcess) {
+	if !errors.Is(err, cuda.ErrNoProcess) || !strings.Contains(err.Error(), "no process to checkpoint") {
 		t.Fatalf("got %v", err)
 	}
 }

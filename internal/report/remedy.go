@@ -56,6 +56,15 @@ func Render(cause, remedy string) string { return cause + remedySep + remedy }
 
 const remedySep = "; remedy: "
 
+// Split is the one reader of a remedy written into a message: the cause
+// before "; remedy: " and the remedy after it, or the whole message and
+// false. Only text that crossed a process boundary needs it (a report
+// quoted by containerd, a failure read back from disk); a value carries
+// its remedy as Remedied does.
+func Split(msg string) (cause, remedy string, ok bool) {
+	return strings.Cut(msg, remedySep)
+}
+
 // Key names a remedy whose words depend on the front end the user came
 // through: the fix is an option or a configuration that each tool spells
 // its own way (`--shell-job` means nothing to a ctr user). The core picks

@@ -112,7 +112,7 @@ func (e *StepError) view() view {
 		r.cause = strings.TrimSuffix(r.cause, rm.Error()) + rm.Cause()
 		r.Remedy = rm.RemedyText()
 	}
-	if cause, remedy, ok := strings.Cut(r.cause, remedySep); ok {
+	if cause, remedy, ok := Split(r.cause); ok {
 		// A remedy that reached this process as text: another cryo
 		// process's report quoted in an error (the shim's, which
 		// containerd returns to a containerd restore as a gRPC message),

@@ -52,7 +52,7 @@ func (w *wrapper) doCheckpoint(ctx context.Context, o crOpts) error {
 		w.repause(ctx, o.id)
 	}
 	if err != nil {
-		return err // a *orchestrate.StepError: container, step, outcome, remedy
+		return err // a *report.StepError: container, step, outcome, remedy
 	}
 	w.log.info("checkpoint of container %s: %d CUDA process(es) in %s", o.id, len(m.Processes), o.imagePath)
 	if pids := orchestrate.StillSuspended(m); len(pids) > 0 && o.leaveRunning {

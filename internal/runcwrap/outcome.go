@@ -8,7 +8,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/confine/outcome"
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/manifest"
-	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // armOutcome makes CRIU check the restored tasks against the bundle's spec
@@ -22,7 +22,7 @@ func (w *wrapper) armOutcome(o crOpts) *outcome.Armed {
 			return &a
 		}
 	}
-	w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: outcome.StepName, Err: err,
+	w.log.error("%v", &report.StepError{Op: "restore", ID: o.id, Step: outcome.StepName, Err: err,
 		Outcome: "nothing was restored", Remedy: "let cryo add its action script to the bundle's CRIU configuration"})
 	return nil
 }
@@ -65,7 +65,7 @@ func outcomeStep(o crOpts, m *manifest.Manifest) {
 func (w *wrapper) logRefusal(o crOpts, result string) bool {
 	err := outcomeErr(o, nil)
 	if err != nil {
-		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: outcome.StepName, Err: err, Outcome: result, Remedy: outcome.Remedy})
+		w.log.error("%v", &report.StepError{Op: "restore", ID: o.id, Step: outcome.StepName, Err: err, Outcome: result, Remedy: outcome.Remedy})
 	}
 	return err != nil
 }

@@ -15,7 +15,7 @@ var createValueFlags = map[string]bool{
 }
 
 // prepare, with CRYO_CRIU_HOOKS=1, points the bundle's CRIU configuration at
-// cryo's action script before runc reads config.json (see package hooks).
+// cryo's action script before runc reads config.json (see internal/criuaction/hooks).
 // A failure is logged and the container starts all the same: the hooks only
 // guard checkpoints that bypass cryo-runc.
 func (w *wrapper) prepare() {

@@ -15,6 +15,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // restore checks the checkpoint before runc sees it, runs `runc restore`,
@@ -28,7 +29,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	// container must not start while its processes are still suspended.
 	ctx, l, err := w.orchestrator().LockTarget(ctx, "restore", o.id)
 	if err != nil {
-		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepLock, Err: err,
+		w.log.error("%v", &report.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepLock, Err: err,
 			Outcome: "nothing was restored", Remedy: "wait for that run to finish, then retry"})
 		return exitCode(ctx, err)
 	}
@@ -43,7 +44,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	}
 	m, err := w.orchestrator().CheckRestore(ctx, o.id, o.imagePath, scope)
 	if err != nil {
-		// A *orchestrate.StepError: it says nothing was restored, and why.
+		// A *report.StepError: it says nothing was restored, and why.
 		w.log.error("%v", err)
 		return exitCode(ctx, err)
 	}
@@ -152,7 +153,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *lock.Lock, undo func()) int {
 	defer undo() // on an early return; it acts once
 	if err := w.cfg.RestoreTimeoutErr; err != nil {
-		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore, Err: err,
+		w.log.error("%v", &report.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore, Err: err,
 			Outcome: "nothing was restored", Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"})
 		return 1
 	}
@@ -204,7 +205,7 @@ func (w *wrapper) endForeground(ctx context.Context, o crOpts, cleanup func(cont
 	}
 	switch {
 	case late:
-		w.log.error("%v", &orchestrate.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore,
+		w.log.error("%v", &report.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepRestore,
 			Err: orchestrate.RestoreDeadlineExceeded(w.cfg.RestoreTimeout, nil), Outcome: outcome, Remedy: orchestrate.RestoreDeadlineRemedy})
 	case w.logRefusal(o, outcome): // the check of the restored tasks killed them
 	case strings.Contains(outcome, leftovers.ErrLeft.Error()):

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // checkpointRun is one checkpoint: its request, the task's state before it,
@@ -57,13 +58,13 @@ func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskReques
 func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTaskRequest) (*checkpointRun, error) {
 	run := &checkpointRun{req: r, start: time.Now()}
 	if err := upgradeCheckpointOptions(ctx, r); err != nil {
-		return nil, &orchestrate.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
+		return nil, &report.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
 			Remedy: "pass runc CheckpointOptions (containerd.runc.v1.CheckpointOptions)"}
 	}
 	var opts options.CheckpointOptions
 	if r.Options != nil {
 		if err := typeurl.UnmarshalTo(r.Options, &opts); err != nil {
-			return nil, &orchestrate.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
+			return nil, &report.StepError{Op: "checkpoint", ID: r.ID, Step: "read checkpoint options", Err: err,
 				Remedy: "pass runc CheckpointOptions (containerd.runc.v1.CheckpointOptions)"}
 		}
 		run.exit = opts.Exit
@@ -71,13 +72,13 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 	imageDirFromOptions(ctx, r, &opts)
 	workDir, err := criuWorkInImage(r, &opts)
 	if err != nil {
-		return nil, &orchestrate.StepError{Op: "checkpoint", ID: r.ID, Step: "prepare CRIU's work directory", Err: err,
+		return nil, &report.StepError{Op: "checkpoint", ID: r.ID, Step: "prepare CRIU's work directory", Err: err,
 			Remedy: "pass a work path in the checkpoint options (ctr task checkpoint --work-path DIR)"}
 	}
 	run.workDir = workDir
 	st, err := s.TTRPCTaskService.State(ctx, &taskv3.StateRequest{ID: r.ID})
 	if err != nil {
-		return nil, &orchestrate.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
+		return nil, &report.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
 	}
 	run.wasPaused = st.Status == task.Status_PAUSED
 	if run.pre, run.wake, err = s.hooksOf(r.ID, st.Bundle, "checkpoint"); err != nil {
@@ -110,7 +111,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	s.daemon.renewSpec(ctx, id) // for the next checkpoint, on containerd 1.x
 	s.logCheckpoint(ctx, run, err)
 	if err != nil {
-		return err // a *orchestrate.StepError: it names the step, outcome and remedy
+		return err // a *report.StepError: it names the step, outcome and remedy
 	}
 	s.copyStatsForCRI(ctx, id, cmp.Or(run.workDir, run.req.Path))
 	s.publish(ctx, runtime.TaskCheckpointedEventTopic, &eventstypes.TaskCheckpointed{

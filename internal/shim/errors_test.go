@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -71,5 +73,70 @@ func TestToGRPCMessageOnce(t *testing.T) {
 	}
 	if !errdefs.IsFailedPrecondition(got) {
 		t.Fatalf("class %v, want failed precondition", got)
+	}
+}
+
+// Every sentinel carries its containerd class where it is defined
+// (report.Sentinel), so the shim keeps no table of other packages'
+// errors: a new sentinel is one edit, in its own package. These are the
+// classes the shim has always given, and the message is kept.
+func TestSentinelsCarryTheirClass(t *testing.T) {
+	for _, c := range []struct{ sentinel, class error }{
+		{lock.ErrBusy, errdefs.ErrUnavailable},
+		{cuda.ErrTimeout, context.DeadlineExceeded},
+		{cuda.ErrNoProcess, errdefs.ErrNotFound},
+		{cuda.ErrLibraryNotFound, errdefs.ErrFailedPrecondition},
+		{cuda.ErrNoCheckpointAPI, errdefs.ErrFailedPrecondition},
+		{cuda.ErrBadState, errdefs.ErrFailedPrecondition},
+		{orchestrate.ErrNoCRIU, errdefs.ErrFailedPrecondition},
+		{orchestrate.ErrDirInUse, errdefs.ErrAlreadyExists},
+		{orchestrate.ErrDirNotEmpty, errdefs.ErrAlreadyExists},
+		{manifest.ErrIncompatibleHost, errdefs.ErrFailedPrecondition},
+		{manifest.ErrUnsupportedVersion, errdefs.ErrNotImplemented},
+		{manifest.ErrIncomplete, errdefs.ErrDataLoss},
+		{manifest.ErrCorrupt, errdefs.ErrDataLoss},
+		{manifest.ErrNoManifest, errdefs.ErrInvalidArgument},
+		{manifest.ErrNotCheckpoint, errdefs.ErrInvalidArgument},
+		{imagerestore.ErrImageNotFound, errdefs.ErrNotFound},
+		{ociimage.ErrNoSpace, errdefs.ErrResourceExhausted},
+		{ociimage.ErrUnpackLimit, errdefs.ErrResourceExhausted},
+		{orchestrate.ErrRestoreDeadline, context.DeadlineExceeded},
+		{ociimage.ErrIntegrity, errdefs.ErrDataLoss},
+		{ociimage.ErrPartsMismatch, errdefs.ErrFailedPrecondition},
+		{ociimage.ErrPartsUnbound, errdefs.ErrFailedPrecondition},
+		{ErrImageMismatch, errdefs.ErrFailedPrecondition},
+		{ociimage.ErrDecrypt, errdefs.ErrFailedPrecondition},
+		{ociimage.ErrNotCheckpointImage, errdefs.ErrInvalidArgument},
+		{ociimage.ErrNotFound, errdefs.ErrNotFound},
+		{ociimage.ErrTransfer, errdefs.ErrUnavailable},
+		{imagerestore.ErrNotContainerCheckpoint, errdefs.ErrInvalidArgument},
+		{imagerestore.ErrBadAnnotation, errdefs.ErrInvalidArgument},
+	} {
+		wrapped := fmt.Errorf("step: %w", c.sentinel)
+		if got := report.ClassIn(wrapped); got != c.class {
+			t.Errorf("%v: class %v, want %v", c.sentinel, got, c.class)
+		}
+		got := errgrpc.ToNative(toGRPC(wrapped, false))
+		if want := c.class.Error() + ": " + wrapped.Error(); !strings.HasPrefix(got.Error(), want) || errdefs.Resolve(got) != c.class {
+			t.Errorf("reply %q (%v), want %q", got, errdefs.Resolve(got), want)
+		}
+		// Inside cryo, containerd's classes are containerd's errors only.
+		if errors.Is(wrapped, c.class) {
+			t.Errorf("%v matches its class with errors.Is", c.sentinel)
+		}
+	}
+	// The two that wrap their class themselves keep it.
+	for _, s := range []error{imagerestore.ErrNotAllowed, imagetrust.ErrNotTrusted} {
+		if got := status.Convert(toGRPC(fmt.Errorf("x: %w", s), false)).Code(); got != codes.PermissionDenied {
+			t.Errorf("%v: %s", s, got)
+		}
+	}
+	// A sentinel without a class stays Unknown.
+	if got := status.Convert(toGRPC(fmt.Errorf("x: %w", cuda.ErrNotCUDA), false)).Code(); got != codes.Unknown {
+		t.Errorf("unclassed sentinel: %s", got)
+	}
+	// A wording of a sentinel is it, and has its class.
+	if err := fmt.Errorf("find: %w", report.Sentinel("no process to checkpoint", cuda.ErrNoProcess)); !errors.Is(err, cuda.ErrNoProcess) || report.ClassIn(err) != errdefs.ErrNotFound {
+		t.Errorf("a wording of cuda.ErrNoProcess: %v", report.ClassIn(err))
 	}
 }

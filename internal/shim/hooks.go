@@ -16,6 +16,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/bundle"
 	"github.com/cryo-gpu/cryo/internal/hook"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // hooksOf reads the hooks a container's spec names (cryo.io/pre-checkpoint,
@@ -26,7 +27,7 @@ import (
 func (s *service) hooksOf(id, bundleDir, op string) (pre, post *orchestrate.Hook, err error) {
 	h, err := hook.FromAnnotations(bundle.Annotations(bundleDir))
 	if err != nil {
-		return nil, nil, &orchestrate.StepError{Op: op, ID: id, Step: "read the hooks", Err: err,
+		return nil, nil, &report.StepError{Op: op, ID: id, Step: "read the hooks", Err: err,
 			Outcome: "nothing was done: the container runs on as it was",
 			Remedy:  "fix the container's (or pod's) hook annotation: " + hook.Syntax}
 	}

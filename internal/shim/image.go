@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/bundle"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A container whose spec names a checkpoint image is restored from it, on
@@ -73,7 +74,7 @@ func (s *service) createFromImage(ctx context.Context, r *taskv3.CreateTaskReque
 func (s *service) checkImageRestore(ctx context.Context, r *taskv3.CreateTaskRequest, req imagerestore.Request, reqErr error) (pendingRestore, error) {
 	who := containerLabel(r.ID, req.Container)
 	if reqErr != nil {
-		return pendingRestore{}, &orchestrate.StepError{Op: "restore", ID: who, Step: "read the checkpoint annotations", Err: reqErr,
+		return pendingRestore{}, &report.StepError{Op: "restore", ID: who, Step: "read the checkpoint annotations", Err: reqErr,
 			Outcome: "nothing was restored", Remedy: "fix the pod's " + imagerestore.Prefix + "* annotations (see docs/kubernetes.md)"}
 	}
 	began := time.Now()
@@ -131,7 +132,7 @@ func (s *service) applyRootfs(ctx context.Context, r *taskv3.CreateTaskRequest, 
 			err = orchestrate.DeadlineExceededIn("rootfs diff's application", orchestrate.RestoreLimit(ctx, 0), err)
 			remedy = orchestrate.RestoreDeadlineRemedy
 		}
-		return &orchestrate.StepError{Op: "restore", ID: containerLabel(r.ID, req.Container), Step: "apply the rootfs diff of " + req.Ref, Err: err,
+		return &report.StepError{Op: "restore", ID: containerLabel(r.ID, req.Container), Step: "apply the rootfs diff of " + req.Ref, Err: err,
 			Outcome: "nothing was restored, the container was not created", Remedy: remedy}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // armOutcome makes CRIU check the restored tasks against the bundle's
@@ -26,7 +27,7 @@ func armOutcome(id, bundle string) (outcome.Armed, error) {
 			return a, nil
 		}
 	}
-	return outcome.Armed{}, &orchestrate.StepError{Op: "restore", ID: id, Step: outcome.StepName, Err: err,
+	return outcome.Armed{}, &report.StepError{Op: "restore", ID: id, Step: outcome.StepName, Err: err,
 		Outcome: "nothing was restored", Remedy: "let cryo add its action script to the bundle's CRIU configuration"}
 }
 

@@ -3,6 +3,7 @@ package shim
 import (
 	"testing"
 
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
 	"github.com/cryo-gpu/cryo/internal/testsupport"
@@ -13,10 +14,10 @@ import (
 // TestFailureMessages).
 func TestRemedyWords(t *testing.T) {
 	want := map[report.Key]string{
-		orchestrate.RemedyUnixSocket:  "add the line ext-unix-sk to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
-		orchestrate.RemedyTerminal:    "run the container without a terminal (no `ctr run -t`, no `tty: true`): containerd then gives it pipes, which CRIU dumps",
-		orchestrate.RemedyTCP:         "for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself",
-		orchestrate.RemedyFileLock:    "add the line file-locks to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
+		criu.RefusedUnixSocket:        "add the line ext-unix-sk to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
+		criu.RefusedTerminal:          "run the container without a terminal (no `ctr run -t`, no `tty: true`): containerd then gives it pipes, which CRIU dumps",
+		criu.RefusedTCP:               "for the established TCP connection, set open_tcp in the runc checkpoint options (CheckpointOptions.OpenTcp; ctr has no flag for it: add the line tcp-established to /etc/criu/runc.conf instead); the restore keeps the connections by itself",
+		criu.RefusedFileLock:          "add the line file-locks to /etc/criu/runc.conf (ctr has no flag for it), then checkpoint again",
 		orchestrate.RemedyLockTimeout: "retry the checkpoint (ctr task checkpoint) when the container's GPU work can pause; if it times out again, run `cryo doctor` on the node",
 	}
 	testsupport.CheckWording(t, orchestrate.RemedyKeys, remedies, want)

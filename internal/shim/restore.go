@@ -13,6 +13,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Create checks a checkpoint against this host before anything else
@@ -23,7 +24,7 @@ import (
 // containerd gives no checkpoint is restored from that image (image.go).
 func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
 	if err := upgradeCreateOptions(ctx, r); err != nil {
-		return nil, toGRPC(&orchestrate.StepError{Op: "create", ID: r.ID, Step: "read task options", Err: err,
+		return nil, toGRPC(&report.StepError{Op: "create", ID: r.ID, Step: "read task options", Err: err,
 			Remedy: "pass runc.v2's task options (containerd.runc.v1.Options)"}, false)
 	}
 	runcOptionsOnly(ctx, r)
@@ -76,7 +77,7 @@ func (s *service) createFresh(ctx context.Context, r *taskv3.CreateTaskRequest) 
 func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest) (pendingRestore, error) {
 	scope, err := orchestrate.ScopeFromBundle(r.Bundle)
 	if err != nil {
-		return pendingRestore{}, &orchestrate.StepError{Op: "restore", ID: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
+		return pendingRestore{}, &report.StepError{Op: "restore", ID: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
 	}
 	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
 	if err != nil {
@@ -199,7 +200,7 @@ func restoreTCP(ctx context.Context, r *taskv3.CreateTaskRequest) (bool, error) 
 	}
 	added, err := criu.AddConfig(r.Bundle, criu.TCPEstablished)
 	if err != nil {
-		return false, &orchestrate.StepError{Op: "restore", ID: r.ID, Step: "pass tcp-established to CRIU", Err: err,
+		return false, &report.StepError{Op: "restore", ID: r.ID, Step: "pass tcp-established to CRIU", Err: err,
 			Remedy: "the checkpoint holds established TCP connections, which CRIU restores only with tcp-established"}
 	}
 	log.G(ctx).WithFields(log.Fields{"id": r.ID, "connections": n}).
@@ -245,7 +246,7 @@ func labelContainer(err error, r *taskv3.CreateTaskRequest) error {
 // labelBundle is labelContainer for task id of bundle: a failed restore's
 // error reaches the pod's events the same way.
 func labelBundle(err error, id, bundle string) error {
-	var se *orchestrate.StepError
+	var se *report.StepError
 	if !errors.As(err, &se) || se.ID != id {
 		return err
 	}

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
@@ -15,6 +14,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc"
 
+	"github.com/containerd/errdefs"
 	"github.com/cryo-gpu/cryo/internal/ociimage"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -37,7 +37,7 @@ const AnnCRIImageName = "io.kubernetes.cri.image-name"
 
 // ErrImageMismatch: the manifest the pod named is not the image the
 // container was made from.
-var ErrImageMismatch = errors.New("the image the pod names is not the image the container was made from")
+var ErrImageMismatch = report.Sentinel("the image the pod names is not the image the container was made from", errdefs.ErrFailedPrecondition)
 
 // containerRecord is what containerd's container record says of the image.
 type containerRecord struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // service is containerd's runc task service with cryo's orchestration on
@@ -96,7 +97,7 @@ func (s *service) begin(ctx context.Context, id, step string) (context.Context, 
 	}
 	ctx, l, err := s.orch(ctx).LockTarget(ctx, step, id)
 	if err != nil {
-		return ctx, nil, &orchestrate.StepError{Op: step, ID: id, Step: orchestrate.StepLock, Err: err,
+		return ctx, nil, &report.StepError{Op: step, ID: id, Step: orchestrate.StepLock, Err: err,
 			Remedy: "wait for the running checkpoint or restore of this container to finish"}
 	}
 	s.busy[id] = step
@@ -120,7 +121,7 @@ func (s *service) busyFor(id, step string) error {
 }
 
 func busyError(id, step, op string) error {
-	return &orchestrate.StepError{Op: step, ID: id, Step: orchestrate.StepLock,
+	return &report.StepError{Op: step, ID: id, Step: orchestrate.StepLock,
 		Err:    &lock.BusyError{Target: "container " + id, Holder: op + " of container " + id, PID: os.Getpid()},
 		Remedy: "wait for the running " + op + " of this container to finish, then retry"}
 }

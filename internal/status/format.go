@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cryo-gpu/cryo/internal/criuimg"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // WriteTable prints the report for people: one row per CUDA process, then
@@ -150,7 +150,7 @@ func dash(s string) string { return cmp.Or(s, "-") }
 
 // esc keeps what other processes wrote (a lock file's line, a container
 // id) from moving the terminal's cursor or recolouring it.
-func esc(s string) string { return criuimg.EscapeControl(s) }
+func esc(s string) string { return termtext.EscapeControl(s) }
 
 func (r *Report) warn(format string, args ...any) {
 	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))

@@ -7,15 +7,16 @@
 package words
 
 import (
+	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Remedies are the cryo CLI's words, passed with orchestrate.WithFrontEnd.
 var Remedies = report.Wording{
-	orchestrate.RemedyTerminal:    "add --shell-job (and give it at restore too)",
-	orchestrate.RemedyTCP:         "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
-	orchestrate.RemedyUnixSocket:  "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
-	orchestrate.RemedyFileLock:    "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
+	criu.RefusedTerminal:          "add --shell-job (and give it at restore too)",
+	criu.RefusedTCP:               "for the established TCP connection, checkpoint with `cryo checkpoint --tcp-established`; the restore keeps the connections by itself",
+	criu.RefusedUnixSocket:        "checkpoint the process at the other end of the unix socket in the same tree, or close the socket first",
+	criu.RefusedFileLock:          "release the file lock before the checkpoint (cryo checkpoint has no flag for CRIU's file-locks)",
 	orchestrate.RemedyLockTimeout: "retry with a longer --lock-timeout once the GPU work can pause; if it times out again, run `cryo doctor`",
 }

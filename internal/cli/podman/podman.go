@@ -1,6 +1,7 @@
-// Package podman holds the CLI's prechecks of a Podman restore: they ask
-// Podman's store, which only the CLI restores into, before a checkpoint is
-// unpacked. The refusals are precheck.Errors, like every other precheck's.
+// Package podman holds the CLI's calls of Podman: the prechecks of a
+// Podman restore, which ask Podman's store (only the CLI restores into
+// it) before a checkpoint is unpacked, and the restore itself. The
+// refusals are precheck.Errors, like every other precheck's.
 package podman
 
 import (

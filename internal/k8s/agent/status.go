@@ -157,7 +157,7 @@ func failureOf(err error) cryov1.Failure {
 	if errors.As(err, &se) && se.Step != "" {
 		f.Step = se.Step
 	}
-	cause, remedy, _ := strings.Cut(err.Error(), "; remedy: ")
+	cause, remedy, _ := report.Split(err.Error())
 	f.Cause, f.Remedy = reasonFor(f.Step)+": "+cause, remedy
 	return f
 }

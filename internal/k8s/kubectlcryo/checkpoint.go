@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cryov1 "github.com/cryo-gpu/cryo/api/v1alpha1"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 type checkpointFlags struct {
@@ -161,7 +162,7 @@ func failedError(key client.ObjectKey, f *cryov1.Failure) error {
 	}
 	msg := fmt.Errorf("%w: %s at step %s: %s", ErrCheckpointFailed, key, f.Step, f.Cause)
 	if f.Remedy != "" {
-		return fmt.Errorf("%w; remedy: %s", msg, f.Remedy)
+		return report.WithRemedy(msg, f.Remedy)
 	}
 	return msg
 }

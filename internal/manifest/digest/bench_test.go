@@ -16,7 +16,7 @@ import (
 // size. Compare SingleStream (one sha256 over the file, as format version 1
 // did) with Files and Verify (chunked, in parallel):
 //
-//	go test -run '^$' -bench . -benchtime 5x ./snapshot/digest/
+//	go test -run '^$' -bench . -benchtime 5x ./internal/manifest/digest/
 //
 // Measured on 1 GiB, in the page cache (seconds per op, ranges over runs on
 // a busy machine; Files and Verify include listing, stat and open):

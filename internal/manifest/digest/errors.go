@@ -1,9 +1,9 @@
 package digest
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/containerd/errdefs"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -12,10 +12,10 @@ import (
 // read is as corrupt as a file that does not match its digest.
 var (
 	// ErrCorrupt: a file of the checkpoint is damaged or missing.
-	ErrCorrupt = errors.New("checkpoint corrupt")
+	ErrCorrupt = report.Sentinel("checkpoint corrupt", errdefs.ErrDataLoss)
 	// ErrIncomplete: the checkpoint's run stopped before its manifest
 	// recorded the digests.
-	ErrIncomplete = errors.New("checkpoint did not finish")
+	ErrIncomplete = report.Sentinel("checkpoint did not finish", errdefs.ErrDataLoss)
 )
 
 // CorruptFileError is an image file whose content does not match its digest,

@@ -2,11 +2,11 @@ package archive
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/containerd/errdefs"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -36,7 +36,7 @@ const (
 const HeaderCost = 512
 
 // ErrLimit is wrapped by every refusal of a tar that goes beyond Limits.
-var ErrLimit = errors.New("tar goes beyond the unpack limits")
+var ErrLimit = report.Sentinel("tar goes beyond the unpack limits", errdefs.ErrResourceExhausted)
 
 // Limits bound one tar's metadata. A zero field takes its default.
 type Limits struct {

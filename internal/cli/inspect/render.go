@@ -1,10 +1,19 @@
-package criuimg
+// Package inspect renders what `cryo inspect` shows of a checkpoint: the
+// details criuimg decodes from its CRIU images (the process tree, files,
+// sockets, mounts, memory and CRIU's statistics) and the versions of an
+// image's summary. It is the one place that writes them for a terminal;
+// criuimg and ociimage only read. Every value a checkpoint records is
+// escaped (termtext.EscapeControl): a command line or a path can hold anything.
+package inspect
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/cryo-gpu/cryo/internal/criuimg"
+	"github.com/cryo-gpu/cryo/internal/termtext"
 )
 
 // Sections chooses what RenderSections writes, as checkpointctl's
@@ -29,11 +38,11 @@ func DefaultSections() Sections {
 // Render writes the details for a terminal: the process tree with each
 // process's command line, open files and sockets, then the mounts, the
 // memory and CRIU's statistics. Every value from the images is escaped
-// (EscapeControl): a command line or a path can hold anything.
-func Render(w io.Writer, d *Details) error { return RenderSections(w, d, DefaultSections()) }
+// (termtext.EscapeControl): a command line or a path can hold anything.
+func Render(w io.Writer, d *criuimg.Details) error { return RenderSections(w, d, DefaultSections()) }
 
 // RenderSections writes the sections s chooses, in Render's order.
-func RenderSections(w io.Writer, d *Details, s Sections) error {
+func RenderSections(w io.Writer, d *criuimg.Details, s Sections) error {
 	ew := &errWriter{w: w}
 	if s.Tree || s.Files || s.Sockets || s.Env {
 		renderTree(ew, d, s)
@@ -45,7 +54,7 @@ func RenderSections(w io.Writer, d *Details, s Sections) error {
 		renderStats(ew, d)
 	}
 	if len(d.Missing) > 0 && s == DefaultSections() {
-		fmt.Fprintf(ew, "Images not in the checkpoint: %s\n", EscapeControl(strings.Join(d.Missing, ", ")))
+		fmt.Fprintf(ew, "Images not in the checkpoint: %s\n", termtext.EscapeControl(strings.Join(d.Missing, ", ")))
 	}
 	return ew.err
 }
@@ -56,7 +65,7 @@ type node struct {
 	kids  []node
 }
 
-func renderTree(w io.Writer, d *Details, s Sections) {
+func renderTree(w io.Writer, d *criuimg.Details, s Sections) {
 	fmt.Fprintln(w, "Process tree")
 	roots := d.Roots()
 	if s.PID != 0 {
@@ -81,7 +90,7 @@ func renderTree(w io.Writer, d *Details, s Sections) {
 
 // processNode builds a process's subtree; seen guards against a damaged
 // pstree whose parents form a loop.
-func processNode(d *Details, p Process, seen map[int]bool, s Sections) node {
+func processNode(d *criuimg.Details, p criuimg.Process, seen map[int]bool, s Sections) node {
 	seen[p.PID] = true
 	n := node{label: fmt.Sprintf("%d  %s", p.PID, p.CommandLine())}
 	if s.Tree {
@@ -100,7 +109,7 @@ func processNode(d *Details, p Process, seen map[int]bool, s Sections) node {
 	if s.Sockets && len(p.Sockets) > 0 {
 		socks := node{label: "sockets"}
 		for _, k := range p.Sockets {
-			socks.kids = append(socks.kids, node{label: fmt.Sprintf("%-4d %s", k.FD, k.describe())})
+			socks.kids = append(socks.kids, node{label: fmt.Sprintf("%-4d %s", k.FD, k)})
 		}
 		n.kids = append(n.kids, socks)
 	}
@@ -118,7 +127,7 @@ func processNode(d *Details, p Process, seen map[int]bool, s Sections) node {
 	return n
 }
 
-func envNode(p Process) node {
+func envNode(p criuimg.Process) node {
 	if len(p.Env) == 0 {
 		return node{label: "environment: not read (its memory pages are not at hand)"}
 	}
@@ -134,13 +143,13 @@ func printNode(w io.Writer, n node, prefix string, last bool) {
 	if last {
 		branch, next = "└── ", "    "
 	}
-	fmt.Fprintf(w, "%s%s%s\n", prefix, branch, EscapeControl(n.label))
+	fmt.Fprintf(w, "%s%s%s\n", prefix, branch, termtext.EscapeControl(n.label))
 	for i, k := range n.kids {
 		printNode(w, k, prefix+next, i == len(n.kids)-1)
 	}
 }
 
-func renderMounts(w io.Writer, mounts []Mount) {
+func renderMounts(w io.Writer, mounts []criuimg.Mount) {
 	if len(mounts) == 0 {
 		return
 	}
@@ -155,12 +164,12 @@ func renderMounts(w io.Writer, mounts []Mount) {
 		if m.HostSource != "" {
 			fstype, source = "bind", m.HostSource
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", EscapeControl(m.MountPoint), EscapeControl(fstype), EscapeControl(source))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", termtext.EscapeControl(m.MountPoint), termtext.EscapeControl(fstype), termtext.EscapeControl(source))
 	}
 	tw.Flush()
 }
 
-func renderStats(w io.Writer, d *Details) {
+func renderStats(w io.Writer, d *criuimg.Details) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "Memory dumped:\t%s in page maps, %s in pages images\n", human(d.Memory.PagesBytes), human(d.Memory.PagesFileBytes))
