@@ -3,12 +3,11 @@
 package orchestrate
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"strings"
 	"sync/atomic"
-	"time"
+
+	fp "github.com/cryo-gpu/cryo/internal/failpoint"
 )
 
 // Built only with -tags cryo_failpoints, for the integration tests (see
@@ -21,10 +20,6 @@ import (
 // "restore", "pause", "resume"); without it the hold is a checkpoint's.
 // Tests kill cryo, signal it, or fill the disk, at a chosen step with it.
 const envHold = "CRYO_TEST_HOLD"
-
-// holdWait bounds a hold: a test that forgot its file must not leave a
-// sequence hanging for good.
-const holdWait = 2 * time.Minute
 
 // held makes a hold happen once per process: a restore's resume step is
 // also the first step of the inner sequence it runs (ResumeRestored), and
@@ -41,14 +36,7 @@ func failpoint(o *Orchestrator, op string, s StepName) {
 	if !ok || op != wantOp || wantStep != string(s) || held.Swap(true) {
 		return
 	}
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		return
-	}
-	for end := time.Now().Add(holdWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			return
-		}
-	}
+	fp.Wait(file)
 }
 
 // holdSetting is envHold from the entry point's environment, the env file

@@ -3,11 +3,10 @@
 package ctrd
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"strings"
-	"time"
+
+	fp "github.com/cryo-gpu/cryo/internal/failpoint"
 )
 
 // Built only with -tags cryo_failpoints (bin/failpoints/cryo), for the
@@ -20,12 +19,5 @@ func failpoint(step string) {
 	if !ok || want != "ctrd-restore/"+step {
 		return
 	}
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		return
-	}
-	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			return
-		}
-	}
+	fp.Wait(file)
 }
