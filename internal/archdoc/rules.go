@@ -20,7 +20,7 @@ var entries = []string{"cmd"}
 
 // leaves import no cryo package but other leaves, so that any floor may
 // use them.
-var leaves = []string{"internal/config", "internal/failpoint", "internal/procfs", "internal/progress", "internal/report", "internal/termtext", "internal/version"}
+var leaves = []string{"internal/config", "internal/failpoint", "internal/interrupt", "internal/procfs", "internal/progress", "internal/report", "internal/termtext", "internal/version"}
 
 // crossing is an import from one front end into a small package of
 // another, made to be shared.

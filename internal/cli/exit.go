@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cryo-gpu/cryo/internal/interrupt"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -50,21 +51,12 @@ func asSilent(err error) (*silentError, bool) {
 	return s, errors.As(err, &s)
 }
 
-// interrupted is the cause of the root context's cancellation by a signal.
-type interrupted struct{ sig os.Signal }
-
-func (i *interrupted) Error() string { return "interrupted by " + sigName(i.sig) }
-
-// Is makes an interrupt a cancellation for errors.Is, so that the layers
-// below, which know nothing of signals, tell it from a failure.
-func (i *interrupted) Is(target error) bool { return target == context.Canceled }
-
 // signalContext is cancelled on SIGINT, SIGTERM and SIGHUP, with the signal as
-// its cause. Commands pass it down, so that an interrupted suspend or dump
-// still rolls back instead of leaving processes locked; later signals are
-// caught too, so that a second Ctrl-C cannot cut the rollback short.
+// its cause (internal/interrupt). Commands pass it down, so that an
+// interrupted suspend or dump still rolls back instead of leaving processes
+// locked; later signals are caught too, so that a second Ctrl-C cannot cut
+// the rollback short.
 func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
 	// A reader of cryo's output that goes away (`cryo checkpoint … | head`)
 	// must not kill cryo in the middle of a checkpoint, with CUDA locked
 	// and the threads held: a write to the closed pipe fails (EPIPE), is
@@ -72,49 +64,9 @@ func signalContext() (context.Context, func()) {
 	// Caught, not ignored: an ignored signal stays ignored across exec,
 	// and CRIU, the driver helper and podman would inherit that.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case s := <-ch:
-			cancel(&interrupted{sig: s})
-			fmt.Fprintf(os.Stderr, "cryo: %s received: stopping and rolling back what is under way\n", sigName(s))
-		case <-done:
-		}
-	}()
-	return ctx, func() {
-		close(done)
-		cancel(nil)
-	}
-}
-
-// interruptedBy is the signal that cancelled ctx, or nil.
-func interruptedBy(ctx context.Context) os.Signal {
-	var i *interrupted
-	if errors.As(context.Cause(ctx), &i) {
-		return i.sig
-	}
-	return nil
-}
-
-func sigNumber(s os.Signal) int {
-	if n, ok := s.(syscall.Signal); ok {
-		return int(n)
-	}
-	return int(syscall.SIGINT)
-}
-
-func sigName(s os.Signal) string {
-	switch s {
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	}
-	return s.String()
+	return interrupt.Context(func(s syscall.Signal) {
+		fmt.Fprintf(os.Stderr, "cryo: %s received: stopping and rolling back what is under way\n", interrupt.Name(s))
+	})
 }
 
 // noArgs refuses arguments; on the root it names the unknown command and the

@@ -10,14 +10,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cryo-gpu/cryo/internal/interrupt"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // The exit status says what became of the workload, over an interrupt's
 // 128+signal; a write to a stdout without a reader is no failure.
 func TestExitStatusByFate(t *testing.T) {
-	intr, cancel := context.WithCancelCause(context.Background())
-	cancel(&interrupted{sig: os.Interrupt})
+	intr := interrupt.Cancelled(syscall.SIGINT)
 	failed := func(f report.Fate) error {
 		return &report.StepError{Op: "checkpoint", ID: "pid 7", Step: "dump", Err: errors.New("x"), Fate: f}
 	}
@@ -45,8 +45,7 @@ func TestExitStatusByFate(t *testing.T) {
 // the context's bare error (context.Canceled) and not the signal: it says
 // what was undone and checked, and the remedy.
 func TestInterruptedReportWhole(t *testing.T) {
-	intr, cancel := context.WithCancelCause(context.Background())
-	cancel(&interrupted{sig: os.Interrupt})
+	intr := interrupt.Cancelled(syscall.SIGINT)
 	step := &report.StepError{Op: "checkpoint", ID: "pid 7", Step: "suspend", Err: fmt.Errorf("pid 7: lock: %w", context.Canceled),
 		Outcome: "CUDA untouched; checked: every process was returned to running (1 process, CUDA running)", Remedy: "none needed", Fate: report.FateIntact}
 	for _, c := range []struct {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/interrupt"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
@@ -179,8 +180,8 @@ func reportError(ctx context.Context, w io.Writer, err error) int {
 // aside.
 func reportMessage(ctx context.Context, w io.Writer, err error) int {
 	// A signal that came when the work was done anyway changes nothing.
-	if sig := interruptedBy(ctx); sig != nil && err != nil {
-		var named *interrupted
+	if sig := interrupt.By(ctx); sig != 0 && err != nil {
+		var named *interrupt.Error
 		switch {
 		case errors.As(err, &named):
 			fmt.Fprintf(w, "cryo: %v\n", err) // the step and its rollback name the signal
@@ -188,17 +189,17 @@ func reportMessage(ctx context.Context, w io.Writer, err error) int {
 			// A bare cancellation says nothing more. A step's report
 			// does (what was undone, what was checked, the remedy), even
 			// where the step got the context's error, not its cause.
-			fmt.Fprintf(w, "cryo: interrupted by %s\n", sigName(sig))
+			fmt.Fprintf(w, "cryo: interrupted by %s\n", interrupt.Name(sig))
 		default:
-			fmt.Fprintf(w, "cryo: interrupted by %s: %v\n", sigName(sig), err)
+			fmt.Fprintf(w, "cryo: interrupted by %s: %v\n", interrupt.Name(sig), err)
 		}
-		return 128 + sigNumber(sig)
+		return interrupt.ExitCode(sig)
 	}
 	if err == nil {
-		if sig := interruptedBy(ctx); sig != nil {
+		if sig := interrupt.By(ctx); sig != 0 {
 			// Past the point where it could be undone (a checkpoint's last
 			// write, a restore whose CRIU is done), the command completed.
-			fmt.Fprintf(w, "cryo: %s came once the command could no longer be undone: it completed\n", sigName(sig))
+			fmt.Fprintf(w, "cryo: %s\n", interrupt.Completed(sig))
 		}
 		return ExitOK
 	}

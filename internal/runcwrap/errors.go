@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/cryo-gpu/cryo/internal/interrupt"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -46,8 +47,8 @@ func exitCode(ctx context.Context, err error) int {
 	case report.FateLost:
 		return exitLost
 	}
-	if sig := interruptedBy(ctx); sig != 0 && err != nil {
-		return 128 + int(sig)
+	if sig := interrupt.By(ctx); sig != 0 && err != nil {
+		return interrupt.ExitCode(sig)
 	}
 	var e *exitError
 	if errors.As(err, &e) && e.code != 0 {

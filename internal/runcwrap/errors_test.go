@@ -2,11 +2,11 @@ package runcwrap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"syscall"
 	"testing"
 
+	"github.com/cryo-gpu/cryo/internal/interrupt"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -37,20 +37,4 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
-// An interrupt is a cancellation to the layers below, and names its signal.
-func TestInterruptCause(t *testing.T) {
-	ctx := interruptedCtx(syscall.SIGTERM)
-	if interruptedBy(ctx) != syscall.SIGTERM || interruptedBy(context.Background()) != 0 {
-		t.Fatalf("interruptedBy: %v, %v", interruptedBy(ctx), interruptedBy(context.Background()))
-	}
-	c := context.Cause(ctx)
-	if !errors.Is(c, context.Canceled) || c.Error() != "interrupted by SIGTERM" {
-		t.Fatalf("cause %q (a cancellation: %v)", c, errors.Is(c, context.Canceled))
-	}
-}
-
-func interruptedCtx(sig syscall.Signal) context.Context {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(&interrupted{sig: sig})
-	return ctx
-}
+func interruptedCtx(sig syscall.Signal) context.Context { return interrupt.Cancelled(sig) }
