@@ -20,9 +20,11 @@ import (
 // driver and CRIU have its zeros no more to copy, and allocated again once
 // the restored server runs. The restore's first output counts from the
 // restore command to the first answer, which comes after the wake hook's
-// answer (cryo-runc returns once the hook has answered). Rows "cryo with
-// sleep hook …" beside the llm rows; CRYO_BENCH_LLM_SLEEP=0 skips it.
-func (b *bench) llmSleep(py *hostPython, model, script string, args []string, mib int) {
+// answer (cryo-runc returns once the hook has answered). The GPU is free
+// once its memory is back at base MiB; the same image is restored again
+// with the page cache dropped, as on a fresh node. Rows "cryo with sleep
+// hook …" beside the llm rows; CRYO_BENCH_LLM_SLEEP=0 skips it.
+func (b *bench) llmSleep(py *hostPython, model, script string, args []string, mib, base int) {
 	t := b.t
 	if os.Getenv("CRYO_BENCH_LLM_SLEEP") == "0" || !slices.Contains(benchOrder(), "cryo") {
 		return
@@ -47,16 +49,24 @@ func (b *bench) llmSleep(py *hostPython, model, script string, args []string, mi
 	})
 	img := filepath.Join(t.TempDir(), "img")
 	flushDirty(t)
+	free := watchGPUFree(t, base)
 	b.row("llm", mib, v+" checkpoint", s.c.checkpoint(img).Seconds())
+	b.row("llm", mib, v+" GPU free", free().Seconds())
 	b.row("llm", mib, v+" image bytes", float64(dirBytes(t, img)))
-	s.c.log = &testsupport.Buffer{}
-	start := b.restoreAs("llm", mib, "cryo", s.c, img, ", sleep hook")
-	first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
-	b.row("llm", mib, v+" restore to first output", time.Since(start).Seconds())
-	if first != s.answers[0] {
-		t.Fatalf("llm (sleep hook): after the restore %q, before %q", first, s.answers[0])
+	for _, suffix := range []string{"", ", page cache dropped"} {
+		s.c.log = &testsupport.Buffer{}
+		if suffix != "" {
+			dropCaches(t)
+		}
+		start := b.restoreAs("llm", mib, "cryo", s.c, img, ", sleep hook"+suffix)
+		first := firstAnswer(t, s.addr, "infer 1", 3*time.Minute, s.c.log.String)
+		b.row("llm", mib, v+" restore to first output"+suffix, time.Since(start).Seconds())
+		if first != s.answers[0] {
+			t.Fatalf("llm (sleep hook%s): after the restore %q, before %q", suffix, first, s.answers[0])
+		}
+		s.check(t) // the pool is back, zeroed, with its prefix cache
+		s.c.remove()
 	}
-	s.check(t) // the pool is back, zeroed, with its prefix cache
 	_ = os.RemoveAll(img)
 }
 

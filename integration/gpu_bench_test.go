@@ -333,7 +333,7 @@ func (b *bench) llm() {
 		_ = os.RemoveAll(img)
 		waitFor(t, time.Minute, "the GPU memory to return to its baseline", func() bool { return gpuMemoryUsedMiB(t) <= base+8 })
 	}
-	b.llmSleep(py, model, script, args, mib)
+	b.llmSleep(py, model, script, args, mib, base)
 }
 
 // llmCacheArgs are llmserve's pool arguments from $CRYO_LLM_GPU_UTIL or

@@ -88,15 +88,19 @@ def llm_section(rows, order):
                 out.append(f"\n{mode}: cold start / restore from a cold page cache = {cold / r:.2f}×")
         hooked = [(name, g(a), g("cryo with sleep hook " + b), fmt) for name, a, b, fmt in (
             ("checkpoint", "cryo checkpoint", "checkpoint", s),
+            ("GPU free after the checkpoint began", "cryo GPU free", "GPU free", s),
             ("image", "cryo image bytes", "image bytes", gb),
-            ("restore to first answer, page cache warm", "cryo restore to first output", "restore to first output", s))]
+            ("restore to first answer, page cache warm", "cryo restore to first output", "restore to first output", s),
+            ("restore to first answer, page cache dropped", "cryo restore to first output, page cache dropped", "restore to first output, page cache dropped", s))]
         if any(h for _, _, h, _ in hooked):
             out += ["\nWith the server's sleep and wake endpoints as the container's hooks (cryo.io/pre-checkpoint POST /sleep?level=1, cryo.io/post-restore POST /wake_up; the first answer comes after the wake):\n",
                     "| figure | cryo | cryo with sleep hook | hook/plain |", "|---|---|---|---|"]
             out += [f"| {name} | {fmt(a)} | {fmt(h)} | {ratio(h, a)} |" for name, a, h, fmt in hooked]
-        for suffix, label in (("", "page cache warm"), (", page cache dropped", "page cache dropped"), (", sleep hook", "sleep hook")):
+        for suffix, label in (("", "page cache warm"), (", page cache dropped", "page cache dropped"), (", sleep hook", "sleep hook"),
+                              (", sleep hook, page cache dropped", "sleep hook, page cache dropped")):
             rs = [(k[len("cryo restore step: "):-len(suffix) or None], v) for k, v in rows[key].items()
-                  if k.startswith("cryo restore step: ") and k.endswith(suffix) and (suffix or ("page cache" not in k and "sleep hook" not in k))]
+                  if k.startswith("cryo restore step: ") and k.endswith(suffix)
+                  and (suffix or "page cache" not in k) and ("sleep hook" in suffix or "sleep hook" not in k)]
             if rs:
                 out.append(f"\ncryo's restore steps ({label}): " + ", ".join(f"{n} {v:.2f} s" for n, v in rs))
         steps = [(k[len("cold start step: "):], v) for k, v in rows[key].items() if k.startswith("cold start step: ")]
