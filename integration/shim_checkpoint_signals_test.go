@@ -122,7 +122,7 @@ func TestShimCheckpointSignalSweep(t *testing.T) {
 
 // run is one case of the sweep.
 func (r *shimSigRig) run(t *testing.T, c shimCase, steps []orchestrate.StepName) {
-	d := r.with(t)
+	d := r.d.with(t)
 	id := uniqueID("cs")
 	d.runApp(id)
 	t.Cleanup(func() { d.remove(id) })
@@ -180,13 +180,6 @@ func (r *shimSigRig) run(t *testing.T, c shimCase, steps []orchestrate.StepName)
 	default:
 		r.stoppedAfter(t, d, c, id, pid, shim, code, out, dir)
 	}
-}
-
-// with is the rig's daemon reporting to t, a subtest.
-func (r *shimSigRig) with(t *testing.T) *daemon {
-	d := *r.d
-	d.t = t
-	return &d
 }
 
 // arm sets the case's hold: the failpoint before its step, or CRIU's
@@ -257,7 +250,7 @@ func notInShimGroup(t *testing.T, shim int, pids []int) {
 func (r *shimSigRig) stoppedAfter(t *testing.T, d *daemon, c shimCase, id string, pid, shim, code int, out, dir string) {
 	t.Helper()
 	if code != 0 {
-		t.Fatalf("ctr task checkpoint exited %d with the shim signalled %s before %s, want 0 (the checkpoint finished):\n%s", code, c.by, c.step, out)
+		t.Fatalf("ctr task checkpoint exited %d in case %s, want 0 (the checkpoint finished):\n%s", code, c.name(), out)
 	}
 	waitFor(t, 20*time.Second, "the signalled shim to stop", func() bool { return !procfs.Alive(shim) })
 	taskGone(t, d, id, pid)
@@ -310,6 +303,7 @@ func (r *shimSigRig) killed(t *testing.T, d *daemon, c shimCase, id string, pid,
 	// `delete` has settled the directory once it says so.
 	wantLogged(t, d, id, "cryo: the shim died during a checkpoint")
 	if c.route == viaStore {
+		wantLogged(t, d, id, "cryo: the shim died during a checkpoint", "containerd's own directory", "nothing is kept")
 		return
 	}
 	m, err := manifest.Read(dir)

@@ -79,11 +79,12 @@ func settle(rec *ckptRecord) (string, bool) {
 }
 
 // containerdOwn: dir is a directory containerd made for a checkpoint into
-// its content store (os.MkdirTemp in $XDG_RUNTIME_DIR, "ctd-checkpoint*"),
+// its content store (os.MkdirTemp in $XDG_RUNTIME_DIR or the temporary
+// directory, "ctrd-checkpoint*"),
 // which containerd removes itself.
 func containerdOwn(dir string) bool {
 	tmp := filepath.Clean(cmp.Or(os.Getenv("XDG_RUNTIME_DIR"), os.TempDir()))
-	return filepath.Dir(filepath.Clean(dir)) == tmp && strings.HasPrefix(filepath.Base(dir), "ctd-checkpoint")
+	return filepath.Dir(filepath.Clean(dir)) == tmp && strings.HasPrefix(filepath.Base(dir), "ctrd-checkpoint")
 }
 
 // waitCRIUDone waits, at most grace, for every CRIU that holds the

@@ -57,7 +57,7 @@ func TestSettleDeadCheckpoint(t *testing.T) {
 
 	tmp := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", tmp)
-	own := filepath.Join(tmp, "ctd-checkpoint123")
+	own := filepath.Join(tmp, "ctrd-checkpoint123")
 	if err := os.Mkdir(own, 0o700); err != nil {
 		t.Fatal(err)
 	}

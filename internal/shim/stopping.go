@@ -103,20 +103,27 @@ func (s *service) stoppingLocked(id, op string) error {
 		Remedy:  "start the container again once containerd runs its shim again"}
 }
 
+// answerGrace is how long a stopping shim serves on after its last run
+// ended: a run's answer is written to containerd after its handler has
+// returned, and the shim library exits as soon as the shutdown callbacks
+// have run, which would cut the answer off (ctr: "ttrpc: closed").
+const answerGrace = time.Second
+
 // drain waits until no checkpoint or restore is in flight: the runs end
 // as they would have without the signal (a checkpoint's own deadlines
 // bound its steps).
 func (s *service) drain(ctx context.Context) {
-	for logged := false; ; time.Sleep(50 * time.Millisecond) {
+	for waited := false; ; time.Sleep(50 * time.Millisecond) {
 		s.mu.Lock()
 		n := len(s.busy)
 		s.mu.Unlock()
 		if n == 0 {
-			if logged {
-				log.G(ctx).Warn("cryo: the runs in flight have ended: the shim stops, and containerd ends the tasks it served")
+			if waited {
+				time.Sleep(answerGrace)
+				log.G(ctx).Warn("cryo: the runs in flight have ended and been answered: the shim stops, and containerd ends the tasks it served")
 			}
 			return
 		}
-		logged = true
+		waited = true
 	}
 }
