@@ -49,7 +49,7 @@ type shimSigRig struct {
 	criuHeld string // created by the held CRIU's action script, removed to go on
 }
 
-func newShimSigRig(t *testing.T) *shimSigRig {
+func newShimSigRig(t *testing.T, v ctrdVersion) *shimSigRig {
 	dir := t.TempDir()
 	r := &shimSigRig{setting: filepath.Join(dir, "hold-setting"), hold: filepath.Join(dir, "hold"),
 		criuArm: filepath.Join(dir, "criu-arm"), criuHeld: filepath.Join(dir, "criu-held")}
@@ -61,7 +61,7 @@ func newShimSigRig(t *testing.T) *shimSigRig {
 	}
 	conf := filepath.Join(dir, "criu.conf")
 	writeFile(t, conf, "action-script "+script+"\n")
-	r.d = newDaemon(t, ctrdVersions[1], false)
+	r.d = newDaemon(t, v, false)
 	r.d.envExtra = []string{"PATH=" + filepath.Dir(failpointBin(t, "containerd-shim-cryo-v2")) + ":" + binDir() + ":" + r.d.bin + ":/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"CRYO_TEST_HOLD=@" + r.setting, "CRIU_CONFIG_FILE=" + conf, "CRYO_DIGEST_WATCH=0"}
 	r.d.start()
@@ -96,10 +96,11 @@ func (c shimCase) name() string {
 // SIGKILL of the group while the shim's CRIU holds the container in its
 // post-dump phase, where the test also checks that CRIU, runc and the
 // driver helper are in no group of the shim's. The routes alternate
-// between containerd's content store and an image path.
+// between containerd's content store and an image path; two cases run on
+// containerd 1.7 too. About 50 s.
 func TestShimCheckpointSignalSweep(t *testing.T) {
 	start := time.Now()
-	r := newShimSigRig(t)
+	r := newShimSigRig(t, ctrdVersions[1])
 	steps := orchestrate.PausedCheckpointSteps(true)
 	var cases []shimCase
 	for i, step := range steps {
@@ -117,7 +118,14 @@ func TestShimCheckpointSignalSweep(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name(), func(t *testing.T) { r.run(t, c, steps) })
 	}
-	t.Logf("%d cases in %s", len(cases), time.Since(start).Round(time.Second))
+	// containerd 1.7 runs the same shim and the same `delete`: a stop
+	// after the dump's step and a kill after the dump, on both routes.
+	old := newShimSigRig(t, ctrdVersions[0])
+	oldCases := []shimCase{{step: orchestrate.StepDump, by: byTERM, route: viaStore}, {step: orchestrate.StepDigests, by: byKill, route: viaPath}}
+	for _, c := range oldCases {
+		t.Run(ctrdVersions[0].name+"/"+c.name(), func(t *testing.T) { old.run(t, c, steps) })
+	}
+	t.Logf("%d cases in %s", len(cases)+len(oldCases), time.Since(start).Round(time.Second))
 }
 
 // run is one case of the sweep.
@@ -137,7 +145,8 @@ func (r *shimSigRig) run(t *testing.T, c shimCase, steps []orchestrate.StepName)
 	if c.helper {
 		writeFile(t, filepath.Join(d.faults, "checkpoint."+strconv.Itoa(pid)), "delay 1500 once\n")
 	}
-	g := startGroupCryo(t, filepath.Join(d.bin, "ctr"), d.env(), append(args, id)...)
+	// ctr 1.7 passes --image-path only to runtimes named io.containerd.runc*.
+	g := startGroupCryo(t, d.ctrWithOptions(), d.env(), append(args, id)...)
 	if c.helper {
 		shim := d.shimPid(id)
 		notInShimGroup(t, shim, helperOf(t, shim))
