@@ -100,6 +100,10 @@ func TestCheckpointSteps(t *testing.T) {
 	if got := fmt.Sprint(CheckpointSteps(false, true)); got != "[find manifest dump digests final]" {
 		t.Errorf("CheckpointSteps(!cuda, leaveRunning) = %s", got)
 	}
+	// The shim's: thawed after containerd's pause, CUDA suspended by it.
+	if got := fmt.Sprint(PausedCheckpointSteps(true)); got != "[thaw find inventory manifest dump digests final]" {
+		t.Errorf("PausedCheckpointSteps(leaveRunning) = %s", got)
+	}
 }
 
 // The restore table a sweep reads: a completed checkpoint outside the

@@ -1,6 +1,8 @@
 package orchestrate
 
 import (
+	"context"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cryo-gpu/cryo/internal/manifest"
@@ -18,6 +20,23 @@ func CheckpointSteps(cuda, leaveRunning bool) []StepName {
 		c.toSuspend = []int{0}
 		c.m.Processes = []manifest.Process{{PID: 0}}
 	}
+	return c.stepNames()
+}
+
+// PausedCheckpointSteps names, in order, the steps that the containerd
+// shim's checkpoint of a container with a CUDA process takes: containerd
+// pauses a task before it asks for its checkpoint, and the shim's pause
+// suspends CUDA, then freezes the task (the GPU-free pause). The
+// checkpoint thaws it, finds CUDA suspended by that pause, and dumps it
+// as it is: it neither suspends nor resumes CUDA itself.
+func PausedCheckpointSteps(leaveRunning bool) []StepName {
+	c := &checkpoint{t: Target{Thaw: func(context.Context) error { return nil }}, leaveRunning: leaveRunning, m: manifest.New("steps")}
+	c.m.Processes = []manifest.Process{{PID: 0}}
+	return c.stepNames()
+}
+
+// stepNames are the failpoint names of c's table, its skips applied.
+func (c *checkpoint) stepNames() []StepName {
 	var names []StepName
 	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
 		if s.skip == nil || !s.skip() {

@@ -25,6 +25,7 @@ type checkpointRun struct {
 	exit      bool              // --exit: the task stops after the dump
 	workDir   string            // CRIU's work directory when it is not the image directory
 	wasPaused bool              // containerd paused (froze) the task before calling us
+	bundle    string            // the task's bundle, where the checkpoint's record goes (ckptrecord.go)
 	pre, wake *orchestrate.Hook // the container's hooks, from its spec's annotations
 	start     time.Time
 	dumpStart time.Time
@@ -81,6 +82,7 @@ func (s *service) newCheckpointRun(ctx context.Context, r *taskv3.CheckpointTask
 		return nil, &report.StepError{Op: "checkpoint", ID: r.ID, Step: "read task state", Err: err}
 	}
 	run.wasPaused = st.Status == task.Status_PAUSED
+	run.bundle = st.Bundle
 	if run.pre, run.wake, err = s.hooksOf(r.ID, st.Bundle, "checkpoint"); err != nil {
 		return nil, err
 	}
@@ -92,21 +94,22 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	target := s.target(id, run.wasPaused)
 	target.CRIUWorkDir = run.workDir
 	target.PreCheckpoint, target.Wake = run.pre, run.wake
-	// The dump is containerd's runc service, which runs runc through
-	// go-runc with no process group of its own but with Pdeathsig
-	// SIGKILL, and runc runs CRIU in its own group. That group is the
-	// shim's, which the shim's start gave a group of its own (manager.go):
-	// no terminal or supervisor signals it. A shim that dies mid-dump
-	// takes runc along; its CRIU, not runc's child by Pdeathsig, ends or
-	// fails its dump on its own, leaving the tasks running or stopped for
-	// `cryo recover`.
+	// runc, and its CRIU, in a group of their own (dump.go).
 	dump := func(ctx context.Context) error {
 		run.dumpStart = time.Now()
-		_, err := s.TTRPCTaskService.Checkpoint(ctx, run.req)
+		err := s.runcDump(ctx, run)
 		run.dumpTime = time.Since(run.dumpStart)
 		return orchestrate.RuncCRIUError("dump", err)
 	}
-	_, err := s.orch(ctx).Checkpoint(ctx, target, run.req.Path, !run.exit, dump)
+	rec := run.record(ctx)
+	defer run.forget(ctx)
+	onStep := func(e orchestrate.Event) {
+		if !e.Done && e.ID == id {
+			rec.Step = string(e.Step)
+			run.keep(ctx, rec)
+		}
+	}
+	_, err := s.orchWith(ctx, onStep).Checkpoint(ctx, target, run.req.Path, !run.exit, dump)
 	s.repause(ctx, run)
 	s.daemon.renewSpec(ctx, id) // for the next checkpoint, on containerd 1.x
 	s.logCheckpoint(ctx, run, err)
@@ -118,6 +121,28 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 		ContainerID: id, Checkpoint: run.req.Path,
 	})
 	return nil
+}
+
+// record writes the record of the checkpoint in flight into the task's
+// bundle, for the shim's `delete` should the shim die before it ends.
+func (run *checkpointRun) record(ctx context.Context) *ckptRecord {
+	rec := &ckptRecord{ID: run.req.ID, Dir: run.req.Path, WorkDir: run.workDir, Exit: run.exit, Started: run.start}
+	run.keep(ctx, rec)
+	return rec
+}
+
+// keep writes rec; a failure costs only what `delete` could say.
+func (run *checkpointRun) keep(ctx context.Context, rec *ckptRecord) {
+	if err := rec.write(run.bundle); err != nil {
+		log.G(ctx).WithError(err).WithField("id", rec.ID).Warn("cryo: could not record the checkpoint in flight in the task's bundle")
+	}
+}
+
+// forget removes the record: the checkpoint ended, whatever its result.
+func (run *checkpointRun) forget(ctx context.Context) {
+	if err := removeCkptRecord(run.bundle); err != nil {
+		log.G(ctx).WithError(err).WithField("id", run.req.ID).Warn("cryo: could not remove the record of the checkpoint from the task's bundle")
+	}
 }
 
 // repause freezes the task again if containerd had paused it and it still

@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"syscall"
 
@@ -68,9 +69,15 @@ func (m *manager) Name() string { return RuntimeName }
 // and its container can start again; cryo's driver helper died with the
 // shim (Pdeathsig, cuda.Options.DieWithCaller), so no CUDA call races the
 // kill, and no helper tracing the task's threads keeps their exits from
-// being reaped.
+// being reaped. Then it says what became of a checkpoint the dead shim had
+// in flight (deadcheckpoint.go).
 func (m *manager) Stop(ctx context.Context, id string) (shim.StopStatus, error) {
-	return m.runc.Stop(ctx, id)
+	ss, err := m.runc.Stop(ctx, id)
+	if cwd, werr := os.Getwd(); werr == nil {
+		// The runc manager's bundle: containerd runs `delete` in it.
+		settleDeadCheckpoint(ctx, id, filepath.Join(filepath.Dir(cwd), id))
+	}
+	return ss, err
 }
 
 func (m *manager) Info(ctx context.Context, options io.Reader) (*types.RuntimeInfo, error) {

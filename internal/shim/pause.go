@@ -38,7 +38,14 @@ func (s *service) pause(ctx context.Context, r *taskv3.PauseRequest) (*emptypb.E
 // suspended (none after a freeze-only pause). containerd resumes every
 // task after its checkpoint; with --exit the task is gone by then and the
 // runc service's error is returned, as runc's would be.
+//
+// A stopping shim refuses it: the resume that containerd sends after a
+// checkpoint the shim finished on its way out would otherwise race the
+// shim library's close of the runc service's events.
 func (s *service) Resume(ctx context.Context, r *taskv3.ResumeRequest) (*emptypb.Empty, error) {
+	if err := s.stoppingErr(r.ID, "resume"); err != nil {
+		return nil, toGRPC(err, false)
+	}
 	var thawErr error
 	thaw := func(ctx context.Context) error {
 		_, thawErr = s.TTRPCTaskService.Resume(ctx, r)

@@ -31,9 +31,14 @@ func initTaskService(ic *plugin.InitContext) (interface{}, error) {
 		return nil, err
 	}
 	publisher := pp.(shim.Publisher)
-	inner, err := task.NewTaskService(ic.Context, publisher, sd.(shutdown.Service))
+	// The runc service's shutdown waits for cryo's runs (stopping.go).
+	draining := &drainingShutdown{Service: sd.(shutdown.Service)}
+	inner, err := task.NewTaskService(ic.Context, publisher, draining)
 	if err != nil {
 		return nil, err
 	}
-	return newService(inner, publisher, ic.Properties[plugins.PropertyGRPCAddress]), nil
+	s := newService(inner, publisher, ic.Properties[plugins.PropertyGRPCAddress])
+	draining.drain = func() { s.drain(ic.Context) }
+	s.watchSignals(ic.Context)
+	return s, nil
 }

@@ -36,6 +36,7 @@ type service struct {
 	mu       sync.Mutex
 	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
 	busy     map[string]string         // task id -> "checkpoint" or "restore" in flight
+	stopping string                    // the signal the shim stops on, once it came (stopping.go)
 }
 
 var _ shim.TTRPCService = (*service)(nil)
@@ -54,6 +55,11 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 // orch is the orchestration for one request: its step events become
 // containerd log entries with the step's duration as a field.
 func (s *service) orch(ctx context.Context) *orchestrate.Orchestrator {
+	return s.orchWith(ctx, nil)
+}
+
+// orchWith is orch whose step events also go to onStep (nil: none).
+func (s *service) orchWith(ctx context.Context, onStep func(orchestrate.Event)) *orchestrate.Orchestrator {
 	return orchestrate.New(
 		// The driver runs every CUDA call in a child process with a
 		// deadline; the shim itself never calls the driver.
@@ -62,7 +68,12 @@ func (s *service) orch(ctx context.Context) *orchestrate.Orchestrator {
 		// helpers die with the shim rather than finish their call.
 		orchestrate.WithDriverOptions(shimDriverOptions(s.cfg)),
 		orchestrate.WithLogger(newEntryLogger(ctx)),
-		orchestrate.WithEvents(func(e orchestrate.Event) { logStep(ctx, e) }),
+		orchestrate.WithEvents(func(e orchestrate.Event) {
+			logStep(ctx, e)
+			if onStep != nil {
+				onStep(e)
+			}
+		}),
 		orchestrate.WithFrontEnd(remedies),
 	)
 }
@@ -94,6 +105,9 @@ func (s *service) begin(ctx context.Context, id, step string) (context.Context, 
 	defer s.mu.Unlock()
 	if op, ok := s.busy[id]; ok {
 		return ctx, nil, busyError(id, step, op)
+	}
+	if err := s.stoppingLocked(id, step); err != nil {
+		return ctx, nil, err
 	}
 	ctx, l, err := s.orch(ctx).LockTarget(ctx, step, id)
 	if err != nil {
@@ -133,6 +147,9 @@ func busyError(id, step, op string) error {
 // its Checkpoint. The first run's own thaw and re-pause go to the runc
 // service directly. Otherwise the pause is GPU-free (pause.go).
 func (s *service) Pause(ctx context.Context, r *taskv3.PauseRequest) (*emptypb.Empty, error) {
+	if err := s.stoppingErr(r.ID, "pause"); err != nil {
+		return nil, toGRPC(err, false)
+	}
 	if err := s.busyFor(r.ID, "pause"); err != nil {
 		return nil, toGRPC(err, false)
 	}
