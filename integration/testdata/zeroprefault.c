@@ -9,19 +9,54 @@
  *   reserve  RESERVE_MIB MiB reserved (MAP_NORESERVE) and never touched but
  *            for one byte in its middle page: its holes were never in use.
  * It writes "NAME START END" lines to OUTFILE, then sleeps until killed.
+ * On SIGUSR1 it reads one word of every page of zeros, as a CUDA resume
+ * reads its backup memory, and writes "read_us N" to the file "read" in
+ * its working directory (for the benchmark in docs/benchmarks.md).
  *
  * Usage: zeroprefault ZERO_MIB RESERVE_MIB OUTFILE
  * Build: gcc -O2 -o zeroprefault zeroprefault.c
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIB (1UL << 20)
 #define PAGE 4096UL
+
+static char *zeros;
+static size_t zero_len;
+static volatile sig_atomic_t read_now;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	read_now = 1;
+}
+
+/* read_zeros times a read of every page of zeros. */
+static void read_zeros(void)
+{
+	struct timespec t0, t1;
+	uint64_t sum = 0;
+	FILE *f;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (size_t off = 0; off < zero_len; off += PAGE)
+		sum += *(volatile uint64_t *)(zeros + off);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	f = fopen("read.tmp", "w");
+	if (!f)
+		return;
+	fprintf(f, "read_us %ld sum %lu\n",
+		(long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000), (unsigned long)sum);
+	fclose(f);
+	rename("read.tmp", "read");
+}
 
 static uint64_t seed = 0x2545f4914f6cdd1dULL;
 
@@ -57,8 +92,8 @@ static char *region(char **at, size_t len)
 
 int main(int argc, char **argv)
 {
-	size_t zero_len, reserve_len, total;
-	char *base, *at, *zeros, *data, *reserve;
+	size_t reserve_len, total;
+	char *base, *at, *data, *reserve;
 	FILE *out;
 
 	if (argc != 4) {
@@ -91,6 +126,12 @@ int main(int argc, char **argv)
 	fprintf(out, "data %lx %lx\n", (unsigned long)data, (unsigned long)(data + 16 * MIB));
 	fprintf(out, "reserve %lx %lx\n", (unsigned long)reserve, (unsigned long)(reserve + reserve_len));
 	fclose(out);
-	for (;;)
+	signal(SIGUSR1, on_usr1);
+	for (;;) {
 		pause();
+		if (read_now) {
+			read_now = 0;
+			read_zeros();
+		}
+	}
 }
