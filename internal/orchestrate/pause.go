@@ -97,12 +97,18 @@ func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, o
 	c.wakeAfterFailure(ctx)
 	e := &report.StepError{Op: "pause", ID: c.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
 	e.Err, e.Outcome = rolledBackOutcome(err, outcome, pauseUntouched)
+	// Checked as a failed checkpoint is: the outcome says the container
+	// runs only once the check found it so, and a contradicting check
+	// brings the remedy that applies. An interrupt's message says once
+	// what was undone.
+	var remedy string
+	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, e.Outcome, interrupted(ctx))
 	if interrupted(ctx) {
-		// Checked as an interrupted checkpoint is: the message says once
-		// what was undone and that the check found the container running.
-		var remedy string
-		e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, e.Outcome, true)
 		e.Remedy = cmp.Or(remedy, "none needed; pause the container again when you are ready")
+		return e
+	}
+	if remedy != "" {
+		e.Remedy = remedy
 		return e
 	}
 	if errors.Is(err, cuda.ErrTimeout) {
