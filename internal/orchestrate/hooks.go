@@ -119,8 +119,8 @@ func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
 
 // wake runs the post-restore hook on the checkpoint's own processes. A
 // failure is logged, not returned: the checkpoint (or its rollback) is
-// what it is either way, and the processes run; the log says the server
-// may still sleep.
+// what it is either way, and its outcome says, checked, whether the
+// processes run; the log says the server may still sleep.
 func (c *checkpoint) wake(ctx context.Context) {
 	if c.t.Wake == nil {
 		return
@@ -130,7 +130,7 @@ func (c *checkpoint) wake(ctx context.Context) {
 		err = c.t.Wake.run(ctx, c.o, c.t.ID, hook.PostRestore, pid)
 	}
 	if err != nil {
-		c.o.log().Warn("cryo hook failed: the processes run, but may still be asleep", "id", c.t.ID, "error", err)
+		c.o.log().Warn("cryo hook failed: the server may still be asleep", "id", c.t.ID, "error", err)
 	}
 }
 
