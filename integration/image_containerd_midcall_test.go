@@ -75,7 +75,11 @@ func TestImageContainerdRestoreSignalMidCall(t *testing.T) {
 		t.Errorf("exit %d, want %d", code, 128+int(syscall.SIGINT))
 	}
 	wantIn(t, out, "restore of container "+name+" failed at step "+ctrd.StepTask,
-		"restore interrupted: interrupted by SIGINT", "nothing was restored, and nothing of it is left in containerd")
+		"restore interrupted: interrupted by SIGINT", "nothing was restored, and nothing of it is left in containerd",
+		"the checkpoint was not changed and is whole: run `cryo "+strings.Join(args, " ")+"` to restore it again")
+	if strings.Contains(out, "read the shim's lines") {
+		t.Errorf("the interrupt's report gives the cut call's own remedy, not the retry")
+	}
 	if strings.Contains(out, "restored container") {
 		t.Errorf("cryo said it restored the container")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A restore into containerd is a table of steps. Until the task starts,
@@ -101,12 +102,20 @@ func (r *ctrdRestore) runSteps(ctx context.Context, steps []ctrdStep) error {
 			if s.name != StepStart && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The interrupt is the cause, the step's error its
 				// symptom: the front end words the former.
-				return &Interrupted{Name: r.o.Name, Step: s.name, Err: fmt.Errorf("%w (%v)", context.Cause(ctx), err)}
+				return &Interrupted{Name: r.o.Name, Step: s.name, Err: fmt.Errorf("%w (%s)", context.Cause(ctx), symptom(err))}
 			}
 			return err
 		}
 	}
 	return nil
+}
+
+// symptom is a step's error cut off by an interrupt, without the remedy
+// it carries for a failure of its own ("read the shim's lines"): the
+// interrupt's report gives the one remedy that applies, the retry.
+func symptom(err error) string {
+	cause, _, _ := report.Split(err.Error())
+	return cause
 }
 
 // keepDeadline is ctx without its cancellation, bounded by its deadline.
