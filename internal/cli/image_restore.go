@@ -319,7 +319,10 @@ func restoreLog(w io.Writer, quiet bool) func(string, ...any) {
 // interruptedCtrd words a restore into containerd that an interrupt
 // stopped before its task started: nothing was restored, and the
 // checkpoint, which a restore only reads, is whole (withRetry gives the
-// command to run again).
+// command to run again). What is left in containerd is what the restore
+// read back after its undo (in.Left), also when the interrupt landed in
+// the middle of a call that containerd finished after cryo stopped
+// waiting.
 func interruptedCtrd(err error) error {
 	var in *ctrd.Interrupted
 	if !errors.As(err, &in) {

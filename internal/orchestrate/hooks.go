@@ -119,8 +119,8 @@ func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
 
 // wake runs the post-restore hook on the checkpoint's own processes. A
 // failure is logged, not returned: the checkpoint (or its rollback) is
-// what it is either way, and the processes run; the log says the server
-// may still sleep.
+// what it is either way, and its outcome says, checked, whether the
+// processes run; the log says the server may still sleep.
 func (c *checkpoint) wake(ctx context.Context) {
 	if c.t.Wake == nil {
 		return
@@ -130,7 +130,7 @@ func (c *checkpoint) wake(ctx context.Context) {
 		err = c.t.Wake.run(ctx, c.o, c.t.ID, hook.PostRestore, pid)
 	}
 	if err != nil {
-		c.o.log().Warn("cryo hook failed: the processes run, but may still be asleep", "id", c.t.ID, "error", err)
+		c.o.log().Warn("cryo hook failed: the server may still be asleep", "id", c.t.ID, "error", err)
 	}
 }
 
@@ -138,25 +138,24 @@ func (c *checkpoint) wake(ctx context.Context) {
 // processes. It is soft: a failure does not fail the sequence (whose
 // rollback would kill the processes), since they were restored and run
 // with their GPU state, and killing them would lose the only running copy
-// for a hook that the user can run again. Restore returns it after the run.
-func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int) step {
+// for a hook that the user can run again. Restore returns it after the run,
+// checked (posthookcheck.go): *hooked is what the hook ran on.
+func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int, hooked *restoredSet) step {
 	return step{name: StepPostHook, soft: true, skip: func() bool { return r.PostRestore == nil },
-		do: func(ctx context.Context) error { return r.PostRestore.run(ctx, o, id, hook.PostRestore, *pid) }}
-}
-
-// postHookError is the restore's error for a failed post-restore hook.
-func postHookError(id string, err error) error {
-	return &report.StepError{Op: "restore", ID: id, Step: StepPostHook, Err: err,
-		Outcome: "the restored processes run, with their GPU state; the hook's action did not take place",
-		Remedy:  "run the hook's action by hand (or fix the server and restart it); give a longer deadline if it timed out"}
+		do: func(ctx context.Context) error {
+			*hooked = o.restoredNow(ctx, r.Target(*pid))
+			return r.PostRestore.run(ctx, o, id, hook.PostRestore, *pid)
+		}}
 }
 
 // PostHookFailed reports whether err is a restore that succeeded but for
-// its post-restore hook: the processes run, and the front end reports the
-// error without treating the restore as failed.
+// its post-restore hook: the processes live, as checked after the hook
+// (running, or held for `cryo recover`, which the error's remedy names),
+// and the front end reports the error without treating the restore as
+// failed. A hook whose failure took a process with it is a failed restore.
 func PostHookFailed(err error) bool {
 	var se *report.StepError
-	return errors.As(err, &se) && se.Step == StepPostHook
+	return errors.As(err, &se) && se.Step == StepPostHook && se.Fate != report.FateLost && se.Fate != report.FateLostKept
 }
 
 // preHookRemedy is the remedy of a failed pre-checkpoint hook.

@@ -97,12 +97,18 @@ func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, o
 	c.wakeAfterFailure(ctx)
 	e := &report.StepError{Op: "pause", ID: c.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
 	e.Err, e.Outcome = rolledBackOutcome(err, outcome, pauseUntouched)
+	// Checked as a failed checkpoint is: the outcome says the container
+	// runs only once the check found it so, and a contradicting check
+	// brings the remedy that applies. An interrupt's message says once
+	// what was undone.
+	var remedy string
+	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, e.Outcome, interrupted(ctx))
 	if interrupted(ctx) {
-		// Checked as an interrupted checkpoint is: the message says once
-		// what was undone and that the check found the container running.
-		var remedy string
-		e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, e.Outcome, true)
 		e.Remedy = cmp.Or(remedy, "none needed; pause the container again when you are ready")
+		return e
+	}
+	if remedy != "" {
+		e.Remedy = remedy
 		return e
 	}
 	if errors.Is(err, cuda.ErrTimeout) {
@@ -196,14 +202,15 @@ func (o *Orchestrator) resumePaused(ctx context.Context, t Target, r *pauseRecor
 	return o.driver().Resume(ctx, pids, o.setOptions(nil))
 }
 
-// resumeError says that the container runs again but CUDA did not come
-// back: its processes are suspended still, or their GPU state is lost.
+// resumeError says that the container was thawed but CUDA did not come
+// back: its processes are suspended still, or their GPU state is lost;
+// what each process is now is looked at, not assumed.
 func (o *Orchestrator) resumeError(ctx context.Context, id string, pids []int, err error) error {
 	e := &report.StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
 		Outcome: "the container is thawed, but " + procsNow(pids),
 		Remedy:  "run `cryo cuda resume " + pidList(pids) + "`"}
 	if lost := o.driver().LostPIDs(ctx, pids, err); len(lost) > 0 {
-		e.Outcome = "the container runs, but the GPU state of processes " + fmt.Sprint(lost) + " is lost"
+		e.Outcome = "the container is thawed, but the GPU state of processes " + fmt.Sprint(lost) + " is lost; " + procsNow(pids)
 		e.Remedy = "restart the container (or restore it from a checkpoint)"
 	}
 	return e

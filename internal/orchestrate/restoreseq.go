@@ -49,9 +49,10 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
 	var pid int
+	var hooked restoredSet
 	started := false
 	r.Restore = startedFlag(r.Restore, &started)
-	seq := &runner{o: o, op: "restore", id: id, steps: o.restoreTable(id, m, r, &pid),
+	seq := &runner{o: o, op: "restore", id: id, steps: o.restoreTable(id, m, r, &pid, &hooked),
 		// Interrupted before CRIU's restore is done, nothing is left of it;
 		// after, the resume completes it (restoreinterrupt.go).
 		interruptible: true,
@@ -75,13 +76,14 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		return pid, err
 	}
 	if seq.kept != nil {
-		return pid, postHookError(id, seq.kept)
+		return pid, o.postHookError(ctx, id, seq.kept, hooked)
 	}
 	return pid, nil
 }
 
-// restoreTable is Restore's table; the restore step sets *pid.
-func (o *Orchestrator) restoreTable(id string, m *manifest.Manifest, r Restorer, pid *int) []step {
+// restoreTable is Restore's table; the restore step sets *pid, the
+// post-restore hook's step *hooked.
+func (o *Orchestrator) restoreTable(id string, m *manifest.Manifest, r Restorer, pid *int, hooked *restoredSet) []step {
 	return []step{
 		{name: StepRestore, do: func(ctx context.Context) error {
 			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
@@ -97,7 +99,7 @@ func (o *Orchestrator) restoreTable(id string, m *manifest.Manifest, r Restorer,
 			defer cancel()
 			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(*pid), m))
 		}},
-		o.postHookStep(id, r, pid),
+		o.postHookStep(id, r, pid, hooked),
 	}
 }
 

@@ -61,7 +61,7 @@ func RestoreSteps(container bool) []StepName {
 	var m *manifest.Manifest
 	var pid int
 	var names []StepName
-	for _, s := range append(o.checkRestoreTable("steps", "", scope, &m), o.restoreTable("", nil, Restorer{}, &pid)...) {
+	for _, s := range append(o.checkRestoreTable("steps", "", scope, &m), o.restoreTable("", nil, Restorer{}, &pid, &restoredSet{})...) {
 		if s.skip == nil || !s.skip() {
 			names = append(names, s.failpointName())
 		}

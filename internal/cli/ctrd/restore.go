@@ -131,6 +131,9 @@ type ctrdRestore struct {
 	ctr   client.Container
 	task  client.Task
 	res   *Restored
+	// reached is the step under way, or the last one taken: undo looks
+	// for what a call cut off in it made without returning it.
+	reached string
 }
 
 // run takes the restore's steps (restoresteps.go); a failure or an
@@ -148,8 +151,11 @@ func (r *ctrdRestore) run(ctx context.Context, spec func(client.Image) []oci.Spe
 			left = r.undo(ctx)
 		}
 		var in *Interrupted
-		if errors.As(err, &in) {
+		switch {
+		case errors.As(err, &in):
 			in.Left = left
+		case left != nil:
+			err = fmt.Errorf("%w; %w", err, left)
 		}
 		if r.lease != nil {
 			_ = c.LeasesService().Delete(context.WithoutCancel(ctx), *r.lease)

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/cryo-gpu/cryo/internal/procfs"
+	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // A restore into containerd is a table of steps. Until the task starts,
@@ -87,6 +88,7 @@ func (i *Interrupted) Unwrap() error { return i.Err }
 func (r *ctrdRestore) runSteps(ctx context.Context, steps []ctrdStep) error {
 	for _, s := range steps {
 		failpoint(s.name)
+		r.reached = s.name
 		if s.name == StepStart {
 			// Never cut short by an interrupt; the restore's deadline
 			// still bounds it.
@@ -100,12 +102,20 @@ func (r *ctrdRestore) runSteps(ctx context.Context, steps []ctrdStep) error {
 			if s.name != StepStart && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The interrupt is the cause, the step's error its
 				// symptom: the front end words the former.
-				return &Interrupted{Name: r.o.Name, Step: s.name, Err: fmt.Errorf("%w (%v)", context.Cause(ctx), err)}
+				return &Interrupted{Name: r.o.Name, Step: s.name, Err: fmt.Errorf("%w (%s)", context.Cause(ctx), symptom(err))}
 			}
 			return err
 		}
 	}
 	return nil
+}
+
+// symptom is a step's error cut off by an interrupt, without the remedy
+// it carries for a failure of its own ("read the shim's lines"): the
+// interrupt's report gives the one remedy that applies, the retry.
+func symptom(err error) string {
+	cause, _, _ := report.Split(err.Error())
+	return cause
 }
 
 // keepDeadline is ctx without its cancellation, bounded by its deadline.
@@ -188,37 +198,14 @@ func (r *ctrdRestore) stepStart(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := r.checkRunning(ctx); err != nil {
+		return err
+	}
 	// The task runs: the container is no longer a restore under way.
 	if _, err := r.ctr.SetLabels(ctx, map[string]string{OwnerLabel: ""}); err != nil {
 		r.logf("warning: could not clear label %s of container %s: %v", OwnerLabel, r.ctr.ID(), err)
 	}
 	return nil
-}
-
-// undo removes what the steps made in containerd, after a failure or an
-// interrupt: the task (its processes killed, if any ran), the container
-// with its snapshot, and the lease with it the blobs written for the
-// restore. It returns what it could not remove.
-func (r *ctrdRestore) undo(ctx context.Context) error {
-	ctx = context.WithoutCancel(ctx)
-	var errs []error
-	if r.task != nil {
-		if _, err := r.task.Delete(ctx, client.WithProcessKill); err != nil {
-			errs = append(errs, fmt.Errorf("task %s: %w", r.task.ID(), err))
-		}
-	}
-	if r.ctr != nil {
-		if err := r.ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil {
-			errs = append(errs, fmt.Errorf("container %s: %w", r.ctr.ID(), err))
-		}
-	}
-	if r.lease != nil {
-		if err := r.c.LeasesService().Delete(ctx, *r.lease); err != nil {
-			errs = append(errs, fmt.Errorf("lease %s: %w", r.lease.ID, err))
-		}
-		r.lease = nil
-	}
-	return errors.Join(errs...)
 }
 
 // OwnerLabel marks a container (and a lease) that a restore is making,
