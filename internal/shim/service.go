@@ -36,7 +36,7 @@ type service struct {
 	mu       sync.Mutex
 	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
 	busy     map[string]string         // task id -> "checkpoint" or "restore" in flight
-	starts   map[string]*restoreRun      // task id -> its restore's Start in flight (restorerun.go)
+	starts   map[string]*restoreRun    // task id -> its restore's Start in flight (restorerun.go)
 	stopping string                    // the signal the shim stops on, once it came (stopping.go)
 }
 
