@@ -108,16 +108,21 @@ func (s *service) atStep(run *restoreRun, step string) {
 }
 
 // noteEnd records a request that ends the task (op: "delete", "shutdown",
-// "kill") and ends the restore early where safe.
-func (s *service) noteEnd(ctx context.Context, run *restoreRun, op string) {
-	s.note(ctx, run, op, nil)
+// "kill") and ends the restore early where safe; false if run's Start
+// has ended meanwhile: the request then goes to the runc service.
+func (s *service) noteEnd(ctx context.Context, run *restoreRun, op string) bool {
+	return s.note(ctx, run, op, nil)
 }
 
 // note records a Kill (k, nil: none) and a request that ends the task (op,
 // "": none), under one lock: Start's end sees both or neither. The first
-// ending cancels the restore.
-func (s *service) note(ctx context.Context, run *restoreRun, op string, k *killNote) {
+// ending cancels the restore. false: run's Start has ended, nothing noted.
+func (s *service) note(ctx context.Context, run *restoreRun, op string, k *killNote) bool {
 	s.mu.Lock()
+	if s.starts[run.id] != run {
+		s.mu.Unlock()
+		return false
+	}
 	if k != nil {
 		run.kills = append(run.kills, k)
 	}
@@ -127,12 +132,12 @@ func (s *service) note(ctx context.Context, run *restoreRun, op string, k *killN
 	}
 	step := run.step
 	s.mu.Unlock()
-	if !first {
-		return
+	if first {
+		run.cancel(fmt.Errorf("%w: %s of the task came while its restore ran: %w", ErrRestoreGivenUp, op, context.Canceled))
+		log.G(ctx).WithFields(log.Fields{"id": run.id, "step": step, "request": op}).
+			Warn("cryo: restore given up: the task is ended when its restore stops (early where safe), then the request is answered")
 	}
-	run.cancel(fmt.Errorf("%w: %s of the task came while its restore ran: %w", ErrRestoreGivenUp, op, context.Canceled))
-	log.G(ctx).WithFields(log.Fields{"id": run.id, "step": step, "request": op}).
-		Warn("cryo: restore given up: the task is ended when its restore stops (early where safe), then the request is answered")
+	return true
 }
 
 // awaitStart waits until run's Start has ended and acted on the notes, or
@@ -281,7 +286,9 @@ func (s *service) Kill(ctx context.Context, r *taskv3.KillRequest) (*emptypb.Emp
 	if r.Signal == uint32(unix.SIGKILL) {
 		op = "kill"
 	}
-	s.note(ctx, run, op, note)
+	if !s.note(ctx, run, op, note) {
+		return s.TTRPCTaskService.Kill(ctx, r)
+	}
 	if err := s.awaitStart(ctx, run, "kill"); err != nil {
 		return nil, toGRPC(err, false)
 	}
@@ -302,10 +309,13 @@ func (s *service) Shutdown(ctx context.Context, r *taskv3.ShutdownRequest) (*emp
 		runs = append(runs, run)
 	}
 	s.mu.Unlock()
+	noted := runs[:0]
 	for _, run := range runs {
-		s.noteEnd(ctx, run, "shutdown")
+		if s.noteEnd(ctx, run, "shutdown") {
+			noted = append(noted, run)
+		}
 	}
-	for _, run := range runs {
+	for _, run := range noted {
 		if err := s.awaitStart(ctx, run, "shutdown"); err != nil {
 			return nil, toGRPC(err, false)
 		}

@@ -199,8 +199,7 @@ func (s *service) takeRestore(id string) (pendingRestore, bool) {
 // restore's Start ends the restore and the task first (restorerun.go): the
 // runc service then answers with the exit status of the killed tree.
 func (s *service) Delete(ctx context.Context, r *taskv3.DeleteRequest) (*taskv3.DeleteResponse, error) {
-	if run := s.inFlight(r.ID); run != nil && r.ExecID == "" {
-		s.noteEnd(ctx, run, "delete")
+	if run := s.inFlight(r.ID); run != nil && r.ExecID == "" && s.noteEnd(ctx, run, "delete") {
 		if err := s.awaitStart(ctx, run, "delete"); err != nil {
 			return nil, toGRPC(err, false)
 		}
