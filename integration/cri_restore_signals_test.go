@@ -84,6 +84,12 @@ func TestCRIRestoreSignalSweep(t *testing.T) {
 			err := cutStart(t, nt, p, setting, c)
 			t.Logf("StartContainer: %v", err)
 			criSettled(nt, p, ck, c)
+			if !c.kill && c.step == orchestrate.StepResume &&
+				logLine(n.log(), `msg="cryo: restore given up: the restored processes were killed and reaped"`, "id="+p.container+" ") < 0 {
+				// CRIU had restored the tree: the shim must have killed it,
+				// not found it gone.
+				t.Errorf("the shim did not log the kill of the tree it restored:\n%s", linesWith(n.log(), p.container[:12]))
+			}
 		})
 	}
 	t.Run("RestoresAfter", func(t *testing.T) {

@@ -56,10 +56,11 @@ func TestShimRestoreDeletedMidStart(t *testing.T) {
 			if code != 128+uint32(syscall.SIGKILL) {
 				t.Errorf("the Delete answered exit status %d, want %d (the restored tree killed)", code, 128+syscall.SIGKILL)
 			}
-			if c := g.wait(t); c == 0 {
+			c := g.wait(t)
+			if c == 0 {
 				t.Errorf("ctr container restore succeeded for a task deleted during its restore:\n%s", g.out)
 			}
-			t.Logf("ctr:\n%s", g.out)
+			t.Logf("ctr container restore exited %d: %s", c, g.out)
 			if taskExists(d, name) {
 				t.Errorf("a task of %s is left after its Delete", name)
 			}
