@@ -115,15 +115,23 @@ func (s *service) restoreCreated(ctx context.Context, r *taskv3.CreateTaskReques
 // restore runs with the restore's deadline (CRYO_RESTORE_TIMEOUT): the
 // runc service kills runc when its context ends, and a restore that failed
 // so, or because CRIU crashed, is removed (restorefail.go) before Start
-// returns, so that the task can be deleted and nothing of it stays.
+// returns, so that the task can be deleted and nothing of it stays. A
+// Delete, Kill or Shutdown of the task meanwhile is noted, and done once
+// the restore has ended (restorerun.go).
 func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.StartResponse, error) {
 	if r.ExecID != "" {
 		return s.TTRPCTaskService.Start(ctx, r)
 	}
-	pending, restoring := s.takeRestore(r.ID)
+	ctx, run, pending, restoring := s.takeStart(ctx, r.ID)
 	if !restoring {
 		return s.TTRPCTaskService.Start(ctx, r)
 	}
+	resp, err := s.restoreStart(ctx, r, run, pending)
+	return s.endStart(ctx, run, resp, err)
+}
+
+// restoreStart is Start's restore, run.
+func (s *service) restoreStart(ctx context.Context, r *taskv3.StartRequest, run *restoreRun, pending pendingRestore) (*taskv3.StartResponse, error) {
 	// The image's work directory holds the processes' memory: CRIU has
 	// read it once Start returns, whether the restore worked or not.
 	defer removeWork(ctx, r.ID, pending.work)
@@ -143,7 +151,12 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	started := time.Now()
 	cleanup, removed := s.failedRestoreCleanup(ctx, r.ID, pending)
 	var resp *taskv3.StartResponse
-	_, err = s.orch(ctx).Restore(ctx, r.ID, pending.m, orchestrate.Restorer{
+	onStep := func(e orchestrate.Event) {
+		if !e.Done {
+			s.atStep(run, string(e.Step))
+		}
+	}
+	_, err = s.orchWith(ctx, onStep).Restore(ctx, r.ID, pending.m, orchestrate.Restorer{
 		Restore: func(ctx context.Context) (int, error) {
 			var err error
 			defer holdStdio(pending.stdio...)()

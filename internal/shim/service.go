@@ -36,6 +36,7 @@ type service struct {
 	mu       sync.Mutex
 	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
 	busy     map[string]string         // task id -> "checkpoint" or "restore" in flight
+	starts   map[string]*restoreRun    // task id -> its restore's Start in flight (restorerun.go)
 	stopping string                    // the signal the shim stops on, once it came (stopping.go)
 }
 
@@ -49,6 +50,7 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 		daemon:           newLegacyDaemon(grpcAddress),
 		restores:         map[string]pendingRestore{},
 		busy:             map[string]string{},
+		starts:           map[string]*restoreRun{},
 	}
 }
 
@@ -193,8 +195,18 @@ func (s *service) takeRestore(id string) (pendingRestore, bool) {
 // removes its image's work directory, and the record of a GPU-free pause
 // that the task did not live to resume. The record goes only once the
 // runc service has deleted the task: it refuses a paused one, whose
-// resume still needs the record to bring CUDA back.
+// resume still needs the record to bring CUDA back. A Delete during the
+// restore's Start ends the restore and the task first (restorerun.go): the
+// runc service then answers with the exit status of the killed tree.
 func (s *service) Delete(ctx context.Context, r *taskv3.DeleteRequest) (*taskv3.DeleteResponse, error) {
+	if run := s.inFlight(r.ID); run != nil && r.ExecID == "" && s.noteEnd(ctx, run, "delete") {
+		if err := s.awaitStart(ctx, run, "delete"); err != nil {
+			return nil, toGRPC(err, false)
+		}
+		if run.endErr != nil {
+			return nil, toGRPC(s.endedError(run, "delete", "delete"), false)
+		}
+	}
 	if r.ExecID == "" {
 		if pending, ok := s.takeRestore(r.ID); ok {
 			removeWork(ctx, r.ID, pending.work)

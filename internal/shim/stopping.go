@@ -115,7 +115,9 @@ const answerGrace = time.Second
 func (s *service) drain(ctx context.Context) {
 	for waited := false; ; time.Sleep(50 * time.Millisecond) {
 		s.mu.Lock()
-		n := len(s.busy)
+		// A restore's Start ends after its run: it may still kill what
+		// the restore brought back (restorerun.go).
+		n := len(s.busy) + len(s.starts)
 		s.mu.Unlock()
 		if n == 0 {
 			if waited {
