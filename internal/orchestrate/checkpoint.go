@@ -53,7 +53,7 @@ type checkpoint struct {
 func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*manifest.Manifest, error) {
 	c := o.newCheckpoint(t, imageDir)
 	c.leaveRunning, c.dump = leaveRunning, dump
-	ctx, release, err := c.start(ctx)
+	release, err := c.start(ctx)
 	if err != nil {
 		return c.m, err
 	}
@@ -73,7 +73,7 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 // if they still run, and takes the digests (digest.Files).
 func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir string) (*manifest.Manifest, error) {
 	c := o.newCheckpoint(t, imageDir)
-	ctx, release, err := c.start(ctx)
+	release, err := c.start(ctx)
 	if err != nil {
 		return c.m, err
 	}
@@ -89,27 +89,26 @@ func (o *Orchestrator) newCheckpoint(t Target, imageDir string) *checkpoint {
 }
 
 // start checks CRIU, takes the target's lock and makes the image directory
-// private: what comes before any step. It returns the context that carries
-// the lock, and the lock's release.
-func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error) {
+// private: what comes before any step. It returns the lock's release.
+func (c *checkpoint) start(ctx context.Context) (func(), error) {
 	criuVersion, err := c.o.checkCRIU()
 	c.m.CRIUVersion = criuVersion
 	if err != nil {
-		return nil, nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
+		return nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
-	ctx, release, err := c.takeLock(ctx)
+	release, err := c.takeLock(ctx)
 	if err != nil {
-		return nil, nil, c.o.lockError("checkpoint", c.t.ID, err)
+		return nil, c.o.lockError("checkpoint", c.t.ID, err)
 	}
 	// Owner-only before the first page is written: CRIU writes its images
 	// with its own umask, readable by all, until the digests step narrows
 	// them.
 	if err := manifest.PrivateDir(c.dir); err != nil {
 		release()
-		return nil, nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
+		return nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
 			Remedy: "give an image directory that this user can create and chmod"}
 	}
-	return ctx, release, nil
+	return release, nil
 }
 
 // run runs steps through the step runner, each recorded in the manifest;
@@ -193,12 +192,12 @@ func (c *checkpoint) noCUDA() bool { return len(c.toSuspend) == 0 }
 
 // takeLock locks the target and its processes before anything is touched,
 // the thaw included: a second checkpoint that thawed or suspended under a
-// first one would corrupt what the first one copies. A lock ctx already
-// carries (the front end's) is used as it is.
-func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), error) {
-	ctx, l, release, err := c.o.lockFor(ctx, "checkpoint", c.t.ID)
+// first one would corrupt what the first one copies. The front end's lock
+// (Target.Lock) is used as it is.
+func (c *checkpoint) takeLock(ctx context.Context) (func(), error) {
+	l, release, err := c.o.lockFor(c.t.Lock, "checkpoint", c.t.ID)
 	if err != nil {
-		return ctx, nil, err
+		return nil, err
 	}
 	pids, err := c.t.PIDs(ctx)
 	if err == nil {
@@ -206,11 +205,11 @@ func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), err
 	}
 	if err != nil && errors.Is(err, lock.ErrBusy) {
 		release()
-		return ctx, nil, err
+		return nil, err
 	}
 	// Any other error is find's to report, with its remedy.
 	c.lock = l
-	return ctx, release, nil
+	return release, nil
 }
 
 func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }

@@ -43,7 +43,7 @@ func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *manifest
 // itself did not complete, and says so when there was nothing to finish.
 func (o *Orchestrator) FinishCheckpoint(ctx context.Context, dir string) (*manifest.Manifest, error) {
 	id := "checkpoint " + dir
-	ctx, _, release, err := o.lockFor(ctx, "checkpoint", id)
+	_, release, err := o.lockFor(nil, "checkpoint", id)
 	if err != nil {
 		return nil, o.lockError("checkpoint", id, err)
 	}

@@ -27,7 +27,7 @@ func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir str
 	c := o.newCheckpoint(t, imageDir)
 	// dumped and leave-running: a failure from here on touches no process.
 	c.m, c.dumped, c.leaveRunning = m, true, true
-	ctx, release, err := c.takeLock(ctx)
+	release, err := c.takeLock(ctx)
 	if err != nil {
 		return m, o.lockError("checkpoint", t.ID, err)
 	}

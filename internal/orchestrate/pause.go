@@ -40,7 +40,7 @@ var ErrPauseResume = errors.New("CUDA could not be resumed after the pause")
 // Pause suspends the CUDA processes of t, then calls freeze (runc pause).
 // With no CUDA process it only freezes, as runc would.
 func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.Context) error) error {
-	ctx, l, release, err := o.lockFor(ctx, "pause", t.ID)
+	l, release, err := o.lockFor(t.Lock, "pause", t.ID)
 	if err != nil {
 		return o.lockError("pause", t.ID, err)
 	}
@@ -151,7 +151,7 @@ var pauseRemedies = map[StepName]string{
 func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.Context) error) error {
 	ctx, cancel := uninterrupted(ctx)
 	defer cancel()
-	ctx, _, release, err := o.lockFor(ctx, "resume", t.ID)
+	_, release, err := o.lockFor(t.Lock, "resume", t.ID)
 	if err != nil {
 		return o.lockError("resume", t.ID, err)
 	}

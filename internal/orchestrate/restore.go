@@ -235,7 +235,7 @@ func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *manifest
 		}
 		resume = func(ctx context.Context, l *lock.Lock) error { return o.resumeUnlisted(ctx, t, l, suspended) }
 	}
-	ctx, l, release, err := o.lockFor(ctx, "restore", t.ID)
+	l, release, err := o.lockFor(t.Lock, "restore", t.ID)
 	if err != nil {
 		return o.lockError("restore", t.ID, err)
 	}

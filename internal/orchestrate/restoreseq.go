@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -36,6 +37,10 @@ type Restorer struct {
 	// PostRestore, if set, is run once the restored processes run with
 	// their CUDA state; a failure leaves them running (PostHookFailed).
 	PostRestore *Hook
+	// Lock, if set, is the target's lock the front end holds from the
+	// check to the CUDA resume: the resume uses it (for a Target that
+	// names none) instead of taking its own.
+	Lock *lock.Lock
 }
 
 // Restore is the one restore sequence that follows CheckRestore, for every
@@ -97,10 +102,20 @@ func (o *Orchestrator) restoreTable(id string, m *manifest.Manifest, r Restorer,
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			ctx, cancel := uninterrupted(ctx)
 			defer cancel()
-			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(*pid), m))
+			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.restored(*pid), m))
 		}},
 		o.postHookStep(id, r, pid, hooked),
 	}
+}
+
+// restored is the Target of the restored root pid, under the front end's
+// lock.
+func (r Restorer) restored(pid int) Target {
+	t := r.Target(pid)
+	if t.Lock == nil {
+		t.Lock = r.Lock
+	}
+	return t
 }
 
 // startedFlag is restore, setting *started as it begins.

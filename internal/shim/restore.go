@@ -135,7 +135,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 	defer disarmOutcome(ctx, r.ID, pending.armed)
 	ctx, cancel := startDeadline(ctx, pending)
 	defer cancel()
-	ctx, done, err := s.begin(ctx, r.ID, "restore")
+	l, done, err := s.begin(ctx, r.ID, "restore")
 	if err != nil {
 		return nil, toGRPC(err, false)
 	}
@@ -159,6 +159,7 @@ func (s *service) Start(ctx context.Context, r *taskv3.StartRequest) (*taskv3.St
 			return t
 		},
 		Kill:        func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+		Lock:        l,
 		Remedy:      outcomeRemedy,
 		Cleanup:     cleanup,
 		Removed:     removed,
