@@ -20,7 +20,8 @@ import (
 type DumpFunc func(ctx context.Context) error
 
 // checkpoint is one run of the checkpoint state machine. Each step moves it
-// forward; the flags say what a failure has to undo.
+// forward; what it has done, and so what a failure has to undo, is read
+// from its runner's completed steps (suspended, dumped).
 type checkpoint struct {
 	o            *Orchestrator
 	t            Target
@@ -29,13 +30,14 @@ type checkpoint struct {
 	dump         DumpFunc
 	m            *manifest.Manifest
 
+	r         *runner      // the run's steps: what is done
 	lock      *lock.Lock   // held for the whole run: no other run touches the target meanwhile
 	pids      []int        // the target's processes
 	toSuspend []int        // CUDA processes found running, suspended by us
 	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
-	suspended bool         // CUDA is suspended: a failure must resume it
-	slept     bool         // the pre-checkpoint hook ran: a failure wakes the server
-	dumped    bool         // the dump succeeded: without leaveRunning the processes are gone
+	// pausedBefore: a GPU-free pause holds the target (its record was
+	// there when the run began), which ran the pre-checkpoint hook.
+	pausedBefore bool
 
 	watch *digest.Watcher // hashes the page images while they are written
 	rate  float64         // bytes/s of this run's CUDA suspend, for the resume's ETA
@@ -108,6 +110,10 @@ func (c *checkpoint) start(ctx context.Context) (func(), error) {
 		return nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
 			Remedy: "give an image directory that this user can create and chmod"}
 	}
+	// Read once, under the lock, before the steps: the hook steps' skips
+	// ask it, and a pause or resume of the target waits for the lock.
+	rec, _ := c.o.readPause(c.t.ID)
+	c.pausedBefore = rec != nil
 	return release, nil
 }
 
@@ -119,7 +125,7 @@ func (c *checkpoint) run(ctx context.Context, steps []step) error {
 
 // runner is the step runner of this run over steps.
 func (c *checkpoint) runner(steps []step) *runner {
-	return &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
+	c.r = &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
 		record:        func(s StepName, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
 		interruptible: true,
 		committed:     c.workloadGone,
@@ -127,6 +133,7 @@ func (c *checkpoint) runner(steps []step) *runner {
 		failed:        c.stepError,
 		untouched:     untouchedOutcome,
 	}
+	return c.r
 }
 
 // begin is the first phase: after it the CUDA processes are suspended and
@@ -184,8 +191,16 @@ func (c *checkpoint) seal() step {
 // held stopped): an interrupt then completes the checkpoint rather than
 // abandon the only copy of the workload.
 func (c *checkpoint) workloadGone() bool {
-	return c.dumped && !c.leaveRunning && !c.t.DumpLeavesStopped
+	return c.dumped() && !c.leaveRunning && !c.t.DumpLeavesStopped
 }
+
+// dumped: the dump succeeded, and no undo gave the processes back since
+// (without leaveRunning they are then gone, or held stopped).
+func (c *checkpoint) dumped() bool { return c.r.Done(StepDump) }
+
+// suspended: CUDA is suspended by this run, and no resume step brought it
+// back: a failure must resume it.
+func (c *checkpoint) suspended() bool { return c.r.Done(StepSuspend) && !c.r.Done(StepResume) }
 
 // noCUDA: this run suspends no CUDA process, so it has none to resume.
 func (c *checkpoint) noCUDA() bool { return len(c.toSuspend) == 0 }
@@ -378,7 +393,6 @@ func (c *checkpoint) suspend(ctx context.Context) error {
 	if err := c.o.driver().Suspend(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
 		return err
 	}
-	c.suspended = true
 	c.rate = measuredRate(bytes, time.Since(start))
 	return nil
 }
@@ -407,23 +421,15 @@ func (c *checkpoint) runDump(ctx context.Context) error {
 		t.SetEstimate(criu.DumpEstimate(c.pids, gpuBytes(c.m, c.toSuspend)))
 		defer t.Poll(criu.PagesPoll, func() int64 { return criu.PagesBytes(c.dir) })()
 	}
-	if err := c.dump(ctx); err != nil {
-		return err // fail stops the watcher
-	}
-	c.dumped = true
-	return nil
+	return c.dump(ctx) // on failure, fail stops the watcher
 }
 
 func (c *checkpoint) resume(ctx context.Context) error {
-	if !c.suspended {
+	if !c.suspended() {
 		return nil
 	}
 	c.copyLine(ctx)
-	if err := c.o.ResumeCUDA(ctx, c.toSuspend); err != nil {
-		return err
-	}
-	c.suspended = false
-	return nil
+	return c.o.ResumeCUDA(ctx, c.toSuspend)
 }
 
 // StillSuspended lists the CUDA processes of a leave-running checkpoint

@@ -62,17 +62,13 @@ func firstPID(ctx context.Context, t Target) (int, error) {
 // pauses every task before its checkpoint) skips it: the pause ran it,
 // before its own suspend, and the resume after it wakes the server.
 func (c *checkpoint) preHookStep() step {
-	return step{name: StepPreHook, skip: func() bool { return c.t.PreCheckpoint == nil || c.pausedBefore() },
+	return step{name: StepPreHook, skip: func() bool { return c.t.PreCheckpoint == nil || c.pausedBefore },
 		do: func(ctx context.Context) error {
 			pid, err := firstPID(ctx, c.t)
 			if err != nil {
 				return err
 			}
-			if err := c.t.PreCheckpoint.run(ctx, c.o, c.t.ID, hook.PreCheckpoint, pid); err != nil {
-				return err
-			}
-			c.slept = true
-			return nil
+			return c.t.PreCheckpoint.run(ctx, c.o, c.t.ID, hook.PreCheckpoint, pid)
 		}}
 }
 
@@ -82,29 +78,18 @@ func (c *checkpoint) preHookStep() step {
 // them. It is no undo of the runner's: an undo that gives the processes
 // back whole ends the walk before the earlier steps' undos.
 func (c *checkpoint) wakeAfterFailure(ctx context.Context) {
-	if !c.slept || c.workloadGone() {
+	if !c.r.Done(StepPreHook) || c.workloadGone() {
 		return
 	}
-	c.slept = false
 	c.wake(context.WithoutCancel(ctx))
 }
 
 // wakeStep wakes the server a leave-running checkpoint gave back.
 func (c *checkpoint) wakeStep() step {
 	return step{name: StepWakeHook, skip: func() bool {
-		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore()
+		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore
 	},
 		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
-}
-
-// pausedBefore: a GPU-free pause holds the target (its record is there).
-// A pause run itself has written none yet when it asks.
-func (c *checkpoint) pausedBefore() bool {
-	if c.dir == "" {
-		return false // the pause's own run (newCheckpoint with no directory)
-	}
-	r, _ := c.o.readPause(c.t.ID)
-	return r != nil
 }
 
 // wakeAfterPause wakes the server that a GPU-free pause put to sleep,

@@ -168,7 +168,7 @@ func (c *checkpoint) checkedOutcome(ctx context.Context, step StepName, outcome 
 	if len(w.gone) == 0 {
 		return what, report.FateUnknown, recoverRemedy(w.held())
 	}
-	if ok, _ := manifest.DumpCompleted(c.dir, nil); ok && c.dumped {
+	if ok, _ := manifest.DumpCompleted(c.dir, nil); ok && c.dumped() {
 		return what + "; the complete dump in " + c.dir + " holds the workload", report.FateLostKept,
 			"run `cryo checkpoint --finish " + c.dir + "`, then `cryo restore --dir " + c.dir + "`"
 	}

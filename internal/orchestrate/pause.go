@@ -47,14 +47,14 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 	defer release()
 	c := o.newCheckpoint(t, "")
 	c.lock = l
-	r := &runner{o: o, op: "pause", id: t.ID, steps: c.pauseTable(freeze),
+	c.r = &runner{o: o, op: "pause", id: t.ID, steps: c.pauseTable(freeze),
 		// Between steps an interrupt stops the pause and the rollback
 		// resumes what it suspended: the container is left running.
 		interruptible: true,
 		failed:        c.pauseError,
 		untouched:     pauseUntouched,
 	}
-	return r.run(ctx)
+	return c.r.run(ctx)
 }
 
 // pauseTable is the GPU-free pause's steps; freeze is the front end's.
@@ -125,7 +125,7 @@ func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, o
 // undoPauseSuspend resumes the CUDA the pause suspended, its record gone
 // first: a record left behind would make the next resume think it paused.
 func (c *checkpoint) undoPauseSuspend(ctx context.Context) undone {
-	if !c.suspended {
+	if !c.suspended() {
 		return undone{}
 	}
 	c.o.removePause(c.t.ID)

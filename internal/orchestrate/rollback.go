@@ -45,7 +45,7 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 // undoSuspend resumes the CUDA this run suspended, unless a resume (or
 // the dump's undo) already did.
 func (c *checkpoint) undoSuspend(ctx context.Context) undone {
-	if !c.suspended {
+	if !c.suspended() {
 		return undone{}
 	}
 	return undone{outcome: c.rollback(ctx)}
@@ -58,7 +58,8 @@ func (c *checkpoint) undoSuspend(ctx context.Context) undone {
 func (c *checkpoint) undoDump(ctx context.Context) undone {
 	switch {
 	case c.stoppedAfterDump():
-		return undone{outcome: c.continueStopped(ctx), last: true}
+		// The checkpoint is abandoned: the processes are ours again.
+		return undone{outcome: c.continueStopped(ctx), last: true, gaveBack: true}
 	case !c.leaveRunning:
 		return undone{outcome: "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete", last: true}
 	}
@@ -85,7 +86,6 @@ func (c *checkpoint) rollback(ctx context.Context) string {
 	if err != nil {
 		return fmt.Sprintf("%v: %v; %s: run `cryo recover %d`", ErrRollback, err, procsNow(c.toSuspend), c.toSuspend[0])
 	}
-	c.suspended = false
 	return "the processes were left running with CUDA resumed"
 }
 

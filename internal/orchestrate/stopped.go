@@ -17,7 +17,7 @@ import (
 // stoppedAfterDump reports whether the dumped processes wait, stopped, for
 // this run to kill or continue them.
 func (c *checkpoint) stoppedAfterDump() bool {
-	return c.dumped && !c.leaveRunning && c.t.DumpLeavesStopped
+	return c.dumped() && !c.leaveRunning && c.t.DumpLeavesStopped
 }
 
 // stoppedTree lists the dumped tree as it is now: stopped, it cannot
@@ -59,7 +59,7 @@ func (c *checkpoint) killStopped(ctx context.Context) {
 // error.
 func (c *checkpoint) continueStopped(ctx context.Context) string {
 	outcome := "the processes were left running, CUDA untouched"
-	if c.suspended {
+	if c.suspended() {
 		outcome = c.rollback(ctx)
 	}
 	var failed []int
@@ -68,7 +68,6 @@ func (c *checkpoint) continueStopped(ctx context.Context) string {
 			failed = append(failed, pid)
 		}
 	}
-	c.dumped = false // the checkpoint is abandoned: the processes are ours again
 	// The processes run on from the dumped state, so the images are stale
 	// (their files move on): a restore must not complete them later (see
 	// manifest.DumpCompleted). Removing a file works on a full disk too.
