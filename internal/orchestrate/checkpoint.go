@@ -3,7 +3,6 @@ package orchestrate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/criu"
@@ -23,24 +22,12 @@ type DumpFunc func(ctx context.Context) error
 // forward; what it has done, and so what a failure has to undo, is read
 // from its runner's completed steps (suspended, dumped).
 type checkpoint struct {
-	o            *Orchestrator
-	t            Target
+	suspension
 	dir          string
 	leaveRunning bool
 	dump         DumpFunc
-	m            *manifest.Manifest
-
-	r         *runner      // the run's steps: what is done
-	lock      *lock.Lock   // held for the whole run: no other run touches the target meanwhile
-	pids      []int        // the target's processes
-	toSuspend []int        // CUDA processes found running, suspended by us
-	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
-	// pausedBefore: a GPU-free pause holds the target (its record was
-	// there when the run began), which ran the pre-checkpoint hook.
-	pausedBefore bool
 
 	watch *digest.Watcher // hashes the page images while they are written
-	rate  float64         // bytes/s of this run's CUDA suspend, for the resume's ETA
 }
 
 // Checkpoint thaws the target, suspends CUDA, writes the manifest into
@@ -87,7 +74,7 @@ func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir s
 func (o *Orchestrator) newCheckpoint(t Target, imageDir string) *checkpoint {
 	m := manifest.New(t.ID)
 	m.CRIUWorkDir = t.CRIUWorkDir
-	return &checkpoint{o: o, t: t, dir: imageDir, m: m}
+	return &checkpoint{suspension: suspension{o: o, t: t, m: m}, dir: imageDir}
 }
 
 // start checks CRIU, takes the target's lock and makes the image directory
@@ -187,6 +174,20 @@ func (c *checkpoint) seal() step {
 	}}
 }
 
+// inventory is the suspension's inventory, then the check that the
+// dump fits, GPU memory known.
+func (c *checkpoint) inventory(ctx context.Context) error {
+	if err := c.takeInventory(ctx); err != nil {
+		return err
+	}
+	return c.checkSpace()
+}
+
+// dumpState is what the dump did, for the check of a failed run.
+func (c *checkpoint) dumpState() dumpState {
+	return dumpState{dir: c.dir, dumped: c.dumped(), gone: c.workloadGone()}
+}
+
 // workloadGone: the dump ended the processes (no leave-running, and not
 // held stopped): an interrupt then completes the checkpoint rather than
 // abandon the only copy of the workload.
@@ -197,13 +198,6 @@ func (c *checkpoint) workloadGone() bool {
 // dumped: the dump succeeded, and no undo gave the processes back since
 // (without leaveRunning they are then gone, or held stopped).
 func (c *checkpoint) dumped() bool { return c.r.Done(StepDump) }
-
-// suspended: CUDA is suspended by this run, and no resume step brought it
-// back: a failure must resume it.
-func (c *checkpoint) suspended() bool { return c.r.Done(StepSuspend) && !c.r.Done(StepResume) }
-
-// noCUDA: this run suspends no CUDA process, so it has none to resume.
-func (c *checkpoint) noCUDA() bool { return len(c.toSuspend) == 0 }
 
 // takeLock locks the target and its processes before anything is touched,
 // the thaw included: a second checkpoint that thawed or suspended under a
@@ -238,112 +232,6 @@ func (c *checkpoint) find(ctx context.Context) error {
 	return c.checkSpace()
 }
 
-// findWith is find with its own check of the processes found (nil: none).
-// Find asks the driver only about processes that map libcuda or hold
-// /dev/nvidia*, so a CPU-only target works on a host without a driver.
-func (c *checkpoint) findWith(ctx context.Context, check func(pids []int) error) error {
-	pids, procs, skipped, err := c.o.findCUDA(ctx, c.t)
-	if err != nil {
-		return err
-	}
-	c.pids = pids
-	// The tree may have grown since takeLock listed it.
-	if err := c.lock.AddPIDs(pids); err != nil {
-		return err
-	}
-	if check != nil {
-		if err := check(pids); err != nil {
-			return err
-		}
-	}
-	return c.classifyFound(procs, skipped)
-}
-
-// classifyFound classifies procs, with the pause record of the target if a
-// GPU-free pause suspended some of them.
-func (c *checkpoint) classifyFound(procs []cuda.Process, skipped []cuda.Skipped) error {
-	for _, s := range skipped {
-		c.o.log().Debug("not a CUDA process", "id", c.t.ID, "pid", s.PID, "reason", s.Reason)
-	}
-	var err error
-	if c.paused, err = c.o.readPause(c.t.ID); err != nil {
-		c.o.log().Warn("pause record unreadable: processes suspended by a pause are dumped as if the user had suspended them", "id", c.t.ID, "error", err)
-	}
-	return c.classify(procs)
-}
-
-// classify records every CUDA process in the manifest and picks the running
-// ones to suspend. One already checkpointed was suspended by the user
-// (`cryo cuda suspend`): no other cryo run can hold it while we hold the
-// lock. It is dumped as it is and left suspended for its owner to resume
-// (see StillSuspended). A locked or failed one cannot be dumped safely.
-func (c *checkpoint) classify(procs []cuda.Process) error {
-	for _, p := range procs {
-		switch p.State {
-		case cuda.StateRunning:
-			c.toSuspend = append(c.toSuspend, p.PID)
-		case cuda.StateCheckpointed:
-			if _, ok := c.paused.owns(p.PID); ok {
-				// The pause that suspended it resumes it: not this run's.
-				c.o.log().Info("CUDA process suspended by a GPU-free pause: dumped as it is, the resume brings it back", "id", c.t.ID, "pid", p.PID)
-				break
-			}
-			c.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", c.t.ID, "pid", p.PID)
-		default:
-			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo recover %d` once nothing else checkpoints it", p.PID, p.State, cuda.ErrBadState, p.PID, p.PID)
-		}
-		c.m.Processes = append(c.m.Processes, manifest.Process{PID: p.PID, State: p.State.String()})
-	}
-	return nil
-}
-
-// inventory records the GPUs while the processes still hold their memory,
-// and which GPUs each process sees and holds memory on: that is what a
-// restore must give back. It refuses, before anything is suspended, what
-// the driver would lose: NCCL ranks that share GPU memory, JAX processes
-// on several GPUs, and a process whose CUDA_VISIBLE_DEVICES selects fewer
-// GPUs than it holds (no restore would match it).
-func (c *checkpoint) inventory(ctx context.Context) error {
-	inv, err := c.o.driver().Inventory(ctx)
-	if err != nil {
-		// The checkpoint is still good; only the restore's host check loses
-		// its data, so warn instead of failing.
-		c.o.log().Warn("GPU inventory unavailable: the restore cannot check the target host", "id", c.t.ID, "error", err)
-	}
-	views, err := c.describe(inv)
-	if err != nil {
-		return err
-	}
-	if !c.o.AllowCUDAIPC {
-		if err := errors.Join(cuda.CheckIPC(views), cuda.CheckXLA(views, inv)); err != nil {
-			return err
-		}
-	}
-	c.m.Inventory = inv
-	for i, v := range views {
-		if rec, ok := c.paused.owns(c.m.Processes[i].PID); ok && c.m.Processes[i].State == cuda.StateCheckpointed.String() {
-			// Suspended by a pause: its GPUs and memory are what the
-			// pause's inventory saw, before the suspend freed them.
-			rec.State, rec.Paused = c.m.Processes[i].State, true
-			c.m.Processes[i] = rec
-			continue
-		}
-		c.m.Processes[i].NSPID, c.m.Processes[i].GPUs, c.m.Processes[i].Evidence = v.NSPID, v.GPUs, v.Evidence
-		c.m.Processes[i].VisibleDevices, c.m.Processes[i].NCCL = &v.VisibleDevices, v.NCCL
-		for _, g := range v.GPUs {
-			c.m.Processes[i].GPUMemory += g.Memory
-		}
-	}
-	c.m.Needs = manifest.NeedsFromProcesses(c.m.Processes)
-	// What no restore could give back is refused whatever the flags say:
-	// checked on what the manifest records, which for a process a GPU-free
-	// pause suspended is what it held before that suspend.
-	if err := cuda.CheckVisible(recordedGPUs(c.m.Processes), inv); err != nil {
-		return err
-	}
-	return c.checkSpace()
-}
-
 // recordedGPUs is the GPU view of each process as the manifest records it.
 func recordedGPUs(procs []manifest.Process) []cuda.ProcessGPUs {
 	out := make([]cuda.ProcessGPUs, len(procs))
@@ -354,47 +242,6 @@ func recordedGPUs(procs []manifest.Process) []cuda.ProcessGPUs {
 		}
 	}
 	return out
-}
-
-// describe learns each CUDA process's GPUs, in manifest order.
-func (c *checkpoint) describe(inv cuda.Inventory) ([]cuda.ProcessGPUs, error) {
-	views := make([]cuda.ProcessGPUs, 0, len(c.m.Processes))
-	for _, p := range c.m.Processes {
-		if _, ok := c.paused.owns(p.PID); ok && p.State == cuda.StateCheckpointed.String() {
-			views = append(views, cuda.ProcessGPUs{}) // the pause's record has it
-			continue
-		}
-		v, err := inv.Describe(p.PID)
-		if err != nil {
-			return nil, fmt.Errorf("which GPUs pid %d uses: %w", p.PID, err)
-		}
-		if len(v.GPUs) == 0 && len(inv.GPUs) > 0 {
-			c.o.log().Warn("no GPU found for a CUDA process: the restore cannot check its GPUs", "id", c.t.ID, "pid", p.PID, "evidence", v.Evidence)
-		}
-		views = append(views, v)
-	}
-	return views, nil
-}
-
-func (c *checkpoint) suspend(ctx context.Context) error {
-	if len(c.toSuspend) == 0 {
-		return nil
-	}
-	if c.t.DumpFreezes {
-		if err := c.o.checkSeizeStopped(ctx); err != nil {
-			return err
-		}
-	}
-	bytes := gpuBytes(c.m, c.toSuspend)
-	taskFrom(ctx).SetTotal(bytes)
-	start := time.Now()
-	// internal/cuda rolls back the processes it already suspended when one fails,
-	// so a failure here leaves nothing suspended.
-	if err := c.o.driver().Suspend(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
-		return err
-	}
-	c.rate = measuredRate(bytes, time.Since(start))
-	return nil
 }
 
 // untouchedOutcome is a failed checkpoint's outcome when no undo had
@@ -446,16 +293,6 @@ func StillSuspended(m *manifest.Manifest) []int {
 		}
 	}
 	return pids
-}
-
-// copyLine gives the line of a resume or rollback the GPU memory it copies
-// back and the rate of this run's suspend.
-func (c *checkpoint) copyLine(ctx context.Context) {
-	t := taskFrom(ctx)
-	t.SetTotal(gpuBytes(c.m, c.toSuspend))
-	if c.rate > 0 {
-		t.SetRate(c.rate)
-	}
 }
 
 func (c *checkpoint) digests(ctx context.Context) error {

@@ -56,22 +56,6 @@ func firstPID(ctx context.Context, t Target) (int, error) {
 	return pids[0], nil
 }
 
-// preHookStep is the checkpoint's pre-checkpoint hook, skipped without
-// one; a failure after it wakes the server again (wakeAfterFailure).
-// A checkpoint of processes that a GPU-free pause suspended (containerd
-// pauses every task before its checkpoint) skips it: the pause ran it,
-// before its own suspend, and the resume after it wakes the server.
-func (c *checkpoint) preHookStep() step {
-	return step{name: StepPreHook, skip: func() bool { return c.t.PreCheckpoint == nil || c.pausedBefore },
-		do: func(ctx context.Context) error {
-			pid, err := firstPID(ctx, c.t)
-			if err != nil {
-				return err
-			}
-			return c.t.PreCheckpoint.run(ctx, c.o, c.t.ID, hook.PreCheckpoint, pid)
-		}}
-}
-
 // wakeAfterFailure wakes the server of a failed checkpoint or pause whose
 // pre-checkpoint hook had run, once the rollback has given the processes
 // back (CUDA resumed, stopped ones continued); not where the dump ended
@@ -98,25 +82,8 @@ func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
 	if t.PreCheckpoint == nil {
 		return
 	}
-	c := o.newCheckpoint(t, "")
-	_, _ = o.step(ctx, t.ID, StepWakeHook, func(ctx context.Context) error { c.wake(ctx); return nil })
-}
-
-// wake runs the post-restore hook on the checkpoint's own processes. A
-// failure is logged, not returned: the checkpoint (or its rollback) is
-// what it is either way, and its outcome says, checked, whether the
-// processes run; the log says the server may still sleep.
-func (c *checkpoint) wake(ctx context.Context) {
-	if c.t.Wake == nil {
-		return
-	}
-	pid, err := firstPID(ctx, c.t)
-	if err == nil {
-		err = c.t.Wake.run(ctx, c.o, c.t.ID, hook.PostRestore, pid)
-	}
-	if err != nil {
-		c.o.log().Warn("cryo hook failed: the server may still be asleep", "id", c.t.ID, "error", err)
-	}
+	s := &suspension{o: o, t: t}
+	_, _ = o.step(ctx, t.ID, StepWakeHook, func(ctx context.Context) error { s.wake(ctx); return nil })
 }
 
 // postHookStep runs the restore's post-restore hook on the restored

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/procfs"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -45,30 +46,36 @@ func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.
 		return o.lockError("pause", t.ID, err)
 	}
 	defer release()
-	c := o.newCheckpoint(t, "")
-	c.lock = l
-	c.r = &runner{o: o, op: "pause", id: t.ID, steps: c.pauseTable(freeze),
+	p := &pause{suspension: suspension{o: o, t: t, m: manifest.New(t.ID), lock: l}, freeze: freeze}
+	p.r = &runner{o: o, op: "pause", id: t.ID, steps: p.table(),
 		// Between steps an interrupt stops the pause and the rollback
 		// resumes what it suspended: the container is left running.
 		interruptible: true,
-		failed:        c.pauseError,
+		failed:        p.failed,
 		untouched:     pauseUntouched,
 	}
-	return c.r.run(ctx)
+	return p.r.run(ctx)
 }
 
-// pauseTable is the GPU-free pause's steps; freeze is the front end's.
-func (c *checkpoint) pauseTable(freeze func(context.Context) error) []step {
+// pause is one run of the GPU-free pause, over the suspension it makes.
+type pause struct {
+	suspension
+	freeze func(context.Context) error // the front end's freeze of the cgroup
+}
+
+// table is the GPU-free pause's steps.
+func (p *pause) table() []step {
 	return []step{
 		// A GPU-free pause is the driver's checkpoint: a server asked to
 		// sleep before one gives back its cache instead of having it copied.
-		c.preHookStep(),
-		{name: StepFind, do: c.findForPause},
-		{name: StepInventory, do: c.inventory, skip: c.noCUDA},
-		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoPauseSuspend},
+		p.preHookStep(),
+		// find without the dump's checks: a pause copies nothing.
+		{name: StepFind, do: func(ctx context.Context) error { return p.findWith(ctx, nil) }},
+		{name: StepInventory, do: p.takeInventory, skip: p.noCUDA},
+		{name: StepSuspend, do: p.suspend, skip: p.noCUDA, undo: p.undoSuspend},
 		// Recorded also when only the hook ran: the resume wakes the server.
-		{name: StepRecord, do: func(context.Context) error { return c.recordPause() }, skip: func() bool { return c.noCUDA() && c.t.PreCheckpoint == nil }},
-		{name: StepFreeze, do: freeze},
+		{name: StepRecord, do: func(context.Context) error { return p.record() }, skip: func() bool { return p.noCUDA() && p.t.PreCheckpoint == nil }},
+		{name: StepFreeze, do: p.freeze},
 	}
 }
 
@@ -76,33 +83,37 @@ func (c *checkpoint) pauseTable(freeze func(context.Context) error) []step {
 // to say.
 const pauseUntouched = "the container was left running, CUDA untouched"
 
-// recordPause writes the processes this pause suspended, with what the
+// record writes the processes this pause suspended, with what the
 // inventory learnt of them while they still held their GPU memory.
-func (c *checkpoint) recordPause() error {
-	r := &pauseRecord{ID: c.t.ID}
-	for _, p := range c.m.Processes {
-		for _, pid := range c.toSuspend {
-			if p.PID == pid {
-				r.Processes = append(r.Processes, p)
+func (p *pause) record() error {
+	r := &pauseRecord{ID: p.t.ID}
+	for _, proc := range p.m.Processes {
+		for _, pid := range p.toSuspend {
+			if proc.PID == pid {
+				r.Processes = append(r.Processes, proc)
 			}
 		}
 	}
-	return c.o.writePause(r)
+	return p.o.writePause(r)
 }
 
-// pauseError says which step of a pause failed; the runner's rollback has
+// failed says which step of a pause failed; the runner's rollback has
 // returned the container to running (internal/cuda has already rolled back a
 // failed suspend).
-func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, outcome string) error {
-	c.wakeAfterFailure(ctx)
-	e := &report.StepError{Op: "pause", ID: c.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
+func (p *pause) failed(ctx context.Context, step StepName, err error, outcome string) error {
+	// The server a pre-checkpoint hook put to sleep wakes once the
+	// rollback has given the processes back.
+	if p.r.Done(StepPreHook) {
+		p.wake(context.WithoutCancel(ctx))
+	}
+	e := &report.StepError{Op: "pause", ID: p.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
 	e.Err, e.Outcome = rolledBackOutcome(err, outcome, pauseUntouched)
 	// Checked as a failed checkpoint is: the outcome says the container
 	// runs only once the check found it so, and a contradicting check
 	// brings the remedy that applies. An interrupt's message says once
 	// what was undone.
 	var remedy string
-	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, e.Outcome, interrupted(ctx))
+	e.Outcome, e.Fate, remedy = p.checkedOutcome(ctx, step, e.Outcome, interrupted(ctx), dumpState{})
 	if interrupted(ctx) {
 		e.Remedy = cmp.Or(remedy, "none needed; pause the container again when you are ready")
 		return e
@@ -122,14 +133,14 @@ func (c *checkpoint) pauseError(ctx context.Context, step StepName, err error, o
 	return e
 }
 
-// undoPauseSuspend resumes the CUDA the pause suspended, its record gone
+// undoSuspend resumes the CUDA the pause suspended, its record gone
 // first: a record left behind would make the next resume think it paused.
-func (c *checkpoint) undoPauseSuspend(ctx context.Context) undone {
-	if !c.suspended() {
+func (p *pause) undoSuspend(ctx context.Context) undone {
+	if !p.suspended() {
 		return undone{}
 	}
-	c.o.removePause(c.t.ID)
-	return undone{outcome: c.rollback(ctx)}
+	p.o.removePause(p.t.ID)
+	return undone{outcome: p.rollback(ctx)}
 }
 
 const freezeOnlyHint = "annotation cryo.gpu-free-pause=false, or CRYO_GPU_FREE_PAUSE=0"
@@ -226,9 +237,6 @@ func (o *Orchestrator) anyAlive(pids []int) bool {
 	}
 	return false
 }
-
-// findForPause is find without the dump's checks: a pause copies nothing.
-func (c *checkpoint) findForPause(ctx context.Context) error { return c.findWith(ctx, nil) }
 
 // AnnGPUFreePause is the container annotation that turns the GPU-free
 // pause off for one container: "false" (or "0") pauses it freeze-only.

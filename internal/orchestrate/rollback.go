@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
@@ -35,7 +34,7 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 	c.wakeAfterFailure(ctx)
 	e.Err, outcome = rolledBackOutcome(err, outcome, untouchedOutcome)
 	var remedy string
-	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome, errors.Is(err, context.Canceled))
+	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome, errors.Is(err, context.Canceled), c.dumpState())
 	if remedy != "" {
 		e.Remedy = remedy
 	}
@@ -64,29 +63,6 @@ func (c *checkpoint) undoDump(ctx context.Context) undone {
 		return undone{outcome: "the processes were dumped and have exited; the checkpoint in " + c.dir + " is incomplete", last: true}
 	}
 	return undone{outcome: "the processes were left running"}
-}
-
-// rollback resumes CUDA after a failed checkpoint. It uses a fresh context:
-// the caller's may be the one that just expired, and the processes must not
-// be left suspended because of it. Like internal/cuda's own rollback it goes one
-// process at a time: the safe path, when something has already failed.
-func (c *checkpoint) rollback(ctx context.Context) string {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
-	defer cancel()
-	opts := c.o.setOptions(nil)
-	opts.Parallel = 1
-	d, err := c.o.step(rctx, c.t.ID, StepRollback, func(ctx context.Context) error {
-		c.copyLine(ctx)
-		return c.o.driver().Resume(ctx, c.toSuspend, opts)
-	})
-	c.m.AddStep(string(StepRollback), d, err)
-	if lost := c.o.driver().LostPIDs(rctx, c.toSuspend, err); err != nil && len(lost) > 0 {
-		return cuda.LostError(lost, err).Error()
-	}
-	if err != nil {
-		return fmt.Sprintf("%v: %v; %s: run `cryo recover %d`", ErrRollback, err, procsNow(c.toSuspend), c.toSuspend[0])
-	}
-	return "the processes were left running with CUDA resumed"
 }
 
 // checkpointRemedy says what a user can do about a failed step.

@@ -20,25 +20,6 @@ func (c *checkpoint) stoppedAfterDump() bool {
 	return c.dumped() && !c.leaveRunning && c.t.DumpLeavesStopped
 }
 
-// stoppedTree lists the dumped tree as it is now: stopped, it cannot
-// change, and it may hold children born between find and the dump that
-// CRIU dumped too.
-func (c *checkpoint) stoppedTree(ctx context.Context) []int {
-	seen := map[int]bool{}
-	var pids []int
-	var now []int
-	if c.t.PIDs != nil {
-		now, _ = c.t.PIDs(ctx)
-	}
-	for _, pid := range append(now, c.pids...) {
-		if !seen[pid] {
-			seen[pid] = true
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // killStopped ends the dumped tree once the checkpoint is complete. Only
 // the dumped tree is signalled; the processes' parents reap them.
 func (c *checkpoint) killStopped(ctx context.Context) {
