@@ -14,24 +14,24 @@ import (
 // had completed (cryo killed while it hashed, a full disk at its last
 // write, cryo-runc killed under Podman), so the processes may be gone and
 // the images are whole, and refusing it would lose the workload for good.
-// It returns the unfinished manifest, and warns of the completion to come.
-// Anything else (no manifest, digests already there, a partial dump) is
-// left for verify to judge.
-func (o *Orchestrator) interruptedAfterDump(id, dir string) (*manifest.Manifest, bool) {
-	m, err := manifest.Read(dir)
+// m and err are what reading its manifest gave, read once by the restore's
+// check (restoreCheck.read). It warns of the completion to come. Anything
+// else (no manifest, digests already there, a partial dump) is left for
+// verify to judge.
+func (o *Orchestrator) interruptedAfterDump(id, dir string, m *manifest.Manifest, err error) bool {
 	if err != nil || !m.Unfinished() {
-		return nil, false
+		return false
 	}
 	if ok, err := manifest.DumpCompleted(dir, m); err != nil || !ok {
-		return nil, false
+		return false
 	}
 	o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", id, "dir", dir)
-	return m, true
+	return true
 }
 
 // complete is the step that hashes an interrupted checkpoint's files and
 // writes its finished manifest, for `cryo checkpoint --finish` (a restore
-// takes it as a step of its check, completeStep).
+// takes it as a step of its check, restoreCheck.table).
 func (o *Orchestrator) complete(ctx context.Context, id, dir string, m *manifest.Manifest) error {
 	_, err := o.step(ctx, id, StepComplete, func(context.Context) error { return manifest.Complete(dir, m, digest.RecordsFrom(o.Config)) })
 	return err

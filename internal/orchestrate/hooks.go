@@ -86,20 +86,6 @@ func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
 	_, _ = o.step(ctx, t.ID, StepWakeHook, func(ctx context.Context) error { s.wake(ctx); return nil })
 }
 
-// postHookStep runs the restore's post-restore hook on the restored
-// processes. It is soft: a failure does not fail the sequence (whose
-// rollback would kill the processes), since they were restored and run
-// with their GPU state, and killing them would lose the only running copy
-// for a hook that the user can run again. Restore returns it after the run,
-// checked (posthookcheck.go): *hooked is what the hook ran on.
-func (o *Orchestrator) postHookStep(id string, r Restorer, pid *int, hooked *restoredSet) step {
-	return step{name: StepPostHook, soft: true, skip: func() bool { return r.PostRestore == nil },
-		do: func(ctx context.Context) error {
-			*hooked = o.restoredNow(ctx, r.Target(*pid))
-			return r.PostRestore.run(ctx, o, id, hook.PostRestore, *pid)
-		}}
-}
-
 // PostHookFailed reports whether err is a restore that succeeded but for
 // its post-restore hook: the processes live, as checked after the hook
 // (running, or held for `cryo recover`, which the error's remedy names),

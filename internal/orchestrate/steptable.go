@@ -58,10 +58,9 @@ func RestoreSteps(container bool) []StepName {
 	if container {
 		scope.Spec = &specs.Spec{}
 	}
-	var m *manifest.Manifest
-	var pid int
+	check := &restoreCheck{o: o, id: "steps", scope: scope, ports: &portsWait{id: "steps"}}
 	var names []StepName
-	for _, s := range append(o.checkRestoreTable("steps", "", scope, &m), o.restoreTable("", nil, Restorer{}, &pid, &restoredSet{})...) {
+	for _, s := range append(check.table(), (&restore{o: o}).table()...) {
 		if s.skip == nil || !s.skip() {
 			names = append(names, s.failpointName())
 		}
