@@ -99,7 +99,7 @@ func (c *checkpoint) start(ctx context.Context) (func(), error) {
 	}
 	// Read once, under the lock, before the steps: the hook steps' skips
 	// ask it, and a pause or resume of the target waits for the lock.
-	rec, _ := c.o.readPause(c.t.ID)
+	rec, _ := c.o.pauses().read(c.t.ID)
 	c.pausedBefore = rec != nil
 	return release, nil
 }
@@ -168,7 +168,7 @@ func (c *checkpoint) seal() step {
 		}
 		c.killStopped(ctx)
 		if c.paused != nil && !c.leaveRunning {
-			c.o.removePause(c.t.ID) // the paused processes went with the dump
+			c.o.pauses().remove(c.t.ID) // the paused processes went with the dump
 		}
 		return nil
 	}}

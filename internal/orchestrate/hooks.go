@@ -76,16 +76,6 @@ func (c *checkpoint) wakeStep() step {
 		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
 }
 
-// wakeAfterPause wakes the server that a GPU-free pause put to sleep,
-// once its CUDA runs again.
-func (o *Orchestrator) wakeAfterPause(ctx context.Context, t Target) {
-	if t.PreCheckpoint == nil {
-		return
-	}
-	s := &suspension{o: o, t: t}
-	_, _ = o.step(ctx, t.ID, StepWakeHook, func(ctx context.Context) error { s.wake(ctx); return nil })
-}
-
 // PostHookFailed reports whether err is a restore that succeeded but for
 // its post-restore hook: the processes live, as checked after the hook
 // (running, or held for `cryo recover`, which the error's remedy names),

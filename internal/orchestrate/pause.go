@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
-	"github.com/cryo-gpu/cryo/internal/procfs"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -94,7 +92,7 @@ func (p *pause) record() error {
 			}
 		}
 	}
-	return p.o.writePause(r)
+	return p.o.pauses().write(r)
 }
 
 // failed says which step of a pause failed; the runner's rollback has
@@ -139,7 +137,7 @@ func (p *pause) undoSuspend(ctx context.Context) undone {
 	if !p.suspended() {
 		return undone{}
 	}
-	p.o.removePause(p.t.ID)
+	p.o.pauses().remove(p.t.ID)
 	return undone{outcome: p.rollback(ctx)}
 }
 
@@ -151,91 +149,6 @@ var pauseRemedies = map[StepName]string{
 	StepSuspend:   "run `cryo doctor` and `cryo cuda state PID` to see what the driver reports, then retry",
 	StepRecord:    "check that the lock directory (CRYO_LOCK_DIR) is writable, then retry",
 	StepFreeze:    "check the container's cgroup (is another tool freezing it?) and retry",
-}
-
-// Resume calls thaw (runc resume), then resumes CUDA in the processes the
-// pause suspended. Without a pause record it only thaws, as runc would.
-//
-// An interrupt does not stop a resume: it only gives back, and stopped
-// between the thaw and the CUDA resume it would leave the container
-// thawed with its processes held stopped.
-func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.Context) error) error {
-	ctx, cancel := uninterrupted(ctx)
-	defer cancel()
-	_, release, err := o.lockFor(t.Lock, "resume", t.ID)
-	if err != nil {
-		return o.lockError("resume", t.ID, err)
-	}
-	defer release()
-	r, err := o.readPause(t.ID)
-	if err != nil {
-		o.log().Warn("pause record unreadable: CUDA is not resumed", "id", t.ID, "error", err)
-	}
-	// Resume is two steps, not a table: a failpoint holds it before each.
-	failpoint(o, "resume", StepThaw)
-	if _, err := o.step(ctx, t.ID, StepThaw, thaw); err != nil {
-		if r != nil && !o.anyAlive(r.pids()) {
-			o.removePause(t.ID) // the processes are gone (a checkpoint with --exit)
-		}
-		return &report.StepError{Op: "resume", ID: t.ID, Step: StepThaw, Err: err, Outcome: "the container stays paused",
-			Remedy: "check the container's state and its cgroup, then retry"}
-	}
-	if r == nil {
-		return nil
-	}
-	failpoint(o, "resume", StepResume)
-	_, err = o.step(ctx, t.ID, StepResume, func(ctx context.Context) error { return o.resumePaused(ctx, t, r) })
-	o.removePause(t.ID)
-	if err != nil {
-		return o.resumeError(ctx, t.ID, r.pids(), err)
-	}
-	o.wakeAfterPause(ctx, t)
-	return nil
-}
-
-// resumePaused resumes the record's processes that the driver still
-// reports suspended: a process that exited, or that someone else resumed
-// (`cryo cuda resume`), is not resumed twice.
-func (o *Orchestrator) resumePaused(ctx context.Context, t Target, r *pauseRecord) error {
-	_, procs, _, err := o.findCUDA(ctx, t)
-	if err != nil {
-		return err
-	}
-	var pids []int
-	for _, p := range procs {
-		if _, ok := r.owns(p.PID); ok && p.State == cuda.StateCheckpointed {
-			pids = append(pids, p.PID)
-		}
-	}
-	if len(pids) == 0 {
-		return nil
-	}
-	return o.driver().Resume(ctx, pids, o.setOptions(nil))
-}
-
-// resumeError says that the container was thawed but CUDA did not come
-// back: its processes are suspended still, or their GPU state is lost;
-// what each process is now is looked at, not assumed.
-func (o *Orchestrator) resumeError(ctx context.Context, id string, pids []int, err error) error {
-	e := &report.StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
-		Outcome: "the container is thawed, but " + procsNow(pids),
-		Remedy:  "run `cryo cuda resume " + pidList(pids) + "`"}
-	if lost := o.driver().LostPIDs(ctx, pids, err); len(lost) > 0 {
-		e.Outcome = "the container is thawed, but the GPU state of processes " + fmt.Sprint(lost) + " is lost; " + procsNow(pids)
-		e.Remedy = "restart the container (or restore it from a checkpoint)"
-	}
-	return e
-}
-
-// anyAlive reports whether one of pids still runs: a zombie is a process
-// that died, whose GPU state nobody will resume.
-func (o *Orchestrator) anyAlive(pids []int) bool {
-	for _, p := range pids {
-		if procfs.Alive(p) {
-			return true
-		}
-	}
-	return false
 }
 
 // AnnGPUFreePause is the container annotation that turns the GPU-free

@@ -66,7 +66,7 @@ func (s *suspension) classifyFound(procs []cuda.Process, skipped []cuda.Skipped)
 		s.o.log().Debug("not a CUDA process", "id", s.t.ID, "pid", sk.PID, "reason", sk.Reason)
 	}
 	var err error
-	if s.paused, err = s.o.readPause(s.t.ID); err != nil {
+	if s.paused, err = s.o.pauses().read(s.t.ID); err != nil {
 		s.o.log().Warn("pause record unreadable: processes suspended by a pause are dumped as if the user had suspended them", "id", s.t.ID, "error", err)
 	}
 	return s.classify(procs)
