@@ -3,13 +3,16 @@ package orchestrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -320,4 +323,44 @@ func (c *checkpoint) digests(ctx context.Context) error {
 		c.o.log().Debug("no verification stamp: the restore will hash the image", "id", c.t.ID, "error", err)
 	}
 	return nil
+}
+
+// wakeStep wakes the server a leave-running checkpoint gave back.
+func (c *checkpoint) wakeStep() step {
+	return step{name: StepWakeHook, skip: func() bool {
+		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore
+	},
+		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
+}
+
+// checkSpace refuses, before anything is suspended, a checkpoint whose
+// images would not fit: CRIU would otherwise write until the disk is full,
+// after the suspend and the freeze, and fail with "No space left on
+// device". The estimate is the dump's progress estimate, taken before the
+// suspend: the processes' dumpable memory plus the GPU memory the suspend
+// will move into it.
+func (c *checkpoint) checkSpace() error {
+	if c.o.Config.NoSpaceCheck {
+		return nil
+	}
+	need := criu.DumpEstimate(c.pids, 0) + gpuBytes(c.m, c.toSuspend)
+	free, err := availBytes(c.dir)
+	if err != nil || need <= free {
+		return nil // a file system that cannot be asked is CRIU's to find out
+	}
+	return report.WithRemedy(fmt.Errorf("%w: the dump of %s is estimated at about %s and %s has %s free; nothing was suspended",
+		ErrNoSpace, plural(len(c.pids), "process", "processes"), progress.Human(need), c.dir, progress.Human(free)),
+		fmt.Sprintf("free at least %s in %s, or checkpoint into a directory on a file system with that much free "+
+			"(a workload whose memory is mostly zeros, which cryo's CRIU leaves out, may fit: %s=0 skips this check)", progress.Human(need-free), c.dir, config.EnvSpaceCheck))
+}
+
+// stepNames are the failpoint names of c's table, its skips applied.
+func (c *checkpoint) stepNames() []StepName {
+	var names []StepName
+	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
+		if s.skip == nil || !s.skip() {
+			names = append(names, s.failpointName())
+		}
+	}
+	return names
 }

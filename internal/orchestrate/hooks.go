@@ -56,26 +56,6 @@ func firstPID(ctx context.Context, t Target) (int, error) {
 	return pids[0], nil
 }
 
-// wakeAfterFailure wakes the server of a failed checkpoint or pause whose
-// pre-checkpoint hook had run, once the rollback has given the processes
-// back (CUDA resumed, stopped ones continued); not where the dump ended
-// them. It is no undo of the runner's: an undo that gives the processes
-// back whole ends the walk before the earlier steps' undos.
-func (c *checkpoint) wakeAfterFailure(ctx context.Context) {
-	if !c.r.Done(StepPreHook) || c.workloadGone() {
-		return
-	}
-	c.wake(context.WithoutCancel(ctx))
-}
-
-// wakeStep wakes the server a leave-running checkpoint gave back.
-func (c *checkpoint) wakeStep() step {
-	return step{name: StepWakeHook, skip: func() bool {
-		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore
-	},
-		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
-}
-
 // PostHookFailed reports whether err is a restore that succeeded but for
 // its post-restore hook: the processes live, as checked after the hook
 // (running, or held for `cryo recover`, which the error's remedy names),

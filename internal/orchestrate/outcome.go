@@ -12,7 +12,6 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/procfs"
-	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Say only what was checked: before a failed checkpoint's report says the
@@ -188,29 +187,6 @@ func checkComplete(dir string) error {
 		}
 	}
 	return nil
-}
-
-// checkLeftRunning checks a leave-running checkpoint that succeeded: the
-// processes it resumed run, by the driver's word. The checkpoint is
-// complete either way; the error says what became of the processes.
-func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
-	if !c.leaveRunning || len(c.toSuspend) == 0 {
-		return nil
-	}
-	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
-	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
-	if w.intact() {
-		return nil
-	}
-	e := &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
-		Outcome: "the checkpoint in " + c.dir + " is complete"}
-	if len(w.gone) > 0 {
-		e.Fate = report.FateLostKept
-		e.Remedy = "restore the checkpoint in " + c.dir + " once what is left of the processes is stopped"
-		return e
-	}
-	e.Remedy = recoverRemedy(w.held())
-	return e
 }
 
 // leftRunning are the undo outcomes' claims that the target runs, which

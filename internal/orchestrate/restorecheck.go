@@ -57,7 +57,27 @@ type restoreCheck struct {
 // (interruptedAfterDump).
 func (c *restoreCheck) read() {
 	c.m, c.readErr = manifest.Read(c.dir)
-	c.unfinished = c.o.interruptedAfterDump(c.id, c.dir, c.m, c.readErr)
+	c.unfinished = c.interruptedAfterDump()
+}
+
+// interruptedAfterDump says whether, before a restore verifies it, the
+// checkpoint in dir must be completed: its run stopped after CRIU's dump
+// had completed (cryo killed while it hashed, a full disk at its last
+// write, cryo-runc killed under Podman), so the processes may be gone and
+// the images are whole, and refusing it would lose the workload for good.
+// It asks the manifest as read once (read), and warns of the completion
+// to come. Anything else (no manifest, digests already there, a partial
+// dump) is left for verify to judge.
+func (c *restoreCheck) interruptedAfterDump() bool {
+	m, err, dir := c.m, c.readErr, c.dir
+	if err != nil || !m.Unfinished() {
+		return false
+	}
+	if ok, err := manifest.DumpCompleted(dir, m); err != nil || !ok {
+		return false
+	}
+	c.o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", c.id, "dir", dir)
+	return true
 }
 
 // runner is the check's step runner.

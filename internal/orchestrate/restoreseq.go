@@ -61,7 +61,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		return rs.pid, err
 	}
 	if seq.kept != nil {
-		return rs.pid, o.postHookError(ctx, id, seq.kept, rs.hooked)
+		return rs.pid, rs.postHookError(ctx, seq.kept)
 	}
 	return rs.pid, nil
 }
@@ -97,10 +97,10 @@ func (r *restore) runner() *runner {
 // failed is the error of the restore's failed step s.
 func (r *restore) failed(ctx context.Context, s StepName, err error, outcome string) error {
 	if s == StepRestore && interrupted(ctx) {
-		return interruptedRestore(ctx, r.id, s, r.o.interruptedCRIU(ctx, r.id, r.started, r.rs))
+		return interruptedRestore(ctx, r.id, s, r.interruptedCRIU(ctx))
 	}
 	if s == StepRestore {
-		return r.o.failedRestore(ctx, r.id, err, r.rs)
+		return r.failedRestore(ctx, err)
 	}
 	return killedError(err, outcome)
 }
@@ -136,9 +136,54 @@ func (r *restore) table() []step {
 func (r *restore) postHookStep() step {
 	return step{name: StepPostHook, soft: true, skip: func() bool { return r.rs.PostRestore == nil },
 		do: func(ctx context.Context) error {
-			r.hooked = r.o.restoredNow(ctx, r.rs.Target(r.pid))
+			r.hooked = r.restoredNow(ctx, r.rs.Target(r.pid))
 			return r.rs.PostRestore.run(ctx, r.o, r.id, hook.PostRestore, r.pid)
 		}}
+}
+
+// failedRestore removes what a failed restore step left, through the front
+// end's Cleanup, and says so in the error with the remedy.
+func (rs *restore) failedRestore(ctx context.Context, err error) error {
+	o, id, r := rs.o, rs.id, rs.rs
+	remedy := "read CRIU's log from its first Error line; the checkpoint itself was not changed"
+	switch {
+	case errors.Is(err, ErrRestoreDeadline):
+		remedy = RestoreDeadlineRemedy
+	case r.Remedy != nil:
+		remedy = r.Remedy(err)
+	}
+	outcome := "nothing was restored"
+	if r.Cleanup != nil {
+		if cerr := r.Cleanup(context.WithoutCancel(ctx)); cerr != nil {
+			o.log().Warn("failed restore not cleaned up", "id", id, "error", cerr)
+			outcome += "; " + cerr.Error()
+		} else if r.Removed != "" {
+			outcome += "; " + r.Removed
+		}
+	}
+	return &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: outcome, Remedy: remedy}
+}
+
+// interruptedCRIU is the outcome of a restore interrupted at its restore
+// step: CRIU had not started (the interrupt came between steps), or it was
+// stopped and the front end's Cleanup removed what it had restored.
+func (rs *restore) interruptedCRIU(ctx context.Context) string {
+	o, id, started, r := rs.o, rs.id, rs.started, rs.rs
+	if !started {
+		return "nothing was restored: CRIU had not started"
+	}
+	outcome := "CRIU was stopped and the processes it had restored were killed"
+	if r.Cleanup == nil {
+		return outcome
+	}
+	if err := r.Cleanup(context.WithoutCancel(ctx)); err != nil {
+		o.log().Warn("interrupted restore not cleaned up", "id", id, "error", err)
+		return "CRIU was stopped, but what it restored could not all be removed: " + err.Error()
+	}
+	if r.Removed != "" {
+		outcome += "; " + r.Removed
+	}
+	return outcome
 }
 
 // restored is the Target of the restored root pid, under the front end's

@@ -35,17 +35,6 @@ func PausedCheckpointSteps(leaveRunning bool) []StepName {
 	return c.stepNames()
 }
 
-// stepNames are the failpoint names of c's table, its skips applied.
-func (c *checkpoint) stepNames() []StepName {
-	var names []StepName
-	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
-		if s.skip == nil || !s.skip() {
-			names = append(names, s.failpointName())
-		}
-	}
-	return names
-}
-
 // RestoreSteps names, in order, the steps that a restore of a checkpoint
 // directory takes, read from CheckRestore's and Restore's own tables with
 // their skips applied to a checkpoint that was completed and restores
