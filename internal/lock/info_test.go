@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,7 +22,7 @@ func TestParseLocksLine(t *testing.T) {
 // released reads as free; neither read takes the lock.
 func TestRead(t *testing.T) {
 	dir := t.TempDir()
-	_, l, err := Target(context.Background(), dir, "checkpoint", "abc")
+	l, err := Target(dir, "checkpoint", "abc")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@
 package lock
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -62,23 +61,19 @@ type Lock struct {
 	files      map[string]*os.File
 }
 
-type ctxKey struct{}
-
-// Target locks the target id for op ("checkpoint", "restore") in dir and
-// returns ctx carrying the lock: the orchestration's entry points under it
-// use that lock instead of taking their own (see For). A front end whose
-// run spans several entry points (a restore: check, runc restore, CUDA
-// resume) takes it first. It fails at once with a *BusyError if another
-// run holds it.
-func Target(ctx context.Context, dir, op, id string) (context.Context, *Lock, error) {
+// Target locks the target id for op ("checkpoint", "restore") in dir. A
+// front end whose run spans several entry points (a restore: check, runc
+// restore, CUDA resume) takes it first and hands it to each of them (see
+// For). It fails at once with a *BusyError if another run holds it.
+func Target(dir, op, id string) (*Lock, error) {
 	l, err := open(dir, op, describeTarget(id))
 	if err != nil {
-		return ctx, nil, err
+		return nil, err
 	}
 	if err := l.add("id-" + id); err != nil {
-		return ctx, nil, err
+		return nil, err
 	}
-	return context.WithValue(ctx, ctxKey{}, l), l, nil
+	return l, nil
 }
 
 // PIDs locks only pids, for a run on processes without a container
@@ -103,24 +98,22 @@ func open(dir, op, target string) (*Lock, error) {
 	return &Lock{op: op, target: target, dir: dir, files: map[string]*os.File{}}, nil
 }
 
-// FromContext is the lock ctx carries, or nil.
-func FromContext(ctx context.Context) *Lock {
-	l, _ := ctx.Value(ctxKey{}).(*Lock)
-	return l
+// For returns held, the lock a caller took for the whole run, or, when
+// held is nil, takes one for id in dir; release is a no-op for a lock it
+// did not take.
+func For(held *Lock, dir, op, id string) (*Lock, func(), error) {
+	if held != nil {
+		return held, func() {}, nil
+	}
+	l, err := Target(dir, op, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, l.Release, nil
 }
 
-// For returns the lock ctx carries, or takes one for id in dir; release
-// is a no-op for a lock it did not take.
-func For(ctx context.Context, dir, op, id string) (context.Context, *Lock, func(), error) {
-	if l := FromContext(ctx); l != nil {
-		return ctx, l, func() {}, nil
-	}
-	ctx, l, err := Target(ctx, dir, op, id)
-	if err != nil {
-		return ctx, nil, nil, err
-	}
-	return ctx, l, l.Release, nil
-}
+// Op is the operation the lock was taken for ("checkpoint", "restore").
+func (l *Lock) Op() string { return l.op }
 
 // AddPIDs also locks every pid of pids not held yet. On failure the pids it
 // locked stay held until Release.

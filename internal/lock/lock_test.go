@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,12 +13,11 @@ import (
 
 func TestLockTargetBusy(t *testing.T) {
 	dir := t.TempDir()
-	ctx := context.Background()
-	_, l, err := Target(ctx, dir, "checkpoint", "abc")
+	l, err := Target(dir, "checkpoint", "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = Target(ctx, dir, "restore", "abc")
+	_, err = Target(dir, "restore", "abc")
 	var be *BusyError
 	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) || be.PID != os.Getpid() {
 		t.Fatalf("want a BusyError naming this process, got %v", err)
@@ -29,7 +27,7 @@ func TestLockTargetBusy(t *testing.T) {
 		t.Fatalf("%q lacks %q", err, want)
 	}
 	l.Release()
-	_, l2, err := Target(ctx, dir, "restore", "abc")
+	l2, err := Target(dir, "restore", "abc")
 	if err != nil {
 		t.Fatalf("after Release: %v", err)
 	}
@@ -40,8 +38,7 @@ func TestLockTargetBusy(t *testing.T) {
 // checkpoint of the container collide on the pid.
 func TestLockPIDsCollide(t *testing.T) {
 	dir := t.TempDir()
-	ctx := context.Background()
-	_, a, err := Target(ctx, dir, "checkpoint", "pid 42")
+	a, err := Target(dir, "checkpoint", "pid 42")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +49,7 @@ func TestLockPIDsCollide(t *testing.T) {
 	if err := a.AddPIDs([]int{42}); err != nil {
 		t.Fatalf("a key already held must be taken again: %v", err)
 	}
-	_, b, err := Target(ctx, dir, "checkpoint", "ctr")
+	b, err := Target(dir, "checkpoint", "ctr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,19 +60,21 @@ func TestLockPIDsCollide(t *testing.T) {
 	}
 }
 
-func TestForReusesContext(t *testing.T) {
+// TestForReusesHeld: a run handed the lock its caller holds uses it, and
+// its release leaves it held.
+func TestForReusesHeld(t *testing.T) {
 	dir := t.TempDir()
-	ctx, l, err := Target(context.Background(), dir, "restore", "r1")
+	l, err := Target(dir, "restore", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release()
-	_, got, release, err := For(ctx, dir, "restore", "r1")
+	got, release, err := For(l, dir, "restore", "r1")
 	if err != nil || got != l {
 		t.Fatalf("For under a held lock: %v", err)
 	}
 	release() // a no-op: the caller's lock stays
-	if _, _, err := Target(context.Background(), dir, "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
+	if _, err := Target(dir, "checkpoint", "r1"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the lock was dropped by a nested release: %v", err)
 	}
 }
@@ -91,7 +90,7 @@ func TestLockDiesWithHolder(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, l, err := Target(context.Background(), dir, "checkpoint", "dead")
+		l, err := Target(dir, "checkpoint", "dead")
 		if errors.Is(err, ErrBusy) {
 			break
 		}
@@ -105,7 +104,7 @@ func TestLockDiesWithHolder(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	_, l, err := Target(context.Background(), dir, "checkpoint", "dead")
+	l, err := Target(dir, "checkpoint", "dead")
 	if err != nil {
 		t.Fatalf("lock of a killed holder still held: %v", err)
 	}

@@ -167,7 +167,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 	if err := precheck.Root("restore"); err != nil {
 		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
-	ctx, l, release, err := o.lockFor(ctx, "restore", id)
+	l, release, err := o.lockFor(nil, "restore", id)
 	if err != nil {
 		return nil, o.lockError("restore", id, err)
 	}
@@ -203,6 +203,7 @@ func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (
 		Target: func(pid int) Target {
 			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
 		},
+		Lock:        l,
 		Remedy:      bareRestoreRemedy,
 		Cleanup:     func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
 		Removed:     bareRemoved,

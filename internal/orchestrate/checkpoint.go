@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
+	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
@@ -20,25 +22,15 @@ import (
 type DumpFunc func(ctx context.Context) error
 
 // checkpoint is one run of the checkpoint state machine. Each step moves it
-// forward; the flags say what a failure has to undo.
+// forward; what it has done, and so what a failure has to undo, is read
+// from its runner's completed steps (suspended, dumped).
 type checkpoint struct {
-	o            *Orchestrator
-	t            Target
+	suspension
 	dir          string
 	leaveRunning bool
 	dump         DumpFunc
-	m            *manifest.Manifest
-
-	lock      *lock.Lock   // held for the whole run: no other run touches the target meanwhile
-	pids      []int        // the target's processes
-	toSuspend []int        // CUDA processes found running, suspended by us
-	paused    *pauseRecord // the GPU-free pause that suspended some of them, if any
-	suspended bool         // CUDA is suspended: a failure must resume it
-	slept     bool         // the pre-checkpoint hook ran: a failure wakes the server
-	dumped    bool         // the dump succeeded: without leaveRunning the processes are gone
 
 	watch *digest.Watcher // hashes the page images while they are written
-	rate  float64         // bytes/s of this run's CUDA suspend, for the resume's ETA
 }
 
 // Checkpoint thaws the target, suspends CUDA, writes the manifest into
@@ -53,7 +45,7 @@ type checkpoint struct {
 func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*manifest.Manifest, error) {
 	c := o.newCheckpoint(t, imageDir)
 	c.leaveRunning, c.dump = leaveRunning, dump
-	ctx, release, err := c.start(ctx)
+	release, err := c.start(ctx)
 	if err != nil {
 		return c.m, err
 	}
@@ -73,7 +65,7 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string
 // if they still run, and takes the digests (digest.Files).
 func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir string) (*manifest.Manifest, error) {
 	c := o.newCheckpoint(t, imageDir)
-	ctx, release, err := c.start(ctx)
+	release, err := c.start(ctx)
 	if err != nil {
 		return c.m, err
 	}
@@ -85,31 +77,34 @@ func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir s
 func (o *Orchestrator) newCheckpoint(t Target, imageDir string) *checkpoint {
 	m := manifest.New(t.ID)
 	m.CRIUWorkDir = t.CRIUWorkDir
-	return &checkpoint{o: o, t: t, dir: imageDir, m: m}
+	return &checkpoint{suspension: suspension{o: o, t: t, m: m}, dir: imageDir}
 }
 
 // start checks CRIU, takes the target's lock and makes the image directory
-// private: what comes before any step. It returns the context that carries
-// the lock, and the lock's release.
-func (c *checkpoint) start(ctx context.Context) (context.Context, func(), error) {
+// private: what comes before any step. It returns the lock's release.
+func (c *checkpoint) start(ctx context.Context) (func(), error) {
 	criuVersion, err := c.o.checkCRIU()
 	c.m.CRIUVersion = criuVersion
 	if err != nil {
-		return nil, nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
+		return nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
-	ctx, release, err := c.takeLock(ctx)
+	release, err := c.takeLock(ctx)
 	if err != nil {
-		return nil, nil, c.o.lockError("checkpoint", c.t.ID, err)
+		return nil, c.o.lockError("checkpoint", c.t.ID, err)
 	}
 	// Owner-only before the first page is written: CRIU writes its images
 	// with its own umask, readable by all, until the digests step narrows
 	// them.
 	if err := manifest.PrivateDir(c.dir); err != nil {
 		release()
-		return nil, nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
+		return nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched",
 			Remedy: "give an image directory that this user can create and chmod"}
 	}
-	return ctx, release, nil
+	// Read once, under the lock, before the steps: the hook steps' skips
+	// ask it, and a pause or resume of the target waits for the lock.
+	rec, _ := c.o.pauses().read(c.t.ID)
+	c.pausedBefore = rec != nil
+	return release, nil
 }
 
 // run runs steps through the step runner, each recorded in the manifest;
@@ -120,7 +115,7 @@ func (c *checkpoint) run(ctx context.Context, steps []step) error {
 
 // runner is the step runner of this run over steps.
 func (c *checkpoint) runner(steps []step) *runner {
-	return &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
+	c.r = &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
 		record:        func(s StepName, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
 		interruptible: true,
 		committed:     c.workloadGone,
@@ -128,6 +123,7 @@ func (c *checkpoint) runner(steps []step) *runner {
 		failed:        c.stepError,
 		untouched:     untouchedOutcome,
 	}
+	return c.r
 }
 
 // begin is the first phase: after it the CUDA processes are suspended and
@@ -175,30 +171,45 @@ func (c *checkpoint) seal() step {
 		}
 		c.killStopped(ctx)
 		if c.paused != nil && !c.leaveRunning {
-			c.o.removePause(c.t.ID) // the paused processes went with the dump
+			c.o.pauses().remove(c.t.ID) // the paused processes went with the dump
 		}
 		return nil
 	}}
+}
+
+// inventory is the suspension's inventory, then the check that the
+// dump fits, GPU memory known.
+func (c *checkpoint) inventory(ctx context.Context) error {
+	if err := c.takeInventory(ctx); err != nil {
+		return err
+	}
+	return c.checkSpace()
+}
+
+// dumpState is what the dump did, for the check of a failed run.
+func (c *checkpoint) dumpState() dumpState {
+	return dumpState{dir: c.dir, dumped: c.dumped(), gone: c.workloadGone()}
 }
 
 // workloadGone: the dump ended the processes (no leave-running, and not
 // held stopped): an interrupt then completes the checkpoint rather than
 // abandon the only copy of the workload.
 func (c *checkpoint) workloadGone() bool {
-	return c.dumped && !c.leaveRunning && !c.t.DumpLeavesStopped
+	return c.dumped() && !c.leaveRunning && !c.t.DumpLeavesStopped
 }
 
-// noCUDA: this run suspends no CUDA process, so it has none to resume.
-func (c *checkpoint) noCUDA() bool { return len(c.toSuspend) == 0 }
+// dumped: the dump succeeded, and no undo gave the processes back since
+// (without leaveRunning they are then gone, or held stopped).
+func (c *checkpoint) dumped() bool { return c.r.Done(StepDump) }
 
 // takeLock locks the target and its processes before anything is touched,
 // the thaw included: a second checkpoint that thawed or suspended under a
-// first one would corrupt what the first one copies. A lock ctx already
-// carries (the front end's) is used as it is.
-func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), error) {
-	ctx, l, release, err := c.o.lockFor(ctx, "checkpoint", c.t.ID)
+// first one would corrupt what the first one copies. The front end's lock
+// (Target.Lock) is used as it is.
+func (c *checkpoint) takeLock(ctx context.Context) (func(), error) {
+	l, release, err := c.o.lockFor(c.t.Lock, "checkpoint", c.t.ID)
 	if err != nil {
-		return ctx, nil, err
+		return nil, err
 	}
 	pids, err := c.t.PIDs(ctx)
 	if err == nil {
@@ -206,11 +217,11 @@ func (c *checkpoint) takeLock(ctx context.Context) (context.Context, func(), err
 	}
 	if err != nil && errors.Is(err, lock.ErrBusy) {
 		release()
-		return ctx, nil, err
+		return nil, err
 	}
 	// Any other error is find's to report, with its remedy.
 	c.lock = l
-	return ctx, release, nil
+	return release, nil
 }
 
 func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
@@ -220,112 +231,6 @@ func (c *checkpoint) thaw(ctx context.Context) error { return c.t.Thaw(ctx) }
 func (c *checkpoint) find(ctx context.Context) error {
 	if err := c.findWith(ctx, preflightDump); err != nil || c.m.HasCUDA() {
 		return err // with CUDA, inventory checks the space, GPU memory known
-	}
-	return c.checkSpace()
-}
-
-// findWith is find with its own check of the processes found (nil: none).
-// Find asks the driver only about processes that map libcuda or hold
-// /dev/nvidia*, so a CPU-only target works on a host without a driver.
-func (c *checkpoint) findWith(ctx context.Context, check func(pids []int) error) error {
-	pids, procs, skipped, err := c.o.findCUDA(ctx, c.t)
-	if err != nil {
-		return err
-	}
-	c.pids = pids
-	// The tree may have grown since takeLock listed it.
-	if err := c.lock.AddPIDs(pids); err != nil {
-		return err
-	}
-	if check != nil {
-		if err := check(pids); err != nil {
-			return err
-		}
-	}
-	return c.classifyFound(procs, skipped)
-}
-
-// classifyFound classifies procs, with the pause record of the target if a
-// GPU-free pause suspended some of them.
-func (c *checkpoint) classifyFound(procs []cuda.Process, skipped []cuda.Skipped) error {
-	for _, s := range skipped {
-		c.o.log().Debug("not a CUDA process", "id", c.t.ID, "pid", s.PID, "reason", s.Reason)
-	}
-	var err error
-	if c.paused, err = c.o.readPause(c.t.ID); err != nil {
-		c.o.log().Warn("pause record unreadable: processes suspended by a pause are dumped as if the user had suspended them", "id", c.t.ID, "error", err)
-	}
-	return c.classify(procs)
-}
-
-// classify records every CUDA process in the manifest and picks the running
-// ones to suspend. One already checkpointed was suspended by the user
-// (`cryo cuda suspend`): no other cryo run can hold it while we hold the
-// lock. It is dumped as it is and left suspended for its owner to resume
-// (see StillSuspended). A locked or failed one cannot be dumped safely.
-func (c *checkpoint) classify(procs []cuda.Process) error {
-	for _, p := range procs {
-		switch p.State {
-		case cuda.StateRunning:
-			c.toSuspend = append(c.toSuspend, p.PID)
-		case cuda.StateCheckpointed:
-			if _, ok := c.paused.owns(p.PID); ok {
-				// The pause that suspended it resumes it: not this run's.
-				c.o.log().Info("CUDA process suspended by a GPU-free pause: dumped as it is, the resume brings it back", "id", c.t.ID, "pid", p.PID)
-				break
-			}
-			c.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", c.t.ID, "pid", p.PID)
-		default:
-			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo recover %d` once nothing else checkpoints it", p.PID, p.State, cuda.ErrBadState, p.PID, p.PID)
-		}
-		c.m.Processes = append(c.m.Processes, manifest.Process{PID: p.PID, State: p.State.String()})
-	}
-	return nil
-}
-
-// inventory records the GPUs while the processes still hold their memory,
-// and which GPUs each process sees and holds memory on: that is what a
-// restore must give back. It refuses, before anything is suspended, what
-// the driver would lose: NCCL ranks that share GPU memory, JAX processes
-// on several GPUs, and a process whose CUDA_VISIBLE_DEVICES selects fewer
-// GPUs than it holds (no restore would match it).
-func (c *checkpoint) inventory(ctx context.Context) error {
-	inv, err := c.o.driver().Inventory(ctx)
-	if err != nil {
-		// The checkpoint is still good; only the restore's host check loses
-		// its data, so warn instead of failing.
-		c.o.log().Warn("GPU inventory unavailable: the restore cannot check the target host", "id", c.t.ID, "error", err)
-	}
-	views, err := c.describe(inv)
-	if err != nil {
-		return err
-	}
-	if !c.o.AllowCUDAIPC {
-		if err := errors.Join(cuda.CheckIPC(views), cuda.CheckXLA(views, inv)); err != nil {
-			return err
-		}
-	}
-	c.m.Inventory = inv
-	for i, v := range views {
-		if rec, ok := c.paused.owns(c.m.Processes[i].PID); ok && c.m.Processes[i].State == cuda.StateCheckpointed.String() {
-			// Suspended by a pause: its GPUs and memory are what the
-			// pause's inventory saw, before the suspend freed them.
-			rec.State, rec.Paused = c.m.Processes[i].State, true
-			c.m.Processes[i] = rec
-			continue
-		}
-		c.m.Processes[i].NSPID, c.m.Processes[i].GPUs, c.m.Processes[i].Evidence = v.NSPID, v.GPUs, v.Evidence
-		c.m.Processes[i].VisibleDevices, c.m.Processes[i].NCCL = &v.VisibleDevices, v.NCCL
-		for _, g := range v.GPUs {
-			c.m.Processes[i].GPUMemory += g.Memory
-		}
-	}
-	c.m.Needs = manifest.NeedsFromProcesses(c.m.Processes)
-	// What no restore could give back is refused whatever the flags say:
-	// checked on what the manifest records, which for a process a GPU-free
-	// pause suspended is what it held before that suspend.
-	if err := cuda.CheckVisible(recordedGPUs(c.m.Processes), inv); err != nil {
-		return err
 	}
 	return c.checkSpace()
 }
@@ -340,48 +245,6 @@ func recordedGPUs(procs []manifest.Process) []cuda.ProcessGPUs {
 		}
 	}
 	return out
-}
-
-// describe learns each CUDA process's GPUs, in manifest order.
-func (c *checkpoint) describe(inv cuda.Inventory) ([]cuda.ProcessGPUs, error) {
-	views := make([]cuda.ProcessGPUs, 0, len(c.m.Processes))
-	for _, p := range c.m.Processes {
-		if _, ok := c.paused.owns(p.PID); ok && p.State == cuda.StateCheckpointed.String() {
-			views = append(views, cuda.ProcessGPUs{}) // the pause's record has it
-			continue
-		}
-		v, err := inv.Describe(p.PID)
-		if err != nil {
-			return nil, fmt.Errorf("which GPUs pid %d uses: %w", p.PID, err)
-		}
-		if len(v.GPUs) == 0 && len(inv.GPUs) > 0 {
-			c.o.log().Warn("no GPU found for a CUDA process: the restore cannot check its GPUs", "id", c.t.ID, "pid", p.PID, "evidence", v.Evidence)
-		}
-		views = append(views, v)
-	}
-	return views, nil
-}
-
-func (c *checkpoint) suspend(ctx context.Context) error {
-	if len(c.toSuspend) == 0 {
-		return nil
-	}
-	if c.t.DumpFreezes {
-		if err := c.o.checkSeizeStopped(ctx); err != nil {
-			return err
-		}
-	}
-	bytes := gpuBytes(c.m, c.toSuspend)
-	taskFrom(ctx).SetTotal(bytes)
-	start := time.Now()
-	// internal/cuda rolls back the processes it already suspended when one fails,
-	// so a failure here leaves nothing suspended.
-	if err := c.o.driver().Suspend(ctx, c.toSuspend, c.o.setOptions(nil)); err != nil {
-		return err
-	}
-	c.suspended = true
-	c.rate = measuredRate(bytes, time.Since(start))
-	return nil
 }
 
 // untouchedOutcome is a failed checkpoint's outcome when no undo had
@@ -408,23 +271,15 @@ func (c *checkpoint) runDump(ctx context.Context) error {
 		t.SetEstimate(criu.DumpEstimate(c.pids, gpuBytes(c.m, c.toSuspend)))
 		defer t.Poll(criu.PagesPoll, func() int64 { return criu.PagesBytes(c.dir) })()
 	}
-	if err := c.dump(ctx); err != nil {
-		return err // fail stops the watcher
-	}
-	c.dumped = true
-	return nil
+	return c.dump(ctx) // on failure, fail stops the watcher
 }
 
 func (c *checkpoint) resume(ctx context.Context) error {
-	if !c.suspended {
+	if !c.suspended() {
 		return nil
 	}
 	c.copyLine(ctx)
-	if err := c.o.ResumeCUDA(ctx, c.toSuspend); err != nil {
-		return err
-	}
-	c.suspended = false
-	return nil
+	return c.o.ResumeCUDA(ctx, c.toSuspend)
 }
 
 // StillSuspended lists the CUDA processes of a leave-running checkpoint
@@ -441,16 +296,6 @@ func StillSuspended(m *manifest.Manifest) []int {
 		}
 	}
 	return pids
-}
-
-// copyLine gives the line of a resume or rollback the GPU memory it copies
-// back and the rate of this run's suspend.
-func (c *checkpoint) copyLine(ctx context.Context) {
-	t := taskFrom(ctx)
-	t.SetTotal(gpuBytes(c.m, c.toSuspend))
-	if c.rate > 0 {
-		t.SetRate(c.rate)
-	}
 }
 
 func (c *checkpoint) digests(ctx context.Context) error {
@@ -478,4 +323,44 @@ func (c *checkpoint) digests(ctx context.Context) error {
 		c.o.log().Debug("no verification stamp: the restore will hash the image", "id", c.t.ID, "error", err)
 	}
 	return nil
+}
+
+// wakeStep wakes the server a leave-running checkpoint gave back.
+func (c *checkpoint) wakeStep() step {
+	return step{name: StepWakeHook, skip: func() bool {
+		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore
+	},
+		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
+}
+
+// checkSpace refuses, before anything is suspended, a checkpoint whose
+// images would not fit: CRIU would otherwise write until the disk is full,
+// after the suspend and the freeze, and fail with "No space left on
+// device". The estimate is the dump's progress estimate, taken before the
+// suspend: the processes' dumpable memory plus the GPU memory the suspend
+// will move into it.
+func (c *checkpoint) checkSpace() error {
+	if c.o.Config.NoSpaceCheck {
+		return nil
+	}
+	need := criu.DumpEstimate(c.pids, 0) + gpuBytes(c.m, c.toSuspend)
+	free, err := availBytes(c.dir)
+	if err != nil || need <= free {
+		return nil // a file system that cannot be asked is CRIU's to find out
+	}
+	return report.WithRemedy(fmt.Errorf("%w: the dump of %s is estimated at about %s and %s has %s free; nothing was suspended",
+		ErrNoSpace, plural(len(c.pids), "process", "processes"), progress.Human(need), c.dir, progress.Human(free)),
+		fmt.Sprintf("free at least %s in %s, or checkpoint into a directory on a file system with that much free "+
+			"(a workload whose memory is mostly zeros, which cryo's CRIU leaves out, may fit: %s=0 skips this check)", progress.Human(need-free), c.dir, config.EnvSpaceCheck))
+}
+
+// stepNames are the failpoint names of c's table, its skips applied.
+func (c *checkpoint) stepNames() []StepName {
+	var names []StepName
+	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
+		if s.skip == nil || !s.skip() {
+			names = append(names, s.failpointName())
+		}
+	}
+	return names
 }

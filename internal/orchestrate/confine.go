@@ -16,8 +16,10 @@ import (
 // it, and the action-script path learns its spec only once CRIU runs: the
 // step is skipped without a spec.
 func confineStep(dir string, scope GPUScope) step {
+	// Asked once, as the table is built: the skip itself reads nothing.
+	off := scope.Spec == nil || skipConfine()
 	return step{name: StepConfine,
-		skip: func() bool { return scope.Spec == nil || skipConfine() },
+		skip: func() bool { return off },
 		do:   func(context.Context) error { return confine.Check(dir, scope.Spec) }}
 }
 

@@ -25,15 +25,18 @@ func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir str
 			Outcome: "CRIU's dump went ahead without cryo's manifest", Remedy: "re-take the checkpoint"}
 	}
 	c := o.newCheckpoint(t, imageDir)
-	// dumped and leave-running: a failure from here on touches no process.
-	c.m, c.dumped, c.leaveRunning = m, true, true
-	ctx, release, err := c.takeLock(ctx)
+	// Leave-running, the dump done: a failure from here on touches no
+	// process.
+	c.m, c.leaveRunning = m, true
+	release, err := c.takeLock(ctx)
 	if err != nil {
 		return m, o.lockError("checkpoint", t.ID, err)
 	}
 	defer release()
 	c.m.AddStep(string(StepDump), dumpTime(imageDir), nil)
-	err = c.run(ctx, []step{{name: StepDigests, do: c.digests}, c.seal()})
+	r := c.runner([]step{{name: StepDigests, do: c.digests}, c.seal()})
+	r.doneOutside(StepDump)
+	err = r.run(ctx)
 	if se, ok := err.(*report.StepError); ok {
 		se.Outcome = "CRIU's dump is complete, and the checkpoint in " + imageDir + " is unfinished"
 		se.Remedy = "free space in " + imageDir + " or make it writable, then run `cryo checkpoint --finish " + imageDir + "`"

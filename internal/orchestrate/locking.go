@@ -1,7 +1,6 @@
 package orchestrate
 
 import (
-	"context"
 	"errors"
 
 	"github.com/cryo-gpu/cryo/internal/config"
@@ -13,14 +12,13 @@ import (
 // target (package lock) for its whole run, in the directory every front
 // end shares.
 
-// LockTarget locks the target id for op ("checkpoint", "restore") and
-// returns ctx carrying the lock: the orchestration's entry points under it
-// use that lock instead of taking their own. A front end whose run spans
-// several entry points (a restore: check, runc restore, CUDA resume) takes
-// it first. It fails at once with a *lock.BusyError if another run holds
-// it.
-func (o *Orchestrator) LockTarget(ctx context.Context, op, id string) (context.Context, *lock.Lock, error) {
-	return lock.Target(ctx, o.lockDir(), op, id)
+// LockTarget locks the target id for op ("checkpoint", "restore"). A
+// front end whose run spans several entry points (a restore: check, runc
+// restore, CUDA resume) takes it first and hands it to each of them, as
+// Target.Lock or Restorer.Lock: they use it instead of taking their own.
+// It fails at once with a *lock.BusyError if another run holds it.
+func (o *Orchestrator) LockTarget(op, id string) (*lock.Lock, error) {
+	return lock.Target(o.lockDir(), op, id)
 }
 
 // LockPIDs locks only pids, for a run on processes without a container
@@ -30,10 +28,10 @@ func (o *Orchestrator) LockPIDs(op string, pids []int) (*lock.Lock, error) {
 	return lock.PIDs(o.lockDir(), op, pids)
 }
 
-// lockFor returns the lock ctx carries, or takes one for id; release is a
-// no-op for a lock it did not take.
-func (o *Orchestrator) lockFor(ctx context.Context, op, id string) (context.Context, *lock.Lock, func(), error) {
-	return lock.For(ctx, o.lockDir(), op, id)
+// lockFor returns held, the front end's lock for the whole run, or takes
+// one for id; release is a no-op for a lock it did not take.
+func (o *Orchestrator) lockFor(held *lock.Lock, op, id string) (*lock.Lock, func(), error) {
+	return lock.For(held, o.lockDir(), op, id)
 }
 
 // lockDir is where every front end meets: the configured directory

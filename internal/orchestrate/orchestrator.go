@@ -16,6 +16,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/cuda"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/progress"
 )
@@ -50,6 +51,10 @@ type Target struct {
 	// checkpoint, and after a failed checkpoint whose PreCheckpoint had
 	// run, so that a server put to sleep wakes again.
 	PreCheckpoint, Wake *Hook
+	// Lock, if set, is the target's lock that the front end holds for a
+	// run spanning several entry points (LockTarget): the run uses it and
+	// leaves its release to the front end. Nil: the run takes its own.
+	Lock *lock.Lock
 }
 
 // Event reports the start (Done false) and end of one step, for progress

@@ -12,7 +12,6 @@ import (
 	"github.com/cryo-gpu/cryo/internal/cuda"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/procfs"
-	"github.com/cryo-gpu/cryo/internal/report"
 )
 
 // Say only what was checked: before a failed checkpoint's report says the
@@ -135,56 +134,6 @@ func recoverRemedy(pids []int) string {
 	return fmt.Sprintf("run `cryo recover %d` (CUDA first, then the processes continue)", pids[0])
 }
 
-// checkedOutcome checks the claim of a failed checkpoint's outcome and
-// returns the outcome, the workload's fate and, when the check contradicts
-// the claim, the remedy that applies ("" keeps the report's).
-//
-// An interrupted step's outcome says it once: the cause says what was
-// stopped, the outcome what the undo did, and the check that the processes
-// run (the undo's own "left running" would only say it again, unchecked).
-func (c *checkpoint) checkedOutcome(ctx context.Context, step StepName, outcome string, interrupt bool) (string, report.Fate, string) {
-	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
-	if len(pids) == 0 {
-		return outcome, report.FateUnknown, "" // nothing was found, nothing touched
-	}
-	if c.workloadGone() {
-		return c.goneOutcome(outcome)
-	}
-	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
-	if w.intact() {
-		checked := fmt.Sprintf("checked: every process was returned to running (%s, CUDA running)", plural(len(w.running), "process", "processes"))
-		if len(w.exited) > 0 {
-			checked += "; " + numbered(w.exited, "has exited on its own", "have exited on their own")
-		}
-		if interrupt {
-			outcome = undoneOnly(outcome)
-		}
-		if outcome == "" {
-			return checked, report.FateIntact, ""
-		}
-		return outcome + "; " + checked, report.FateIntact, ""
-	}
-	what := fmt.Sprintf("checked after step %s and its rollback: %s", step, w)
-	if len(w.gone) == 0 {
-		return what, report.FateUnknown, recoverRemedy(w.held())
-	}
-	if ok, _ := manifest.DumpCompleted(c.dir, nil); ok && c.dumped {
-		return what + "; the complete dump in " + c.dir + " holds the workload", report.FateLostKept,
-			"run `cryo checkpoint --finish " + c.dir + "`, then `cryo restore --dir " + c.dir + "`"
-	}
-	return what + "; no complete checkpoint holds them", report.FateLost, "restart the workload; nothing cryo holds can bring it back"
-}
-
-// goneOutcome: the dump ended the processes, as asked; only the
-// checkpoint holds them.
-func (c *checkpoint) goneOutcome(outcome string) (string, report.Fate, string) {
-	if ok, _ := manifest.DumpCompleted(c.dir, nil); ok {
-		return outcome + "; CRIU's dump in " + c.dir + " is complete", report.FateLostKept,
-			"run `cryo checkpoint --finish " + c.dir + "`, then `cryo restore --dir " + c.dir + "`"
-	}
-	return outcome, report.FateLost, "restart the workload; nothing cryo holds can bring it back"
-}
-
 // foundSuspended are the CUDA processes this run found checkpointed (by
 // `cryo cuda suspend`, or a GPU-free pause) and leaves so: held on purpose.
 // A checkpoint without a manifest (not taken by cryo) has none.
@@ -238,29 +187,6 @@ func checkComplete(dir string) error {
 		}
 	}
 	return nil
-}
-
-// checkLeftRunning checks a leave-running checkpoint that succeeded: the
-// processes it resumed run, by the driver's word. The checkpoint is
-// complete either way; the error says what became of the processes.
-func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
-	if !c.leaveRunning || len(c.toSuspend) == 0 {
-		return nil
-	}
-	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
-	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
-	if w.intact() {
-		return nil
-	}
-	e := &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
-		Outcome: "the checkpoint in " + c.dir + " is complete"}
-	if len(w.gone) > 0 {
-		e.Fate = report.FateLostKept
-		e.Remedy = "restore the checkpoint in " + c.dir + " once what is left of the processes is stopped"
-		return e
-	}
-	e.Remedy = recoverRemedy(w.held())
-	return e
 }
 
 // leftRunning are the undo outcomes' claims that the target runs, which

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -46,30 +47,39 @@ func (r *pauseRecord) owns(pid int) (manifest.Process, bool) {
 	return manifest.Process{}, false
 }
 
-// pausePath is the record of id: in the lock directory, where every front
-// end meets already, owner-only.
-func (o *Orchestrator) pausePath(id string) string {
-	return filepath.Join(o.lockDir(), "paused-"+lock.FileName("id-"+id)+".json")
+// pauseStore is where the pause records are: the lock directory, where
+// every front end meets already, owner-only.
+type pauseStore struct {
+	dir string
+	log *slog.Logger
 }
 
-func (o *Orchestrator) writePause(r *pauseRecord) error {
+// pauses is the store of this orchestration's pause records.
+func (o *Orchestrator) pauses() pauseStore { return pauseStore{dir: o.lockDir(), log: o.log()} }
+
+// path is the record of id.
+func (p pauseStore) path(id string) string {
+	return filepath.Join(p.dir, "paused-"+lock.FileName("id-"+id)+".json")
+}
+
+func (p pauseStore) write(r *pauseRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.lockDir(), 0o700); err != nil {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
-	tmp := o.pausePath(r.ID) + ".tmp"
+	tmp := p.path(r.ID) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("write pause record: %w", err)
 	}
-	return os.Rename(tmp, o.pausePath(r.ID))
+	return os.Rename(tmp, p.path(r.ID))
 }
 
-// readPause returns id's record, nil if it has none.
-func (o *Orchestrator) readPause(id string) (*pauseRecord, error) {
-	b, err := os.ReadFile(o.pausePath(id))
+// read returns id's record, nil if it has none.
+func (p pauseStore) read(id string) (*pauseRecord, error) {
+	b, err := os.ReadFile(p.path(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -78,23 +88,23 @@ func (o *Orchestrator) readPause(id string) (*pauseRecord, error) {
 	}
 	var r pauseRecord
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("read pause record %s: %w", o.pausePath(id), err)
+		return nil, fmt.Errorf("read pause record %s: %w", p.path(id), err)
 	}
 	return &r, nil
 }
 
-func (o *Orchestrator) removePause(id string) {
-	if err := os.Remove(o.pausePath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		o.log().Warn("cannot remove the pause record", "id", id, "error", err)
+func (p pauseStore) remove(id string) {
+	if err := os.Remove(p.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		p.log.Warn("cannot remove the pause record", "id", id, "error", err)
 	}
 }
 
 // ForgetPause removes the pause record of a container that is deleted.
-func (o *Orchestrator) ForgetPause(id string) { o.removePause(id) }
+func (o *Orchestrator) ForgetPause(id string) { o.pauses().remove(id) }
 
 // HasPause reports whether id has a pause record, readable or not.
 func (o *Orchestrator) HasPause(id string) bool {
-	_, err := os.Lstat(o.pausePath(id))
+	_, err := os.Lstat(o.pauses().path(id))
 	return err == nil
 }
 

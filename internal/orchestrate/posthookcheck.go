@@ -17,8 +17,13 @@ import (
 // processes, their root first, and the CUDA ones among them.
 type restoredSet struct{ pids, cuda []int }
 
+// postHookRuns is the outcome of a failed post-restore hook whose check
+// found every restored process running, CUDA running.
+const postHookRuns = "the restored processes run, with their GPU state; the hook's action did not take place"
+
 // restoredNow lists t's processes and its CUDA ones, before the hook runs.
-func (o *Orchestrator) restoredNow(ctx context.Context, t Target) restoredSet {
+func (rs *restore) restoredNow(ctx context.Context, t Target) restoredSet {
+	o := rs.o
 	pids, procs, _, err := o.findCUDA(ctx, t)
 	if err != nil {
 		return restoredSet{}
@@ -30,13 +35,10 @@ func (o *Orchestrator) restoredNow(ctx context.Context, t Target) restoredSet {
 	return s
 }
 
-// postHookRuns is the outcome of a failed post-restore hook whose check
-// found every restored process running, CUDA running.
-const postHookRuns = "the restored processes run, with their GPU state; the hook's action did not take place"
-
 // postHookError is the restore's error for a failed post-restore hook,
 // with the outcome that the check of the hooked processes found.
-func (o *Orchestrator) postHookError(ctx context.Context, id string, err error, hooked restoredSet) error {
+func (rs *restore) postHookError(ctx context.Context, err error) error {
+	o, id, hooked := rs.o, rs.id, rs.hooked
 	e := &report.StepError{Op: "restore", ID: id, Step: StepPostHook, Err: err, Outcome: postHookRuns, Fate: report.FateIntact,
 		Remedy: "run the hook's action by hand (or fix the server and restart it); give a longer deadline if it timed out"}
 	if len(hooked.pids) == 0 {

@@ -134,25 +134,3 @@ func restoreWithin(ctx context.Context, limit time.Duration, restore func(contex
 	}
 	return pid, err
 }
-
-// failedRestore removes what a failed restore step left, through the front
-// end's Cleanup, and says so in the error with the remedy.
-func (o *Orchestrator) failedRestore(ctx context.Context, id string, err error, r Restorer) error {
-	remedy := "read CRIU's log from its first Error line; the checkpoint itself was not changed"
-	switch {
-	case errors.Is(err, ErrRestoreDeadline):
-		remedy = RestoreDeadlineRemedy
-	case r.Remedy != nil:
-		remedy = r.Remedy(err)
-	}
-	outcome := "nothing was restored"
-	if r.Cleanup != nil {
-		if cerr := r.Cleanup(context.WithoutCancel(ctx)); cerr != nil {
-			o.log().Warn("failed restore not cleaned up", "id", id, "error", cerr)
-			outcome += "; " + cerr.Error()
-		} else if r.Removed != "" {
-			outcome += "; " + r.Removed
-		}
-	}
-	return &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: outcome, Remedy: remedy}
-}

@@ -40,27 +40,6 @@ func interruptedRestore(ctx context.Context, id string, s StepName, outcome stri
 		Outcome: outcome, Remedy: RestoreRetryRemedy}
 }
 
-// interruptedCRIU is the outcome of a restore interrupted at its restore
-// step: CRIU had not started (the interrupt came between steps), or it was
-// stopped and the front end's Cleanup removed what it had restored.
-func (o *Orchestrator) interruptedCRIU(ctx context.Context, id string, started bool, r Restorer) string {
-	if !started {
-		return "nothing was restored: CRIU had not started"
-	}
-	outcome := "CRIU was stopped and the processes it had restored were killed"
-	if r.Cleanup == nil {
-		return outcome
-	}
-	if err := r.Cleanup(context.WithoutCancel(ctx)); err != nil {
-		o.log().Warn("interrupted restore not cleaned up", "id", id, "error", err)
-		return "CRIU was stopped, but what it restored could not all be removed: " + err.Error()
-	}
-	if r.Removed != "" {
-		outcome += "; " + r.Removed
-	}
-	return outcome
-}
-
 // uninterrupted is ctx without its cancellation, its deadline kept: for
 // the CUDA resume of a tree CRIU has restored, which an interrupt must not
 // cut short.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
+	"github.com/cryo-gpu/cryo/internal/hook"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -36,6 +38,10 @@ type Restorer struct {
 	// PostRestore, if set, is run once the restored processes run with
 	// their CUDA state; a failure leaves them running (PostHookFailed).
 	PostRestore *Hook
+	// Lock, if set, is the target's lock the front end holds from the
+	// check to the CUDA resume: the resume uses it (for a Target that
+	// names none) instead of taking its own.
+	Lock *lock.Lock
 }
 
 // Restore is the one restore sequence that follows CheckRestore, for every
@@ -48,59 +54,146 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 		return 0, &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, Outcome: "nothing was restored",
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
-	var pid int
-	var hooked restoredSet
-	started := false
-	r.Restore = startedFlag(r.Restore, &started)
-	seq := &runner{o: o, op: "restore", id: id, steps: o.restoreTable(id, m, r, &pid, &hooked),
+	rs := &restore{o: o, id: id, m: m, rs: r}
+	rs.rs.Restore = startedFlag(r.Restore, &rs.started)
+	seq := rs.runner()
+	if err := seq.run(ctx); err != nil {
+		return rs.pid, err
+	}
+	if seq.kept != nil {
+		return rs.pid, rs.postHookError(ctx, seq.kept)
+	}
+	return rs.pid, nil
+}
+
+// restore is one run of Restore: the front end's part, and what its steps
+// found (the restored root, what the post-restore hook ran on).
+type restore struct {
+	o       *Orchestrator
+	id      string
+	m       *manifest.Manifest
+	rs      Restorer
+	pid     int         // the restored root, once the restore step is done
+	hooked  restoredSet // what the post-restore hook ran on
+	started bool        // the front end's restore began (CRIU may have run)
+}
+
+// runner is the restore's step runner.
+func (r *restore) runner() *runner {
+	return &runner{o: r.o, op: "restore", id: r.id, steps: r.table(),
 		// Interrupted before CRIU's restore is done, nothing is left of it;
 		// after, the resume completes it (restoreinterrupt.go).
 		interruptible: true,
-		committed:     func() bool { return pid != 0 },
+		committed:     func() bool { return r.pid != 0 },
 		record: func(s StepName, d time.Duration, _ error) {
-			if m != nil {
-				m.RestoreSteps = append(m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
+			if r.m != nil {
+				r.m.RestoreSteps = append(r.m.RestoreSteps, manifest.Step{Name: string(s), Seconds: d.Seconds()})
 			}
 		},
-		failed: func(ctx context.Context, s StepName, err error, outcome string) error {
-			if s == StepRestore && interrupted(ctx) {
-				return interruptedRestore(ctx, id, s, o.interruptedCRIU(ctx, id, started, r))
-			}
-			if s == StepRestore {
-				return o.failedRestore(ctx, id, err, r)
-			}
-			return killedError(err, outcome)
-		},
+		failed: r.failed,
 	}
-	if err := seq.run(ctx); err != nil {
-		return pid, err
-	}
-	if seq.kept != nil {
-		return pid, o.postHookError(ctx, id, seq.kept, hooked)
-	}
-	return pid, nil
 }
 
-// restoreTable is Restore's table; the restore step sets *pid, the
-// post-restore hook's step *hooked.
-func (o *Orchestrator) restoreTable(id string, m *manifest.Manifest, r Restorer, pid *int, hooked *restoredSet) []step {
+// failed is the error of the restore's failed step s.
+func (r *restore) failed(ctx context.Context, s StepName, err error, outcome string) error {
+	if s == StepRestore && interrupted(ctx) {
+		return interruptedRestore(ctx, r.id, s, r.interruptedCRIU(ctx))
+	}
+	if s == StepRestore {
+		return r.failedRestore(ctx, err)
+	}
+	return killedError(err, outcome)
+}
+
+// table is Restore's table; the restore step sets pid, the post-restore
+// hook's step hooked.
+func (r *restore) table() []step {
 	return []step{
 		{name: StepRestore, do: func(ctx context.Context) error {
-			p, err := restoreWithin(ctx, o.Config.RestoreTimeout, r.Restore)
+			p, err := restoreWithin(ctx, r.o.Config.RestoreTimeout, r.rs.Restore)
 			if err != nil {
 				return err
 			}
-			*pid = p
+			r.pid = p
 			return nil
-		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r) }},
+		}, undo: func(ctx context.Context) undone { return killRestored(ctx, r.rs) }},
 		// ResumeRestored is a sequence of its own: front ends also call it alone.
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			ctx, cancel := uninterrupted(ctx)
 			defer cancel()
-			return pastDeadlineIn(ctx, "CUDA resume", o.ResumeRestored(ctx, r.Target(*pid), m))
+			return pastDeadlineIn(ctx, "CUDA resume", r.o.ResumeRestored(ctx, r.rs.restored(r.pid), r.m))
 		}},
-		o.postHookStep(id, r, pid, hooked),
+		r.postHookStep(),
 	}
+}
+
+// postHookStep runs the restore's post-restore hook on the restored
+// processes. It is soft: a failure does not fail the sequence (whose
+// rollback would kill the processes), since they were restored and run
+// with their GPU state, and killing them would lose the only running copy
+// for a hook that the user can run again. Restore returns it after the run,
+// checked (posthookcheck.go): hooked is what the hook ran on.
+func (r *restore) postHookStep() step {
+	return step{name: StepPostHook, soft: true, skip: func() bool { return r.rs.PostRestore == nil },
+		do: func(ctx context.Context) error {
+			r.hooked = r.restoredNow(ctx, r.rs.Target(r.pid))
+			return r.rs.PostRestore.run(ctx, r.o, r.id, hook.PostRestore, r.pid)
+		}}
+}
+
+// failedRestore removes what a failed restore step left, through the front
+// end's Cleanup, and says so in the error with the remedy.
+func (rs *restore) failedRestore(ctx context.Context, err error) error {
+	o, id, r := rs.o, rs.id, rs.rs
+	remedy := "read CRIU's log from its first Error line; the checkpoint itself was not changed"
+	switch {
+	case errors.Is(err, ErrRestoreDeadline):
+		remedy = RestoreDeadlineRemedy
+	case r.Remedy != nil:
+		remedy = r.Remedy(err)
+	}
+	outcome := "nothing was restored"
+	if r.Cleanup != nil {
+		if cerr := r.Cleanup(context.WithoutCancel(ctx)); cerr != nil {
+			o.log().Warn("failed restore not cleaned up", "id", id, "error", cerr)
+			outcome += "; " + cerr.Error()
+		} else if r.Removed != "" {
+			outcome += "; " + r.Removed
+		}
+	}
+	return &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, LogPath: CRIULogPath(err), Outcome: outcome, Remedy: remedy}
+}
+
+// interruptedCRIU is the outcome of a restore interrupted at its restore
+// step: CRIU had not started (the interrupt came between steps), or it was
+// stopped and the front end's Cleanup removed what it had restored.
+func (rs *restore) interruptedCRIU(ctx context.Context) string {
+	o, id, started, r := rs.o, rs.id, rs.started, rs.rs
+	if !started {
+		return "nothing was restored: CRIU had not started"
+	}
+	outcome := "CRIU was stopped and the processes it had restored were killed"
+	if r.Cleanup == nil {
+		return outcome
+	}
+	if err := r.Cleanup(context.WithoutCancel(ctx)); err != nil {
+		o.log().Warn("interrupted restore not cleaned up", "id", id, "error", err)
+		return "CRIU was stopped, but what it restored could not all be removed: " + err.Error()
+	}
+	if r.Removed != "" {
+		outcome += "; " + r.Removed
+	}
+	return outcome
+}
+
+// restored is the Target of the restored root pid, under the front end's
+// lock.
+func (r Restorer) restored(pid int) Target {
+	t := r.Target(pid)
+	if t.Lock == nil {
+		t.Lock = r.Lock
+	}
+	return t
 }
 
 // startedFlag is restore, setting *started as it begins.

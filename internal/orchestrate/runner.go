@@ -41,6 +41,9 @@ type step struct {
 type undone struct {
 	outcome string
 	last    bool
+	// gaveBack: the undo gave the step's work back (a dumped tree held
+	// stopped was continued): the runner no longer counts it done.
+	gaveBack bool
 }
 
 // stepKind says who announces and times a step.
@@ -88,6 +91,8 @@ type runner struct {
 	steps []step
 	state seqState
 	done  []step // completed steps, in order
+	// given are the completed steps whose undo gave their work back.
+	given map[StepName]bool
 
 	// record, if set, records each step taken with its duration and
 	// error (the manifest's Steps or RestoreSteps).
@@ -110,6 +115,26 @@ type runner struct {
 	// kept is the first failure of a soft step.
 	kept error
 }
+
+// Done reports whether step s was completed in this run and not given
+// back by its undo: the one record of what a sequence has done, which
+// its steps and undos ask instead of keeping flags of their own.
+func (r *runner) Done(s StepName) bool {
+	if r == nil || r.given[s] {
+		return false
+	}
+	for _, d := range r.done {
+		if d.name == s {
+			return true
+		}
+	}
+	return false
+}
+
+// doneOutside records s as completed by someone else before this run: a
+// step of the sequence that ran outside cryo's call (CRIU's dump, between
+// its action script's pre-dump and post-dump).
+func (r *runner) doneOutside(s StepName) { r.done = append(r.done, step{name: s}) }
 
 // moveTo takes the transition to next, refusing one the table does not
 // allow: a programming error, reported, never papered over.
@@ -200,6 +225,12 @@ func (r *runner) rollback(ctx context.Context) string {
 			continue
 		}
 		u := r.done[i].undo(ctx)
+		if u.gaveBack {
+			if r.given == nil {
+				r.given = map[StepName]bool{}
+			}
+			r.given[r.done[i].name] = true
+		}
 		if u.outcome != "" {
 			outcome = u.outcome
 		}

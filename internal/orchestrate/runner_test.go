@@ -155,3 +155,30 @@ func TestRunnerSoftStep(t *testing.T) {
 		t.Fatalf("recorded %v, want the soft step with its error", recorded)
 	}
 }
+
+// TestRunnerDone: the runner's record of completed steps is what a
+// sequence asks: a skipped or failed step is not done, a step done
+// outside the run is, and one whose undo gave its work back is no longer.
+func TestRunnerDone(t *testing.T) {
+	ok := func(context.Context) error { return nil }
+	r := &runner{o: New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))), op: "test", id: "x",
+		steps: []step{
+			{name: "kept", do: ok, undo: func(context.Context) undone { return undone{} }},
+			{name: "given", do: ok, undo: func(context.Context) undone { return undone{gaveBack: true} }},
+			{name: "skipped", do: ok, skip: func() bool { return true }},
+			{name: "broken", do: func(context.Context) error { return errors.New("broken") }},
+		},
+		failed: func(_ context.Context, _ StepName, err error, _ string) error { return err }}
+	r.doneOutside("outside")
+	if (*runner)(nil).Done("kept") {
+		t.Fatal("a runner that never ran has done a step")
+	}
+	if err := r.run(context.Background()); err == nil {
+		t.Fatal("the broken step did not fail the run")
+	}
+	for name, want := range map[StepName]bool{"outside": true, "kept": true, "given": false, "skipped": false, "broken": false} {
+		if got := r.Done(name); got != want {
+			t.Errorf("Done(%s) = %v, want %v", name, got, want)
+		}
+	}
+}

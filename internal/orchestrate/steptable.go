@@ -15,7 +15,7 @@ import (
 // failpoint holds before (CRYO_TEST_HOLD). Tests sweep them, so that a
 // step added to the table is swept without editing the test.
 func CheckpointSteps(cuda, leaveRunning bool) []StepName {
-	c := &checkpoint{t: Target{DumpLeavesStopped: !leaveRunning}, leaveRunning: leaveRunning, m: manifest.New("steps")}
+	c := &checkpoint{suspension: suspension{t: Target{DumpLeavesStopped: !leaveRunning}, m: manifest.New("steps")}, leaveRunning: leaveRunning}
 	if cuda {
 		c.toSuspend = []int{0}
 		c.m.Processes = []manifest.Process{{PID: 0}}
@@ -30,20 +30,9 @@ func CheckpointSteps(cuda, leaveRunning bool) []StepName {
 // checkpoint thaws it, finds CUDA suspended by that pause, and dumps it
 // as it is: it neither suspends nor resumes CUDA itself.
 func PausedCheckpointSteps(leaveRunning bool) []StepName {
-	c := &checkpoint{t: Target{Thaw: func(context.Context) error { return nil }}, leaveRunning: leaveRunning, m: manifest.New("steps")}
+	c := &checkpoint{suspension: suspension{t: Target{Thaw: func(context.Context) error { return nil }}, m: manifest.New("steps")}, leaveRunning: leaveRunning}
 	c.m.Processes = []manifest.Process{{PID: 0}}
 	return c.stepNames()
-}
-
-// stepNames are the failpoint names of c's table, its skips applied.
-func (c *checkpoint) stepNames() []StepName {
-	var names []StepName
-	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
-		if s.skip == nil || !s.skip() {
-			names = append(names, s.failpointName())
-		}
-	}
-	return names
 }
 
 // RestoreSteps names, in order, the steps that a restore of a checkpoint
@@ -58,10 +47,9 @@ func RestoreSteps(container bool) []StepName {
 	if container {
 		scope.Spec = &specs.Spec{}
 	}
-	var m *manifest.Manifest
-	var pid int
+	check := &restoreCheck{o: o, id: "steps", scope: scope, ports: &portsWait{id: "steps"}}
 	var names []StepName
-	for _, s := range append(o.checkRestoreTable("steps", "", scope, &m), o.restoreTable("", nil, Restorer{}, &pid, &restoredSet{})...) {
+	for _, s := range append(check.table(), (&restore{o: o}).table()...) {
 		if s.skip == nil || !s.skip() {
 			names = append(names, s.failpointName())
 		}
@@ -73,9 +61,9 @@ func RestoreSteps(container bool) []StepName {
 // container with a CUDA process and no hooks takes, read from the pause's
 // own table: the names a failpoint holds a pause before ("pause/STEP").
 func PauseSteps() []StepName {
-	c := &checkpoint{m: manifest.New("steps"), toSuspend: []int{0}}
+	p := &pause{suspension: suspension{m: manifest.New("steps"), toSuspend: []int{0}}}
 	var names []StepName
-	for _, s := range c.pauseTable(nil) {
+	for _, s := range p.table() {
 		if s.skip == nil || !s.skip() {
 			names = append(names, s.failpointName())
 		}

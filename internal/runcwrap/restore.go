@@ -27,7 +27,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	}
 	// One lock from the check to the CUDA resume: a checkpoint of the
 	// container must not start while its processes are still suspended.
-	ctx, l, err := w.orchestrator().LockTarget(ctx, "restore", o.id)
+	l, err := w.orchestrator().LockTarget("restore", o.id)
 	if err != nil {
 		w.log.error("%v", &report.StepError{Op: "restore", ID: o.id, Step: orchestrate.StepLock, Err: err,
 			Outcome: "nothing was restored", Remedy: "wait for that run to finish, then retry"})
@@ -58,7 +58,7 @@ func (w *wrapper) restore(ctx context.Context) int {
 	defer w.disarm(o, armed)
 	if o.detach {
 		defer undo()
-		return w.completed(ctx, w.restoreDetached(ctx, o, m, scope))
+		return w.completed(ctx, w.restoreDetached(ctx, o, m, scope, l))
 	}
 	return w.restoreForeground(ctx, o, m, scope, l, undo)
 }
@@ -96,7 +96,7 @@ func (w *wrapper) restoreTCP(o crOpts) {
 
 // restoreDetached is Podman's case (conmon runs `restore --detach`): runc
 // returns once the processes run, then CUDA is resumed.
-func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope) int {
+func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *lock.Lock) int {
 	cleanup := w.failedRestoreCleanup(o, scope)
 	removed := restoreRemoved
 	if cleanup == nil {
@@ -119,7 +119,7 @@ func (w *wrapper) restoreDetached(ctx context.Context, o crOpts, m *manifest.Man
 			outcomeStep(o, m)
 			return w.cli.initPID(ctx, o.id), nil
 		},
-		Target: func(int) orchestrate.Target { return w.restoredTarget(ctx, o, scope) },
+		Target: func(int) orchestrate.Target { return w.restoredTarget(ctx, o, scope, l) },
 		// Podman sees the container exit and reports it; left running with
 		// CUDA suspended, it would hang unseen.
 		Kill: func(ctx context.Context) {
@@ -173,7 +173,7 @@ func (w *wrapper) restoreForeground(ctx context.Context, o crOpts, m *manifest.M
 		undo() // CRIU has read its configuration: the container may be checkpointed from now on
 		if ran {
 			outcomeStep(o, m)
-			if err := w.resume(ctx, o, m, scope); err != nil {
+			if err := w.resume(ctx, o, m, scope, l); err != nil {
 				w.log.error("%v", err)
 			} else {
 				w.log.info("restore of container %s: %s", o.id, manifest.StepsText(m.RestoreSteps))
@@ -233,17 +233,19 @@ func (w *wrapper) waitRunning(ctx context.Context, id string, exited <-chan stru
 	}
 }
 
-// resume resumes CUDA in the restored container's processes.
-func (w *wrapper) resume(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope) error {
-	return w.orchestrator().ResumeRestored(ctx, w.restoredTarget(ctx, o, scope), m)
+// resume resumes CUDA in the restored container's processes, under l.
+func (w *wrapper) resume(ctx context.Context, o crOpts, m *manifest.Manifest, scope orchestrate.GPUScope, l *lock.Lock) error {
+	return w.orchestrator().ResumeRestored(ctx, w.restoredTarget(ctx, o, scope, l), m)
 }
 
-// restoredTarget describes the restored container to the orchestration.
-func (w *wrapper) restoredTarget(ctx context.Context, o crOpts, scope orchestrate.GPUScope) orchestrate.Target {
+// restoredTarget describes the restored container to the orchestration,
+// under the lock l that this restore holds from its check on.
+func (w *wrapper) restoredTarget(ctx context.Context, o crOpts, scope orchestrate.GPUScope, l *lock.Lock) orchestrate.Target {
 	return orchestrate.Target{
 		ID:      o.id,
 		PIDs:    func(ctx context.Context) ([]int, error) { return w.cli.pids(ctx, o.id) },
 		Scope:   scope,
 		InitPID: w.cli.initPID(ctx, o.id),
+		Lock:    l,
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/typeurl/v2"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/orchestrate"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -26,6 +27,7 @@ type checkpointRun struct {
 	workDir   string            // CRIU's work directory when it is not the image directory
 	wasPaused bool              // containerd paused (froze) the task before calling us
 	bundle    string            // the task's bundle, where the checkpoint's record goes (ckptrecord.go)
+	lock      *lock.Lock        // the task's lock, held by begin for the whole run
 	pre, wake *orchestrate.Hook // the container's hooks, from its spec's annotations
 	start     time.Time
 	dumpStart time.Time
@@ -41,7 +43,7 @@ type checkpointRun struct {
 // the task is paused again afterwards so that containerd's own Resume,
 // which follows every checkpoint, finds the state it expects.
 func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskRequest) (*emptypb.Empty, error) {
-	ctx, done, err := s.begin(ctx, r.ID, "checkpoint")
+	l, done, err := s.begin(ctx, r.ID, "checkpoint")
 	if err != nil {
 		return nil, toGRPC(err, false)
 	}
@@ -50,6 +52,7 @@ func (s *service) Checkpoint(ctx context.Context, r *taskv3.CheckpointTaskReques
 	if err != nil {
 		return nil, toGRPC(err, false)
 	}
+	run.lock = l
 	if err := s.checkpoint(ctx, run); err != nil {
 		return nil, toGRPC(err, false)
 	}
@@ -94,6 +97,7 @@ func (s *service) checkpoint(ctx context.Context, run *checkpointRun) error {
 	target := s.target(id, run.wasPaused)
 	target.CRIUWorkDir = run.workDir
 	target.PreCheckpoint, target.Wake = run.pre, run.wake
+	target.Lock = run.lock
 	// runc, and its CRIU, in a group of their own (dump.go).
 	dump := func(ctx context.Context) error {
 		run.dumpStart = time.Now()

@@ -143,7 +143,7 @@ func (s *service) restoreStart(ctx context.Context, r *taskv3.StartRequest, run 
 	defer disarmOutcome(ctx, r.ID, pending.armed)
 	ctx, cancel := startDeadline(ctx, pending)
 	defer cancel()
-	ctx, done, err := s.begin(ctx, r.ID, "restore")
+	l, done, err := s.begin(ctx, r.ID, "restore")
 	if err != nil {
 		return nil, toGRPC(err, false)
 	}
@@ -172,6 +172,7 @@ func (s *service) restoreStart(ctx context.Context, r *taskv3.StartRequest, run 
 			return t
 		},
 		Kill:        func(ctx context.Context) { s.killRestored(ctx, r.ID) },
+		Lock:        l,
 		Remedy:      outcomeRemedy,
 		Cleanup:     cleanup,
 		Removed:     removed,

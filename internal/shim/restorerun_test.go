@@ -14,6 +14,8 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/cryo-gpu/cryo/internal/lock"
 )
 
 // fakeRunc is the runc service as the restore's requests see it: one
@@ -86,7 +88,7 @@ func (f *fakeRunc) Shutdown(context.Context, *taskv3.ShutdownRequest) (*emptypb.
 func restoring(t *testing.T, id string) (*service, *fakeRunc, context.Context, *restoreRun) {
 	t.Helper()
 	f := &fakeRunc{status: task.Status_CREATED}
-	s := &service{TTRPCTaskService: f, restores: map[string]pendingRestore{id: {}}, busy: map[string]string{}}
+	s := &service{TTRPCTaskService: f, restores: map[string]pendingRestore{id: {}}, busy: map[string]*lock.Lock{}}
 	ctx, run, _, ok := s.takeStart(context.Background(), id)
 	if !ok {
 		t.Fatal("no restore taken")
@@ -282,7 +284,7 @@ func TestShutdownDuringRestore(t *testing.T) {
 // it came, and State says what the runc service says.
 func TestNoRestoreInFlight(t *testing.T) {
 	f := &fakeRunc{status: task.Status_RUNNING, pid: 5}
-	s := &service{TTRPCTaskService: f, restores: map[string]pendingRestore{}, busy: map[string]string{}}
+	s := &service{TTRPCTaskService: f, restores: map[string]pendingRestore{}, busy: map[string]*lock.Lock{}}
 	ctx := context.Background()
 	if st, _ := s.State(ctx, &taskv3.StateRequest{ID: "plain"}); st.Status != task.Status_RUNNING || st.Pid != 5 {
 		t.Errorf("State: %v", st)

@@ -35,9 +35,16 @@ type service struct {
 
 	mu       sync.Mutex
 	restores map[string]pendingRestore // task id -> checked restore, between Create and Start
-	busy     map[string]string         // task id -> "checkpoint" or "restore" in flight
-	starts   map[string]*restoreRun    // task id -> its restore's Start in flight (restorerun.go)
-	stopping string                    // the signal the shim stops on, once it came (stopping.go)
+	// busy holds, by task id, the lock of each checkpoint or restore in
+	// flight in this shim: the very lock its run hands to the
+	// orchestration, not a second record. It is kept here too because
+	// requests that must not take the lock still ask for it: a Pause
+	// refused under a run (a freeze-only pause never takes one), and the
+	// stop on a signal, which waits for this shim's runs and names them.
+	// The lock directory cannot say which holder is this shim.
+	busy     map[string]*lock.Lock
+	starts   map[string]*restoreRun // task id -> its restore's Start in flight (restorerun.go)
+	stopping string                 // the signal the shim stops on, once it came (stopping.go)
 }
 
 var _ shim.TTRPCService = (*service)(nil)
@@ -49,7 +56,7 @@ func newService(inner taskv3.TTRPCTaskService, publisher shim.Publisher, grpcAdd
 		publisher:        publisher,
 		daemon:           newLegacyDaemon(grpcAddress),
 		restores:         map[string]pendingRestore{},
-		busy:             map[string]string{},
+		busy:             map[string]*lock.Lock{},
 		starts:           map[string]*restoreRun{},
 	}
 }
@@ -101,23 +108,23 @@ func (s *service) RegisterTTRPC(server *ttrpc.Server) error {
 // in this shim and in cryo's lock that every front end takes (cryo-runc
 // and the bare CLI on the task's pids collide with it); a second run for
 // the same task fails at once rather than interleave with the first. The
-// returned context carries the lock to the orchestration.
-func (s *service) begin(ctx context.Context, id, step string) (context.Context, func(), error) {
+// returned lock goes to the orchestration (Target.Lock, Restorer.Lock).
+func (s *service) begin(ctx context.Context, id, step string) (*lock.Lock, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, ok := s.busy[id]; ok {
-		return ctx, nil, busyError(id, step, op)
+	if held, ok := s.busy[id]; ok {
+		return nil, nil, busyError(id, step, held.Op())
 	}
 	if err := s.stoppingLocked(id, step); err != nil {
-		return ctx, nil, err
+		return nil, nil, err
 	}
-	ctx, l, err := s.orch(ctx).LockTarget(ctx, step, id)
+	l, err := s.orch(ctx).LockTarget(step, id)
 	if err != nil {
-		return ctx, nil, &report.StepError{Op: step, ID: id, Step: orchestrate.StepLock, Err: err,
+		return nil, nil, &report.StepError{Op: step, ID: id, Step: orchestrate.StepLock, Err: err,
 			Remedy: "wait for the running checkpoint or restore of this container to finish"}
 	}
-	s.busy[id] = step
-	return ctx, func() {
+	s.busy[id] = l
+	return l, func() {
 		l.Release()
 		s.mu.Lock()
 		delete(s.busy, id)
@@ -130,8 +137,8 @@ func (s *service) begin(ctx context.Context, id, step string) (context.Context, 
 func (s *service) busyFor(id, step string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if op, ok := s.busy[id]; ok {
-		return busyError(id, step, op)
+	if held, ok := s.busy[id]; ok {
+		return busyError(id, step, held.Op())
 	}
 	return nil
 }

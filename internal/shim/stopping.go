@@ -80,8 +80,8 @@ func (s *service) markStopping(ctx context.Context, sig string) {
 		return
 	}
 	s.stopping = sig
-	for id, op := range s.busy {
-		log.G(ctx).WithFields(log.Fields{"id": id, "signal": sig, "op": op}).
+	for id, held := range s.busy {
+		log.G(ctx).WithFields(log.Fields{"id": id, "signal": sig, "op": held.Op()}).
 			Warn("cryo: stopping once the checkpoint in flight has finished: containerd then ends the task, as it ends every task of a stopped shim; the checkpoint is kept")
 	}
 }

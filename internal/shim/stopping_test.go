@@ -8,13 +8,20 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/shutdown"
 	"github.com/containerd/errdefs"
+
+	"github.com/cryo-gpu/cryo/internal/lock"
 )
 
 // A signalled shim's shutdown callbacks (the runc service's) wait for the
 // checkpoint in flight, and the shim refuses new work meanwhile.
 func TestShutdownWaitsForRuns(t *testing.T) {
 	_, sd := shutdown.WithShutdown(context.Background())
-	s := &service{busy: map[string]string{"c": "checkpoint"}, restores: map[string]pendingRestore{}}
+	held, err := lock.Target(t.TempDir(), "checkpoint", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	s := &service{busy: map[string]*lock.Lock{"c": held}, restores: map[string]pendingRestore{}}
 	d := &drainingShutdown{Service: sd}
 	d.drain = func() { s.drain(context.Background()) }
 	ran := make(chan struct{})
