@@ -52,6 +52,10 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 	d.containerCheckpoint(src, ref)
 	d.remove(src)
 	steps := orchestrate.RestoreSteps(true)
+	// The shim's create of the checked restore's task, the last of
+	// Create, after the steps of the checks.
+	at := slices.Index(steps, orchestrate.StepRestore)
+	steps = slices.Insert(steps, at, orchestrate.StepCreateTask)
 	for _, step := range steps {
 		t.Run(string(step)+"/SIGINT-ctr", func(t *testing.T) {
 			name := uniqueID("rs")
