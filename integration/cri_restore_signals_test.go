@@ -90,7 +90,14 @@ func TestCRIRestoreSignalSweep(t *testing.T) {
 			t.Logf("StartContainer: %v", err)
 			if criSettled(nt, p, ck, c) {
 				createEnded(nt, p)
-				wantNothingLeft(t, criNamespace, p.container, work, "the cut "+c.String())
+				// A killed shim's work directory goes at the next
+				// restore's (imagerestore.NewWorkDir): RestoresAfter
+				// checks it.
+				ownWork := work
+				if c.kill {
+					ownWork = ""
+				}
+				wantNothingLeft(t, criNamespace, p.container, ownWork, "the cut "+c.String())
 			}
 			if !c.kill && c.step == orchestrate.StepResume &&
 				logLine(n.log(), `msg="cryo: restore given up: the restored processes were killed and reaped"`, "id="+p.container+" ") < 0 {
