@@ -70,6 +70,11 @@ func TestCRIRestoreSignalSweep(t *testing.T) {
 
 	var cases []criSigCase
 	for _, s := range orchestrate.RestoreSteps(true) {
+		if s == orchestrate.StepRestore {
+			// The shim's create of the checked restore's task, the
+			// last of Create, after the steps of the checks.
+			cases = append(cases, criSigCase{step: orchestrate.StepCreateTask})
+		}
 		cases = append(cases, criSigCase{step: s})
 	}
 	cases = append(cases, criSigCase{orchestrate.StepRestore, true}, criSigCase{orchestrate.StepResume, true})
@@ -83,7 +88,17 @@ func TestCRIRestoreSignalSweep(t *testing.T) {
 			}
 			err := cutStart(t, nt, p, setting, c)
 			t.Logf("StartContainer: %v", err)
-			criSettled(nt, p, ck, c)
+			if criSettled(nt, p, ck, c) {
+				createEnded(nt, p)
+				// A killed shim's work directory goes at the next
+				// restore's (imagerestore.NewWorkDir): RestoresAfter
+				// checks it.
+				ownWork := work
+				if c.kill {
+					ownWork = ""
+				}
+				wantNothingLeft(t, criNamespace, p.container, ownWork, "the cut "+c.String())
+			}
 			if !c.kill && c.step == orchestrate.StepResume &&
 				logLine(n.log(), `msg="cryo: restore given up: the restored processes were killed and reaped"`, "id="+p.container+" ") < 0 {
 				// CRIU had restored the tree: the shim must have killed it,
@@ -173,8 +188,8 @@ func givenUpStart(t *testing.T, n *criNode, p *criPod, hold string, done <-chan 
 }
 
 // criSettled waits for the container to settle after a cut restore: it
-// runs the restored workload intact, or it failed cleanly.
-func criSettled(n *criNode, p *criPod, ck criCheckpoint, c criSigCase) {
+// runs the restored workload intact, or it failed cleanly (true).
+func criSettled(n *criNode, p *criPod, ck criCheckpoint, c criSigCase) bool {
 	t := n.t
 	t.Helper()
 	var st *criapi.ContainerStatus
@@ -196,7 +211,7 @@ func criSettled(n *criNode, p *criPod, ck criCheckpoint, c criSigCase) {
 		}
 		n.assertContinues(p, ck)
 		criRestoredIntact(n, p)
-		return
+		return false
 	}
 	if st.Reason == "" && st.Message == "" {
 		t.Errorf("the failed container's status says nothing of why")
@@ -211,6 +226,26 @@ func criSettled(n *criNode, p *criPod, ck criCheckpoint, c criSigCase) {
 		}
 		t.Errorf("restored processes left behind after a failed restore: %s\n%s", strings.Join(desc, ", "), lastLines(n.log(), 40))
 	}
+	return true
+}
+
+// createEnded waits until the shim's Create of the container has ended,
+// whichever way: a Create that containerd gave up on may carry on in the
+// sandbox's shim, and what it leaves shows only then. A Create whose end
+// the shim logs in none of these words gets 10 s.
+func createEnded(n *criNode, p *criPod) {
+	n.t.Helper()
+	ends := []string{"cryo: create given up", "cryo: restore checked", "cryo: restore refused", "cryo: restore from image refused", "cryo: restore from image failed"}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, e := range ends {
+			if i := logLine(n.log(), `msg="`+e, "id="+p.container); i >= 0 {
+				n.t.Logf("the shim's create ended: %s", strings.Split(n.log(), "\n")[i])
+				time.Sleep(200 * time.Millisecond) // its undo, logged before it returns
+				return
+			}
+		}
+	}
+	n.t.Logf("the shim logged no end of its create of %s", p.container)
 }
 
 // criRestoredIntact: the container's process runs, not stopped, with CUDA

@@ -37,9 +37,13 @@ import (
 // that open must not wait for one. About 10 s.
 func TestShimRestoreSignalSweep(t *testing.T) {
 	setting := filepath.Join(t.TempDir(), "hold-setting")
+	// containerd unpacks the checkpoint it passes to the shim into a
+	// directory of its TMPDIR, which the shim removes: one of this
+	// daemon's own, checked after each case.
+	tmp := t.TempDir()
 	d := newDaemon(t, ctrdVersions[1], false)
 	d.envExtra = []string{"PATH=" + filepath.Dir(failpointBin(t, "containerd-shim-cryo-v2")) + ":" + binDir() + ":" + d.bin + ":/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"CRYO_TEST_HOLD=@" + setting}
+		"CRYO_TEST_HOLD=@" + setting, "TMPDIR=" + tmp}
 	d.start()
 	d.importTestImage()
 	src := uniqueID("src")
@@ -48,6 +52,10 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 	d.containerCheckpoint(src, ref)
 	d.remove(src)
 	steps := orchestrate.RestoreSteps(true)
+	// The shim's create of the checked restore's task, the last of
+	// Create, after the steps of the checks.
+	at := slices.Index(steps, orchestrate.StepRestore)
+	steps = slices.Insert(steps, at, orchestrate.StepCreateTask)
 	for _, step := range steps {
 		t.Run(string(step)+"/SIGINT-ctr", func(t *testing.T) {
 			name := uniqueID("rs")
@@ -73,6 +81,8 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 				if _, err := d.client.LoadContainer(namespacedCtx(), name); err == nil && taskExists(d, name) {
 					t.Errorf("a task of %s is left after its create was cancelled", name)
 				}
+				wantNothingLeft(t, testNamespace, name, "", "the create cut at "+string(step))
+				wantNoCopy(t, tmp, "the create cut at "+string(step))
 				return
 			}
 			// Start: the shim, in a session of its own, lives on and
@@ -81,6 +91,7 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 				t.Fatalf("the shim (pid %d) died with ctr", shim)
 			}
 			restoredRunsOn(t, d, name)
+			wantNoCopy(t, tmp, "the restore signalled at "+string(step))
 		})
 	}
 	for _, c := range []struct {
@@ -119,6 +130,8 @@ func TestShimRestoreSignalSweep(t *testing.T) {
 			for _, pid := range restored {
 				waitFor(t, 10*time.Second, "restored pid "+strconv.Itoa(pid)+" to be gone", func() bool { return !procfs.Alive(pid) })
 			}
+			d.remove(name)
+			wantNothingLeft(t, testNamespace, name, "", "the shim killed before "+string(step))
 		})
 	}
 }

@@ -54,18 +54,19 @@ func (s *service) createFromImage(ctx context.Context, r *taskv3.CreateTaskReque
 	if err != nil {
 		return s.imageRestoreRefused(ctx, r, req, err)
 	}
-	resp, err := s.TTRPCTaskService.Create(ctx, r)
+	resp, err := s.createTask(ctx, r)
 	if err != nil {
-		removeWork(ctx, r.ID, pending.work)
+		s.undoCreate(ctx, r.ID, pending, false)
 		return nil, err
 	}
 	if err := s.applyRootfs(rctx, r, req, pending.work); err != nil {
-		s.deleteCreated(ctx, r.ID)
-		removeWork(ctx, r.ID, pending.work)
+		s.undoCreate(ctx, r.ID, pending, true)
 		log.G(ctx).WithError(err).Error("cryo: restore from image failed")
 		return nil, toGRPC(err, true)
 	}
-	s.restoreCreated(ctx, r, pending, started)
+	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -78,6 +79,9 @@ func (s *service) checkImageRestore(ctx context.Context, r *taskv3.CreateTaskReq
 			Outcome: "nothing was restored", Remedy: "fix the pod's " + imagerestore.Prefix + "* annotations (see docs/kubernetes.md)"}
 	}
 	began := time.Now()
+	if run := createRunOf(ctx); run != nil {
+		s.atStep(run, "prepare the checkpoint image")
+	}
 	work, err := imagerestore.Prepare(ctx, req, who, imagerestore.OptionsFrom(s.cfg))
 	if err != nil {
 		return pendingRestore{}, prepareCutOff(ctx, who, err)
@@ -108,12 +112,18 @@ func (s *service) checkPrepared(ctx context.Context, r *taskv3.CreateTaskRequest
 // imageRestoreRefused fails the Create with the reason, or, when the
 // policy says fresh, logs the reason and starts the task from its image.
 func (s *service) imageRestoreRefused(ctx context.Context, r *taskv3.CreateTaskRequest, req imagerestore.Request, err error) (*taskv3.CreateTaskResponse, error) {
-	if req.OnFailure != imagerestore.PolicyFresh {
+	// A Create given up is not started fresh: nobody would start or
+	// delete the task.
+	if req.OnFailure != imagerestore.PolicyFresh || s.cutCause(ctx, createRunOf(ctx)) != nil {
 		log.G(ctx).WithError(err).WithFields(log.Fields{"id": r.ID, "image": req.Ref, "namespace": req.Namespace}).Error("cryo: restore from image refused")
 		return nil, toGRPC(err, true)
 	}
 	log.G(ctx).WithError(err).WithFields(log.Fields{"id": r.ID, "image": req.Ref, "namespace": req.Namespace}).
 		Warn("cryo: restore from image refused; starting the container fresh (" + imagerestore.AnnOnFailure + "=fresh)")
+	if createRunOf(ctx) != nil {
+		// The fresh task is the Create's answer, not a restore's.
+		s.endCreateRun(createRunOf(ctx))
+	}
 	return s.createFresh(ctx, r)
 }
 
@@ -156,6 +166,7 @@ func bundleRootfs(bundle string) (string, error) {
 // deleteCreated undoes the runc service's Create: the container, its
 // mounts and its state go.
 func (s *service) deleteCreated(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
 	if _, err := s.TTRPCTaskService.Delete(ctx, &taskv3.DeleteRequest{ID: id}); err != nil {
 		log.G(ctx).WithError(err).WithField("id", id).Warn("cryo: could not delete the task of a refused restore")
 	}

@@ -32,13 +32,25 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 	restoreFromImagePath(ctx, r)
 	if r.Checkpoint == "" {
 		if req, ok, err := imageRequest(r.Bundle); ok || err != nil {
-			return s.createFromImage(ctx, r, req, err)
+			return s.runCreate(ctx, r.ID, func(ctx context.Context) (*taskv3.CreateTaskResponse, error) {
+				return s.createFromImage(ctx, r, req, err)
+			})
 		}
 		if ri, ok := s.runnableCheckpoint(ctx, r); ok {
-			return s.createFromRunnable(ctx, r, ri)
+			return s.runCreate(ctx, r.ID, func(ctx context.Context) (*taskv3.CreateTaskResponse, error) {
+				return s.createFromRunnable(ctx, r, ri)
+			})
 		}
 		return s.createFresh(ctx, r)
 	}
+	return s.runCreate(ctx, r.ID, func(ctx context.Context) (*taskv3.CreateTaskResponse, error) {
+		return s.createFromCheckpoint(ctx, r)
+	})
+}
+
+// createFromCheckpoint restores the task from the checkpoint directory
+// the request names (containerd's, or the user's own path).
+func (s *service) createFromCheckpoint(ctx context.Context, r *taskv3.CreateTaskRequest) (*taskv3.CreateTaskResponse, error) {
 	started := time.Now()
 	rctx, cancel, err := s.withCheckpointDeadline(ctx, r)
 	defer cancel()
@@ -52,13 +64,15 @@ func (s *service) Create(ctx context.Context, r *taskv3.CreateTaskRequest) (*tas
 		return nil, toGRPC(err, true)
 	}
 	pending.deadline, _ = orchestrate.RestoreDeadline(rctx)
-	resp, err := s.TTRPCTaskService.Create(ctx, r)
+	pending.ctrdCopy = containerdCopy(r)
+	resp, err := s.createTask(ctx, r)
 	if err != nil {
-		removeContainerdCopy(ctx, r.ID, containerdCopy(r))
+		s.undoCreate(ctx, r.ID, pending, false)
 		return nil, err
 	}
-	pending.ctrdCopy = containerdCopy(r)
-	s.restoreCreated(ctx, r, pending, started)
+	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -79,7 +93,7 @@ func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest)
 	if err != nil {
 		return pendingRestore{}, &report.StepError{Op: "restore", ID: r.ID, Step: "read the new spec", Err: err, Remedy: "check the container's bundle " + r.Bundle}
 	}
-	m, err := s.orch(ctx).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
+	m, err := s.orchWith(ctx, s.stepNoter(ctx)).CheckRestore(ctx, r.ID, r.Checkpoint, scope)
 	if err != nil {
 		return pendingRestore{}, labelContainer(err, r)
 	}
@@ -99,14 +113,18 @@ func (s *service) checkRestore(ctx context.Context, r *taskv3.CreateTaskRequest)
 }
 
 // restoreCreated records a checked restore for Start, once the runc
-// service has created its task.
-func (s *service) restoreCreated(ctx context.Context, r *taskv3.CreateTaskRequest, pending pendingRestore, started time.Time) {
+// service has created its task; a Create given up meanwhile is undone
+// instead (commitCreate), and the error says so.
+func (s *service) restoreCreated(ctx context.Context, r *taskv3.CreateTaskRequest, pending pendingRestore, started time.Time) error {
 	pending.stdio = []string{r.Stdout, r.Stderr}
-	s.setRestore(r.ID, pending)
-	s.daemon.renewSpec(ctx, r.ID)
+	if err := s.commitCreate(ctx, r, pending); err != nil {
+		return err
+	}
+	s.daemon.renewSpec(context.WithoutCancel(ctx), r.ID)
 	log.G(ctx).WithFields(log.Fields{
 		"id": r.ID, "checkpoint": r.Checkpoint, "check_ms": time.Since(started).Milliseconds(),
 	}).Info("cryo: restore checked")
+	return nil
 }
 
 // Start of a restored task: runc restore runs inside the runc service's

@@ -50,6 +50,9 @@ type restoreRun struct {
 	id     string
 	cancel context.CancelCauseFunc // ends the restore early, where safe
 	done   chan struct{}           // closed once Start ended and acted on the notes
+	// creating: the run is the restore's Create, not its Start
+	// (createrun.go): a Delete or Shutdown ends it, a Kill goes to runc.
+	creating bool
 
 	// Under service.mu.
 	step   string      // the restore's step in progress
@@ -132,7 +135,11 @@ func (s *service) note(ctx context.Context, run *restoreRun, op string, k *killN
 	}
 	step := run.step
 	s.mu.Unlock()
-	if first {
+	if first && run.creating {
+		run.cancel(fmt.Errorf("%w: %s of the task came while its restore was checked: %w", ErrCreateGivenUp, op, context.Canceled))
+		log.G(ctx).WithFields(log.Fields{"id": run.id, "step": step, "request": op}).
+			Warn("cryo: restore given up during its create: the checks stop at their next step, what the create made is removed, then the request is answered")
+	} else if first {
 		run.cancel(fmt.Errorf("%w: %s of the task came while its restore ran: %w", ErrRestoreGivenUp, op, context.Canceled))
 		log.G(ctx).WithFields(log.Fields{"id": run.id, "step": step, "request": op}).
 			Warn("cryo: restore given up: the task is ended when its restore stops (early where safe), then the request is answered")
@@ -279,7 +286,7 @@ func (s *service) State(ctx context.Context, r *taskv3.StateRequest) (*taskv3.St
 // to complete. Any other Kill goes to the runc service.
 func (s *service) Kill(ctx context.Context, r *taskv3.KillRequest) (*emptypb.Empty, error) {
 	run := s.inFlight(r.ID)
-	if run == nil || r.ExecID != "" {
+	if run == nil || r.ExecID != "" || run.creating {
 		return s.TTRPCTaskService.Kill(ctx, r)
 	}
 	note, op := &killNote{r: r}, ""

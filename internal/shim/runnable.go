@@ -148,12 +148,14 @@ func (s *service) createFromRunnable(ctx context.Context, r *taskv3.CreateTaskRe
 		req.Ref = ri.name
 		return s.imageRestoreRefused(ctx, r, req, err)
 	}
-	resp, err := s.TTRPCTaskService.Create(ctx, r)
+	resp, err := s.createTask(ctx, r)
 	if err != nil {
-		removeWork(ctx, r.ID, pending.work)
+		s.undoCreate(ctx, r.ID, pending, false)
 		return nil, err
 	}
-	s.restoreCreated(ctx, r, pending, started)
+	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -165,6 +167,9 @@ func (s *service) checkRunnable(ctx context.Context, r *taskv3.CreateTaskRequest
 		return pendingRestore{}, err
 	}
 	var stats ociimage.PartsStats
+	if run := createRunOf(ctx); run != nil {
+		s.atStep(run, "read the checkpoint of "+ri.name)
+	}
 	work, err := s.unpackRunnable(ctx, ri, who, &stats)
 	if err != nil {
 		return pendingRestore{}, err
