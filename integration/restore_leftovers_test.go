@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +42,7 @@ func leftovers(ns, id, work string) []string {
 			left = append(left, "the work directory "+filepath.Join(work, e.Name()))
 		}
 	}
-	if _, l, err := lock.Target(context.Background(), config.FromEnv().LockDir, "leftover check", id); err != nil {
+	if l, err := lock.Target(config.FromEnv().LockDir, "leftover check", id); err != nil {
 		left = append(left, "a held lock of "+id+" ("+err.Error()+")")
 	} else {
 		l.Release()

@@ -13,6 +13,8 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/cryo-gpu/cryo/internal/imagerestore"
+
+	"github.com/cryo-gpu/cryo/internal/lock"
 )
 
 // creatingRunc is fakeRunc that also creates tasks.
@@ -28,7 +30,7 @@ func (f creatingRunc) Create(_ context.Context, r *taskv3.CreateTaskRequest) (*t
 
 func creating() (*service, *fakeRunc) {
 	f := &fakeRunc{status: task.Status_UNKNOWN}
-	return &service{TTRPCTaskService: creatingRunc{f}, restores: map[string]pendingRestore{}, busy: map[string]string{}}, f
+	return &service{TTRPCTaskService: creatingRunc{f}, restores: map[string]pendingRestore{}, busy: map[string]*lock.Lock{}}, f
 }
 
 // checkedCreate is a restore's Create as the shim's own: checks that stop
