@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,10 +132,20 @@ func TestUnpackPartsRefusesManyEntries(t *testing.T) {
 			t.Errorf("%q does not say %q", err, want)
 		}
 	}
-	if elapsed > time.Second {
-		t.Fatalf("refused after %s, want well under a second", elapsed)
+	// Refused at the cap, not after the whole part: no more files were
+	// made than the cap allows (a wall-clock bound would be a timing
+	// test; the time is logged).
+	made := 0
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			made++
+		}
+		return nil
+	})
+	if made > 1000 {
+		t.Fatalf("%d files were unpacked before the refusal, want at most the cap of 1000", made)
 	}
-	t.Logf("300000 empty files refused at a cap of 1000 in %s", elapsed)
+	t.Logf("300000 empty files refused at a cap of 1000 in %s, %d files made", elapsed, made)
 }
 
 // With the default cap, the same part is refused at entry 100 001.
