@@ -47,9 +47,6 @@ func TestExtractRefusesManyEntries(t *testing.T) {
 			t.Errorf("%q does not say %q", err, want)
 		}
 	}
-	if elapsed > time.Second {
-		t.Fatalf("refusal took %s, want well under a second", elapsed)
-	}
 	if n := countFiles(t, dir); n != 1000 {
 		t.Fatalf("%d files written, want the 1000 before the cap", n)
 	}
