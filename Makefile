@@ -51,7 +51,7 @@ build:
 
 # A cryo with the failpoints (-tags cryo_failpoints: CRYO_TEST_HOLD holds a
 # checkpoint before a step) for the integration tests, which build it
-# themselves through this target (integration/failpoint_test.go). Built
+# themselves through this target (integration/harness/failpoint.go). Built
 # apart, under a temporary name, so that bin/cryo never holds them and two
 # test runs never see half a binary. cryo-k8s too: the agent's tests hold
 # it at a step (TestK8sAgent); CRYO_FAILPOINTS_K8S=0 skips it where no test
@@ -83,13 +83,18 @@ installer-image: build
 # CRYO_TEST_RUN, which every process it starts inherits, and
 # contrib/leftovers.sh fails the run on any process born since that carries
 # it (or has an ancestor that does). Other shells' processes do not count.
+# The integration packages (integration/<front end>) share root, cgroups
+# and containerd's paths, so they run one at a time (-p 1), while the unit
+# tests run beside them, as they did beside the one integration package.
 test: deps build failpoints fake
 	$(GO) vet ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s ./internal/confine
 	@bash contrib/leftovers.sh before $(BIN)/procs.before
 	cd contrib/release/deb && $(GO) test -count=1 ./...
 	run=$$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n'); \
-		CRYO_TEST_RUN=$$run $(GO) test -count=1 -timeout 40m ./... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
+		CRYO_TEST_RUN=$$run $(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v /integration) >$(BIN)/test-unit.log 2>&1 & unit=$$!; \
+		CRYO_TEST_RUN=$$run $(GO) test -count=1 -p 1 -timeout 40m ./integration/... 2>&1 | tee $(BIN)/test.log; rc=$${PIPESTATUS[0]}; \
+		wait $$unit || rc=1; cat $(BIN)/test-unit.log >>$(BIN)/test.log; cat $(BIN)/test-unit.log; \
 		bash contrib/leftovers.sh after $(BIN)/procs.before $$run || rc=1; exit $$rc
 
 test-unit: build fake
@@ -97,7 +102,7 @@ test-unit: build fake
 	cd contrib/release/deb && $(GO) test -count=1 ./...
 
 test-integration: deps build failpoints fake
-	$(GO) test -count=1 -v -timeout 40m ./integration/...
+	$(GO) test -count=1 -v -p 1 -timeout 40m ./integration/...
 
 # The demo needs no Kubernetes: CRYO_DEPS_K8S=0 skips the kubelet build.
 # Without a GPU it runs the fake CUDA app (bin/fake) and says so.

@@ -53,9 +53,9 @@ mkdir -p "$b/libexec/failpoints"
 cp -a "$here"/bin/failpoints/cryo "$b/libexec/failpoints/"
 for l in containerd-shim-cryo-v2 cryo-runc cryo-criu-action; do ln -sf cryo "$b/libexec/failpoints/$l"; done
 
-say "GPU acceptance tests (integration.test)"
+say "GPU acceptance tests (gpu.test)"
 # Without symbols (-s -w): the bundle must travel in 64 MiB with the checkout.
-(cd "$here" && CGO_ENABLED=1 go test -c -trimpath -ldflags "-s -w" -o "$b/bin/integration.test" ./integration)
+(cd "$here" && CGO_ENABLED=1 go test -c -trimpath -ldflags "-s -w" -o "$b/bin/gpu.test" ./integration/gpu)
 
 say "CRIU $("$criu" --version | sed -n 's/Version: //p') and its libraries"
 cp "$criu" "$b/libexec/criu"
@@ -122,11 +122,11 @@ export CRYO_FAILPOINT_BIN="$CRYO_BUNDLE/libexec/failpoints"
 ENV
 
 say "compressing"
-# cryo, its failpoints build and integration.test share most of their code:
+# cryo, its failpoints build and gpu.test share most of their code:
 # side by side at the head of the tar and with a 64 MiB window (xz's block
 # is three windows, so all three fall in one), xz finds the copies, and the
 # three take 18 MB instead of 31 MB. Unpacking needs 64 MiB of memory.
-first="cryo-bundle/bin/cryo cryo-bundle/libexec/failpoints/cryo cryo-bundle/bin/integration.test"
+first="cryo-bundle/bin/cryo cryo-bundle/libexec/failpoints/cryo cryo-bundle/bin/gpu.test"
 (cd "$out" && { printf '%s\n' $first; find cryo-bundle | grep -vxF -f <(printf '%s\n' $first); }) |
 	tar -C "$out" --no-recursion -T - -cf - | xz -T0 --lzma2=preset=6,dict=64MiB >"$out/cryo-bundle.tar.xz"
 rm -rf "$b"

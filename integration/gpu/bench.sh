@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: cryo's GPU benchmarks, on a host with an NVIDIA GPU, from the
 # bundle of `make dist` (like make gpu-test). It runs TestBenchGPU
-# (integration/gpu_bench_test.go): checkpoint and restore through cryo-runc
+# (integration/gpu/gpu_bench_test.go): checkpoint and restore through cryo-runc
 # and through the raw sequence (`cryo cuda suspend` + plain runc; plain runc
 # restore + `cryo cuda resume`) side by side, at each size of
 # CRYO_BENCH_MIB (default "4096 16384"), several CUDA processes, the
@@ -19,7 +19,7 @@
 # alone skips the baseline), CRYO_BENCH_THP=1 (the CUDA workload again with
 # transparent huge pages "always"; CRYO_BENCH_THP_MIB sizes it, "none" skips
 # it; CRYO_BENCH_THP_LLM=1 adds the transformers server). TestBenchCRIU
-# (integration/bench_criu_test.go) then restores one image with stock and
+# (integration/gpu/bench_criu_test.go) then restores one image with stock and
 # patched CRIU side by side ($OUT/bench-criu.tsv).
 set -uo pipefail
 
@@ -46,7 +46,7 @@ mkdir -p "$OUT"
 say "benchmarks"
 export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
 : >"$CRYO_BENCH_OUT"
-(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench.log"
+(cd "$here/integration/gpu" && "$CRYO_BIN/gpu.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench.log"
 rc=${PIPESTATUS[0]}
 # TestBenchShim: cryo-runc against the containerd shim's content-store and
 # image-path routes, same workload (CRYO_BENCH_SHIM_MIB, default 1024);
@@ -55,7 +55,7 @@ rc=${PIPESTATUS[0]}
 # granted it again); CRYO_BENCH_SHIM_HOSTNET=0 gives them their own.
 : >"$OUT/bench-shim.tsv"
 if [ "${CRYO_BENCH_SHIM_MIB:-}" != none ]; then
-	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/integration.test" -test.run '^TestBenchShim$' -test.v -test.timeout 10m) 2>&1 | tee "$OUT/bench-shim.log"
+	(cd "$here/integration/gpu" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/gpu.test" -test.run '^TestBenchShim$' -test.v -test.timeout 10m) 2>&1 | tee "$OUT/bench-shim.log"
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=${rc/#0/1}
 fi
 
@@ -65,7 +65,7 @@ fi
 : >"$OUT/bench-criu.tsv"
 if [ "${CRYO_BENCH_CRIU_MIB:-}" != none ]; then
 	say "CRIU restore, stock and patched"
-	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-criu.tsv "$CRYO_BIN/integration.test" -test.run '^TestBenchCRIU$' -test.v -test.timeout 8m) 2>&1 | tee "$OUT/bench-criu.log"
+	(cd "$here/integration/gpu" && CRYO_BENCH_OUT=$OUT/bench-criu.tsv "$CRYO_BIN/gpu.test" -test.run '^TestBenchCRIU$' -test.v -test.timeout 8m) 2>&1 | tee "$OUT/bench-criu.log"
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=${rc/#0/1}
 fi
 
@@ -76,9 +76,9 @@ if [ "${CRYO_BENCH_THP:-0}" = 1 ] && [ -w "$thp" ]; then
 	was=$(sed 's/.*\[\(.*\)\].*/\1/' "$thp")
 	say "transparent huge pages: always (was $was)"
 	echo always >"$thp"
-	(cd "$here/integration" && CRYO_BENCH_OUT=$OUT/bench-thp.tsv CRYO_BENCH_MIB=${CRYO_BENCH_THP_MIB:-4096} CRYO_BENCH_PROCS=1 CRYO_BENCH_SERVE=0 \
+	(cd "$here/integration/gpu" && CRYO_BENCH_OUT=$OUT/bench-thp.tsv CRYO_BENCH_MIB=${CRYO_BENCH_THP_MIB:-4096} CRYO_BENCH_PROCS=1 CRYO_BENCH_SERVE=0 \
 		CRYO_BENCH_LLM=${CRYO_BENCH_THP_LLM:-0} CRYO_BENCH_WARMUP=0 \
-		"$CRYO_BIN/integration.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench-thp.log"
+		"$CRYO_BIN/gpu.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench-thp.log"
 	echo "$was" >"$thp"
 fi
 

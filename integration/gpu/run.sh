@@ -24,7 +24,7 @@ mkdir -p "$OUT"
 say "GPU tests"
 export CRYO_GPU_REPORT=$OUT/figures.tsv
 : >"$CRYO_GPU_REPORT"
-(cd "$here/integration" && "$CRYO_BIN/integration.test" -test.run "${CRYO_GPU_TESTS:-^TestGPU}" -test.v -test.timeout ${CRYO_GPU_TIMEOUT:-8m}) 2>&1 | tee "$OUT/gpu-tests.log"
+(cd "$here/integration/gpu" && "$CRYO_BIN/gpu.test" -test.run "${CRYO_GPU_TESTS:-^TestGPU}" -test.v -test.timeout ${CRYO_GPU_TIMEOUT:-8m}) 2>&1 | tee "$OUT/gpu-tests.log"
 rc=${PIPESTATUS[0]}
 
 # The demo clones its container where the clone test could (CRIU can

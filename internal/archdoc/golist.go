@@ -60,6 +60,9 @@ func loadPackages(root string) (module string, pkgs []*pkg, err error) {
 		} else if err != nil {
 			return "", nil, fmt.Errorf("go list: %w", err)
 		}
+		if p.Module != nil && strings.HasPrefix(p.ImportPath, p.Module.Path+"/integration/") {
+			continue // integration/harness and the tests over it: no part of cryo
+		}
 		if len(p.GoFiles)+len(p.CgoFiles) == 0 {
 			continue // tests only (integration/): no import of theirs is a dependency
 		}

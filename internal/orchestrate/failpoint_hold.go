@@ -11,7 +11,7 @@ import (
 )
 
 // Built only with -tags cryo_failpoints, for the integration tests (see
-// integration/failpoint_test.go): the shipped binary does not know the
+// integration/harness/failpoint.go): the shipped binary does not know the
 // variable below.
 
 // envHold, "[OP/]STEP:FILE", holds a sequence before STEP (or "final",

@@ -16,7 +16,7 @@ import (
 // on later writes through a mapping whose page is still dirty: those reach
 // the page cache without a fault. A mapping made before the hashing, with
 // its page dirtied then, can thus change the file after the stamp without
-// a trace (integration/trust_stamp_test.go does it on ext4).
+// a trace (integration/cli/trust_stamp_test.go does it on ext4).
 //
 // A writable shared mapping holds its file open for writing. So a stamp is
 // written only for files that nobody holds open for writing, from before
