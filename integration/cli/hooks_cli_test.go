@@ -18,7 +18,7 @@ import (
 func startHookTree(t *testing.T, env []string) (*harness.BareProc, int) {
 	t.Helper()
 	port := testsupport.FreePort(t)
-	server := filepath.Join(harness.RepoRoot(), "integration", "../testdata", "hookserver.py")
+	server := filepath.Join(harness.RepoRoot(), "integration", "testdata", "hookserver.py")
 	libDir := filepath.Dir(harness.FakeFile(t, "libcuda.so.1"))
 	script := `sh -c '` + harness.FakeFile(t, "fakecuda-app") + ` 50 & exec python3 ` + server + ` ` + strconv.Itoa(port) + `' </dev/null`
 	p := harness.StartBare(t, append(env, "LD_LIBRARY_PATH="+libDir), nil, script)

@@ -148,7 +148,7 @@ func TestRuncwrapNetworkServer(t *testing.T) {
 func TestBareRefusesIOUring(t *testing.T) {
 	harness.RequireRoot(t)
 	bin := filepath.Join(t.TempDir(), "iouring")
-	harness.Run(t, time.Minute, nil, "gcc", "-O2", "-o", bin, filepath.Join(harness.RepoRoot(), "integration", "../testdata", "iouring.c"))
+	harness.Run(t, time.Minute, nil, "gcc", "-O2", "-o", bin, filepath.Join(harness.RepoRoot(), "integration", "testdata", "iouring.c"))
 	p := harness.StartBare(t, nil, nil, bin+" </dev/null")
 	harness.WaitFor(t, 10*time.Second, "ready", func() bool { return strings.Contains(p.Output(), "ready") })
 	img := filepath.Join(t.TempDir(), "img")

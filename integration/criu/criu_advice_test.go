@@ -32,7 +32,7 @@ func TestCRIUAdviceKept(t *testing.T) {
 		t.Logf("dumped %s: VmFlags %v, AnonHugePages %d kB", r, flags[r].VmFlags, flags[r].AnonHugeK)
 	}
 	if !flags["seqlock"].Has("lo") || !flags["seqlock"].Has("sr") || !flags["huge"].Has("hg") || !flags["nohuge"].Has("nh") {
-		t.Fatalf("../testdata/advice.c did not get its advice: %+v", flags)
+		t.Fatalf("testdata/advice.c did not get its advice: %+v", flags)
 	}
 	img := t.TempDir()
 	p.CRIUDump(t, criu, img)

@@ -210,7 +210,7 @@ func TestCRIUZdtm(t *testing.T) {
 		t.Logf("no CAP_SYS_RESOURCE: the suite's tests run as root (ZDTM_ROOT_TESTS=1)")
 	}
 	start := time.Now()
-	for i, g := range readZdtmSubset(t, filepath.Join("..", "contrib", "criu", "zdtm-subset.txt")) {
+	for i, g := range readZdtmSubset(t, filepath.Join(harness.RepoRoot(), "contrib", "criu", "zdtm-subset.txt")) {
 		runs := map[string]zdtmRun{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
