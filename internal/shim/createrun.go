@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	taskv3 "github.com/containerd/containerd/api/runtime/task/v3"
 	"github.com/containerd/errdefs"
@@ -143,6 +144,28 @@ func (s *service) createTask(ctx context.Context, r *taskv3.CreateTaskRequest) (
 		s.atStep(run, "create the runc task")
 	}
 	return s.TTRPCTaskService.Create(context.WithoutCancel(ctx), r)
+}
+
+// createChecked creates the runc task of a checked restore and records it
+// for Start. afterCreate, if set, runs between the two (the rootfs diff of
+// an image restore); whatever fails undoes what was made, so that a
+// refused or given-up Create leaves nothing behind.
+func (s *service) createChecked(ctx context.Context, r *taskv3.CreateTaskRequest, pending pendingRestore, started time.Time, afterCreate func() error) (*taskv3.CreateTaskResponse, error) {
+	resp, err := s.createTask(ctx, r)
+	if err != nil {
+		s.undoCreate(ctx, r.ID, pending, false)
+		return nil, err
+	}
+	if afterCreate != nil {
+		if err := afterCreate(); err != nil {
+			s.undoCreate(ctx, r.ID, pending, true)
+			return nil, err
+		}
+	}
+	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // commitCreate records a checked restore whose task the runc service

@@ -54,20 +54,13 @@ func (s *service) createFromImage(ctx context.Context, r *taskv3.CreateTaskReque
 	if err != nil {
 		return s.imageRestoreRefused(ctx, r, req, err)
 	}
-	resp, err := s.createTask(ctx, r)
-	if err != nil {
-		s.undoCreate(ctx, r.ID, pending, false)
-		return nil, err
-	}
-	if err := s.applyRootfs(rctx, r, req, pending.work); err != nil {
-		s.undoCreate(ctx, r.ID, pending, true)
-		log.G(ctx).WithError(err).Error("cryo: restore from image failed")
-		return nil, toGRPC(err, true)
-	}
-	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return s.createChecked(ctx, r, pending, started, func() error {
+		if err := s.applyRootfs(rctx, r, req, pending.work); err != nil {
+			log.G(ctx).WithError(err).Error("cryo: restore from image failed")
+			return toGRPC(err, true)
+		}
+		return nil
+	})
 }
 
 // checkImageRestore prepares the image and checks the restore; on failure

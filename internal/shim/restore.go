@@ -65,15 +65,7 @@ func (s *service) createFromCheckpoint(ctx context.Context, r *taskv3.CreateTask
 	}
 	pending.deadline, _ = orchestrate.RestoreDeadline(rctx)
 	pending.ctrdCopy = containerdCopy(r)
-	resp, err := s.createTask(ctx, r)
-	if err != nil {
-		s.undoCreate(ctx, r.ID, pending, false)
-		return nil, err
-	}
-	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return s.createChecked(ctx, r, pending, started, nil)
 }
 
 // createFresh creates a task that starts from its image.

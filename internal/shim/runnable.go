@@ -148,15 +148,7 @@ func (s *service) createFromRunnable(ctx context.Context, r *taskv3.CreateTaskRe
 		req.Ref = ri.name
 		return s.imageRestoreRefused(ctx, r, req, err)
 	}
-	resp, err := s.createTask(ctx, r)
-	if err != nil {
-		s.undoCreate(ctx, r.ID, pending, false)
-		return nil, err
-	}
-	if err := s.restoreCreated(ctx, r, pending, started); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return s.createChecked(ctx, r, pending, started, nil)
 }
 
 // checkRunnable unpacks the checkpoint from containerd's content store
