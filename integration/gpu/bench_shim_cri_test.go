@@ -57,6 +57,9 @@ func (b *bench) criRunnable(w *shimWorkload) {
 	t.Setenv("CRYO_RESTORE_DIR", filepath.Join(t.TempDir(), "restore"))
 	reg := harness.StartRegistry(t)
 	n := harness.BootCRINode(t, 0, w.gpu)
+	if err := os.MkdirAll(n.ImageDir(), 0o755); err != nil { // where the images' archives go
+		t.Fatal(err)
+	}
 	n.ImportImages(w.root, map[string][]string{w.image: w.args})
 	base := reg.Addr + "/cryo/benchshim:test"
 	n.CtrIn(harness.CRINamespace, "images", "tag", "--force", w.image, base)
@@ -182,9 +185,10 @@ func (w *shimWorkload) assertContinues(get func() string, before, after int) {
 }
 
 // collectGarbage has containerd remove now the content that no image
-// holds any more, not at its next scheduled collection: CRI's checkpoint
-// leaves the shim's copy in the content store for the collector. A
-// synchronous delete of a throwaway name of image runs one.
+// holds any more: CRI's checkpoint leaves the shim's copy in the content
+// store for the collector, which need not have run by the time the next
+// step writes its own copy. A synchronous delete of a throwaway name of
+// image runs one.
 func collectGarbage(n *harness.CRINode, image string) {
 	tmp := "localhost/cryo/benchshim-gc:now"
 	n.CtrIn(harness.CRINamespace, "images", "tag", "--force", image, tmp)
