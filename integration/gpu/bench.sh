@@ -21,6 +21,13 @@
 # it; CRYO_BENCH_THP_LLM=1 adds the transformers server). TestBenchCRIU
 # (integration/gpu/bench_criu_test.go) then restores one image with stock and
 # patched CRIU side by side ($OUT/bench-criu.tsv).
+#
+# TestBenchShim ($OUT/bench-shim.tsv, CRYO_BENCH_SHIM_MIB, default 1024) adds
+# the Kubernetes route through CRI (CRYO_BENCH_SHIM_CRI=0 skips it, =only runs
+# it and cryo-runc alone; CRYO_BENCH_SHIM_TIMEOUT, 15m). Its copies of the
+# checkpoint go once read, so it needs three times the checkpoint's size of
+# free disk (~52 GB at 16 GiB); the routes through containerd's client need
+# about nine times it: run a large size with CRYO_BENCH_SHIM_CRI=only.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,13 +56,13 @@ export CRYO_BENCH=1 CRYO_BENCH_OUT=$OUT/bench.tsv
 (cd "$here/integration/gpu" && "$CRYO_BIN/gpu.test" -test.run '^TestBenchGPU$' -test.v -test.timeout "${CRYO_BENCH_TIMEOUT:-40m}") 2>&1 | tee "$OUT/bench.log"
 rc=${PIPESTATUS[0]}
 # TestBenchShim: cryo-runc against the containerd shim's content-store and
-# image-path routes, same workload (CRYO_BENCH_SHIM_MIB, default 1024);
+# image-path routes and the CRI route, same workload (CRYO_BENCH_SHIM_MIB, default 1024);
 # its rows go to bench-shim.tsv, apart from the report's. "none" skips it.
 # On a GPU host its containers share the host's network (each restore is
 # granted it again); CRYO_BENCH_SHIM_HOSTNET=0 gives them their own.
 : >"$OUT/bench-shim.tsv"
 if [ "${CRYO_BENCH_SHIM_MIB:-}" != none ]; then
-	(cd "$here/integration/gpu" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/gpu.test" -test.run '^TestBenchShim$' -test.v -test.timeout 10m) 2>&1 | tee "$OUT/bench-shim.log"
+	(cd "$here/integration/gpu" && CRYO_BENCH_OUT=$OUT/bench-shim.tsv "$CRYO_BIN/gpu.test" -test.run '^TestBenchShim$' -test.v -test.timeout "${CRYO_BENCH_SHIM_TIMEOUT:-15m}") 2>&1 | tee "$OUT/bench-shim.log"
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=${rc/#0/1}
 fi
 

@@ -43,22 +43,39 @@ def criu_section(rows):
 
 
 def shim_section(rows):
-    """TestBenchShim: cryo-runc against the shim's two routes, one container."""
+    """TestBenchShim: cryo-runc against the shim's routes, one container."""
     keys = sorted(k for k in rows if "cryo-runc checkpoint" in rows[k])
     if not keys:
         return []
     out = ["\nThe same container through cryo-runc and through containerd with cryo's shim (page cache dropped before each checkpoint):\n",
            "| workload | memory | route | checkpoint | /cryo-runc | restore to first output | /cryo-runc |", "|---|---|---|---|---|---|---|"]
+    parts = []
     for k in keys:
         r = {f: med(v) for f, v in rows[k].items()}
         base_c, base_r = r.get("cryo-runc checkpoint"), r.get("cryo-runc restore to first output")
-        for route in ("cryo-runc", "shim image path", "shim content store"):
+        for route in ("cryo-runc", "shim image path", "shim content store", "CRI runnable"):
             c, rr = r.get(route + " checkpoint"), r.get(route + " restore to first output")
-            out.append(f"| {k[0]} | {k[1] / 1024:g} GiB | {route} | {s(c)} | {ratio(c, base_c)} | {s(rr)} | {ratio(rr, base_r)} |")
+            if route == "cryo-runc" or c is not None or rr is not None:
+                out.append(f"| {k[0]} | {k[1] / 1024:g} GiB | {route} | {s(c)} | {ratio(c, base_c)} | {s(rr)} | {ratio(rr, base_r)} |")
         b, rr = r.get("cryo image build --containerd"), r.get("cryo image restore --containerd to first output")
         if b is not None or rr is not None:
             out.append(f"| {k[0]} | {k[1] / 1024:g} GiB | `cryo image build` / `image restore --containerd` | {s(b)} | {ratio(b, base_c)} | {s(rr)} | {ratio(rr, base_r)} |")
-    return out
+        parts += cri_parts(k, r)
+    return out + parts
+
+
+def cri_parts(key, r):
+    """The CRI route's steps and the restore's parts in the shim, one line."""
+    if "CRI runnable restore to first output" not in r:
+        return []
+    g = lambda name: r.get("CRI runnable " + name)
+    steps = [("build", s(g("build"))), ("image with its base", gb(g("image bytes with its base"))), ("push", s(g("push"))),
+             ("CRI PullImage (not part of the restore)", s(g("pull"))),
+             ("the shim's read of the checkpoint from containerd's content store", s(g("restore: shim read"))),
+             ("of it linked", gb(g("restore: shim linked bytes"))), ("runc's restore (CRIU)", s(g("restore: shim CRIU restore"))),
+             ("the CUDA resume", s(g("restore: shim CUDA resume"))), ("the shim's restore in all", s(g("restore: shim total")))]
+    return [f"\nThe CRI route, {key[0]} {key[1] / 1024:g} GiB (CheckpointContainer, `cryo image build --runnable`, push, PullImage, a new pod restored): "
+            + ", ".join(f"{n} {v}" for n, v in steps if v != "—")]
 
 
 def llm_section(rows, order):

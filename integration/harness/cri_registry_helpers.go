@@ -1,6 +1,9 @@
 package harness
 
 import (
+	"context"
+	"time"
+
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -19,7 +22,14 @@ func (n *CRINode) PublishApp(ref string) {
 // pullImage pulls ref through CRI, as the kubelet does for a pod's image.
 func (n *CRINode) PullImage(ref string) {
 	n.T.Helper()
-	ctx, cancel := n.Ctx()
+	n.PullImageWithin(ref, CRICall)
+}
+
+// PullImageWithin is PullImage with a deadline of its own: a benchmark's
+// image of many gigabytes takes longer than one CRI call's.
+func (n *CRINode) PullImageWithin(ref string, within time.Duration) {
+	n.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	if _, err := n.images.PullImage(ctx, &criapi.PullImageRequest{Image: &criapi.ImageSpec{Image: ref}}); err != nil {
 		n.T.Fatalf("CRI PullImage %s: %v\n%s", ref, err, LastLines(n.Log(), 20))
