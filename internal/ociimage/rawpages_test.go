@@ -100,10 +100,14 @@ func (ps *pagesStore) blobPath() string {
 }
 
 func (ps *pagesStore) unpack(t *testing.T, blobDir string) (string, PartsStats, error) {
+	return ps.unpackWith(t, blobDir, filedigest.Records{})
+}
+
+func (ps *pagesStore) unpackWith(t *testing.T, blobDir string, recs filedigest.Records) (string, PartsStats, error) {
 	t.Helper()
 	dir := t.TempDir()
 	var stats PartsStats
-	err := UnpackPartsFrom(context.Background(), ps.cs, ps.man, dir, filedigest.Records{}, PartsOptions{BlobDir: blobDir, Stats: &stats})
+	err := UnpackPartsFrom(context.Background(), ps.cs, ps.man, dir, recs, PartsOptions{BlobDir: blobDir, Stats: &stats})
 	return dir, stats, err
 }
 
@@ -187,18 +191,32 @@ func (ps *pagesStore) tamper(t *testing.T, mode os.FileMode) {
 	os.Chmod(p, mode)
 }
 
-// A blob changed in the store after containerd checked it is refused by
-// either route: linked, by cryo's manifest; copied, by the blob's digest.
+// A blob changed in the store after containerd checked it (which takes
+// root: the file is root's and read-only) is refused when copied, by the
+// blob's digest, and, under CRYO_VERIFY=full, when linked, by cryo's
+// manifest. By default a linked blob is containerd's verified file, as
+// for containerd's own unpack, and its bytes are not read again.
 func TestUnpackPartsRefusesTamperedPagesBlob(t *testing.T) {
 	ps := newPagesStore(t, fakeCheckpoint(t))
 	ps.tamper(t, 0o444)
-	_, _, err := ps.unpack(t, filepath.Join(ps.root, "blobs"))
+	_, _, err := ps.unpackWith(t, filepath.Join(ps.root, "blobs"), filedigest.Records{Full: true})
 	var corrupt *filedigest.CorruptFileError
 	if !errors.As(err, &corrupt) || corrupt.File != "pages-2.img" {
-		t.Fatalf("linked: %v, want pages-2.img's manifest digest to fail", err)
+		t.Fatalf("linked, full verification: %v, want pages-2.img's manifest digest to fail", err)
 	}
 	if _, _, err := ps.unpack(t, ""); !errors.Is(err, ErrIntegrity) {
 		t.Fatalf("copied: %v, want %v", err, ErrIntegrity)
+	}
+}
+
+// The manifest's check does not read a pages blob again, linked or
+// copied: it was verified against its digest as it was laid out. The
+// other CRIU files are still hashed.
+func TestUnpackPartsVouchesForPagesBlob(t *testing.T) {
+	ps := newPagesStore(t, fakeCheckpoint(t))
+	ps.tamper(t, 0o444)
+	if _, stats, err := ps.unpack(t, filepath.Join(ps.root, "blobs")); err != nil || stats.Linked != ps.blob.Size {
+		t.Fatalf("linked: %v (stats %+v), want the linked blob taken as containerd verified it", err, stats)
 	}
 }
 

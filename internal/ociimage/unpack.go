@@ -117,7 +117,7 @@ func (st *Store) UnpackWith(ctx context.Context, ref, dir string, o UnpackOption
 		return nil, &report.StepError{Op: "unpack", ID: ref, Err: err, Remedy: remedyFor(err)}
 	}
 	t := o.Progress.Start("verifying the checkpoint files of "+ref, 0)
-	err = verifiedWithin(ctx, verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records, t))
+	err = verifiedWithin(ctx, verifyCheckpoint(criuDirOf(dir, im.Kind()), st.Records, t, nil))
 	t.End(err)
 	if err != nil {
 		remedy := "pull the image again, or rebuild it from the checkpoint"
@@ -199,8 +199,10 @@ func criuDirOf(dir string, _ Kind) string { return filepath.Join(dir, checkpoint
 func CRIUDir(dir string) string { return criuDirOf(dir, "") }
 
 // verifyCheckpoint checks the CRIU files against cryo's manifest, when the
-// checkpoint has one (a Podman checkpoint without cryo has none).
-func verifyCheckpoint(dir string, recs filedigest.Records, p filedigest.Progress) error {
+// checkpoint has one (a Podman checkpoint without cryo has none); the files
+// vouched names (relative to dir) were verified as they were laid out and
+// are not hashed again.
+func verifyCheckpoint(dir string, recs filedigest.Records, p filedigest.Progress, vouched map[string]bool) error {
 	m, err := manifest.Read(dir)
 	if errors.Is(err, manifest.ErrNoManifest) {
 		return nil
@@ -209,7 +211,7 @@ func verifyCheckpoint(dir string, recs filedigest.Records, p filedigest.Progress
 		return err
 	}
 	// Stamped: the restore that follows an unpack need not hash it again.
-	_, err = recs.VerifyStampedWith(dir, m.Digests, p)
+	_, err = recs.VerifyStampedVouched(dir, m.Digests, p, vouched)
 	return err
 }
 
