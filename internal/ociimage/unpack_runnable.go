@@ -179,7 +179,7 @@ func unpackPart(ctx context.Context, p ctrdcontent.Provider, l ocispec.Descripto
 		return fmt.Errorf("checkpoint part %s is not in the content store (%v): %w", l.Digest, err, ErrIntegrity)
 	}
 	defer ra.Close()
-	vr := content.NewVerifyReader(io.NewSectionReader(ra, 0, ra.Size()), l)
+	vr := content.NewVerifyReader(blobStream(ra), l)
 	tarStream, closeTar, err := decompress(vr, l.MediaType)
 	if err != nil {
 		return err
