@@ -37,11 +37,15 @@ func Open(ctx context.Context, o Options, ref, tmp string) (*ociimage.Source, er
 		meta.ID, meta.OCIRuntime, meta.Snapshotter = rec.ID, rec.Runtime.Name, rec.Snapshotter
 		meta.RootfsImageName, meta.CreatedTime = rec.Image, rec.CreatedAt.UTC()
 	}
-	cs := c.ContentStore()
+	cs, blobs := c.ContentStore(), contentBlobs(ctx, c)
 	open := func(ctx context.Context, d ocispec.Descriptor) (io.ReadCloser, error) {
-		ra, err := cs.ReaderAt(ctx, d)
+		ra, err := cs.ReaderAt(ctx, d) // the namespace must hold it
 		if err != nil {
 			return nil, err
+		}
+		if f := openLocalBlob(blobs, d); f != nil {
+			ra.Close()
+			return f, nil
 		}
 		return readCloser{bufio.NewReaderSize(ctrdcontent.NewReader(ra), blobReadSize), ra}, nil
 	}
