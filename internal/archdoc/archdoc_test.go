@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -171,5 +172,57 @@ func TestHouseRulesRefuse(t *testing.T) {
 	}
 	if n := len(violations(g)); n != 4 {
 		t.Errorf("%d violations, want 4 (cmd/, the crossing, the shim's containerd and go-criu's crit are allowed):\n%s", n, got)
+	}
+}
+
+// The core's types keep their size (sizes.go): each one too big fails
+// here, naming it with its line count and its files.
+func TestHouseRulesSizes(t *testing.T) {
+	module, pkgs, err := loadPackages(root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := sizeViolations(module, pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range got {
+		t.Error(v)
+	}
+}
+
+// The size rule counts a type's methods over its files, pointer and
+// generic receivers alike, and only in the packages it covers.
+func TestHouseRulesSizesRefuse(t *testing.T) {
+	dir := t.TempDir()
+	method := func(recv, name string, body int) string {
+		return fmt.Sprintf("func (%s) %s() {\n%s}\n", recv, name, strings.Repeat("\t_ = 0\n", body))
+	}
+	files := map[string]string{
+		"a.go": "package o\ntype Big struct{}\ntype Small struct{}\ntype G[T any] struct{}\n" +
+			method("b *Big", "A", 100) + method("s Small", "A", 1) + method("g *G[T]", "A", 1),
+		"b.go": "package o\n" + method("b Big", "B", 60) + method("g G[T]", "B", 1),
+		"c.go": "package o\n" + method("g *G[T]", "C", 1),
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"a.go", "b.go", "c.go"}
+	pkgs := []*pkg{
+		{ImportPath: "m/internal/orchestrate/x", Dir: dir, GoFiles: names},
+		{ImportPath: "m/internal/other", Dir: dir, GoFiles: names},
+	}
+	got, err := sizeViolations("m", pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"internal/orchestrate/x: type Big has 164 lines of methods in 2 files (a.go, b.go): at most 150 lines in 2 files",
+		"internal/orchestrate/x: type G has 9 lines of methods in 3 files (a.go, b.go, c.go): at most 150 lines in 2 files",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations\n got: %q\nwant: %q", got, want)
 	}
 }

@@ -21,7 +21,7 @@ type sections struct {
 	Graph       string // the Mermaid graph, one subgraph per floor
 	Imports     string // package → cryo's packages it imports
 	Environment string // who reads the process environment itself
-	Rules       string // the house rules (rules.go)
+	Rules       string // the house rules (rules.go, links.go, sizes.go)
 	Floors      int    // how many floors there are
 }
 

@@ -163,5 +163,6 @@ func rulesText() string {
 		fmt.Fprintf(&b, "- Only %s %s, which a package does by importing %s: %s.\n", q(gt.only), gt.what, q(gt.imports), gt.note)
 	}
 	b.WriteString(bansText())
+	b.WriteString(sizesText())
 	return b.String()
 }

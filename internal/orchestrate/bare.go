@@ -11,6 +11,7 @@ import (
 
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/hook"
+	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
 	"github.com/cryo-gpu/cryo/internal/orchestrate/precheck"
 	"github.com/cryo-gpu/cryo/internal/procfs"
@@ -54,15 +55,8 @@ type RestoreResult struct {
 	TCPConnections int                // established TCP connections restored
 }
 
-// CheckpointProcess checkpoints the process tree rooted at po.PID into
-// po.Dir with CRIU, with cryo's CUDA orchestration around the dump.
-//
-// Stdio: a tree whose stdio is /dev/null, files or sockets it owns dumps and
-// restores as is. A terminal needs ShellJob. A pipe to a process outside the
-// tree (the shell that started it, `cmd | tee`) dumps, but the restore
-// creates a fresh pipe whose other end nobody holds: writes to it then fail
-// with EPIPE/SIGPIPE. Redirect such stdio to files first.
-func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions) (*manifest.Manifest, error) {
+// checkpointProcess is one CheckpointProcess.
+func checkpointProcess(ctx context.Context, e env, po ProcessOptions) (*manifest.Manifest, error) {
 	id := fmt.Sprintf("pid %d", po.PID)
 	if err := checkAlive(po.PID); err != nil {
 		return nil, &report.StepError{Op: "checkpoint", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed", Remedy: "check the pid (ps -p PID) and retry"}
@@ -80,16 +74,17 @@ func (o *Orchestrator) CheckpointProcess(ctx context.Context, po ProcessOptions)
 	t := Target{ID: id, PIDs: func(context.Context) ([]int, error) { return ProcessTree(po.PID) }, DumpLeavesStopped: stopped,
 		PreCheckpoint: bareHook(po.PreHook), Wake: bareHook(po.Wake)}
 	dump := func(ctx context.Context) error {
-		return criuDump(ctx, po.PID, po.Dir, criuOptions{Options: criu.Options{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped}, Binary: o.Config.CRIU})
+		return criuDump(ctx, po.PID, po.Dir, criuOptions{Options: criu.Options{ShellJob: po.ShellJob, TCPEstablished: po.TCPEstablished, LeaveRunning: po.LeaveRunning, LeaveStopped: stopped}, Binary: e.cfg.CRIU})
 	}
-	m, err := o.Checkpoint(ctx, t, po.Dir, po.LeaveRunning, dump)
+	c := newCheckpoint(e, t, po.Dir, po.LeaveRunning, dump)
+	m, err := c.take(ctx, c.table())
 	if err != nil && checkComplete(po.Dir) != nil {
 		discardPartial(po, err) // a complete checkpoint is kept, whatever came after it
 	}
 	// Outside the timed steps: how soon the parent reaps is not the dump's
 	// cost, but a restore right after us needs the pid free.
 	if err == nil && !po.LeaveRunning && !procfs.WaitGone(po.PID, 5*time.Second) {
-		o.log().Warn("dumped process not reaped yet by its parent: a restore needs its pid free", "pid", po.PID)
+		e.log.Warn("dumped process not reaped yet by its parent: a restore needs its pid free", "pid", po.PID)
 	}
 	return m, err
 }
@@ -156,80 +151,100 @@ func prepareDir(dir string) error {
 	return nil
 }
 
-// RestoreDetached verifies the checkpoint in ro.Dir (manifest, digests, GPU
-// host check), restores it with CRIU as a detached tree, and resumes its
-// CUDA. The restored processes keep the pids they had, so those pids must
-// be free: a tree checkpointed with LeaveRunning cannot be restored while
-// the original still runs. On a CUDA resume failure it returns the result
-// (the tree runs, with CUDA suspended) with the error.
-func (o *Orchestrator) RestoreDetached(ctx context.Context, ro RestoreOptions) (*RestoreResult, error) {
-	id := "checkpoint " + ro.Dir
+// bareRestore is one RestoreDetached of the checkpoint in ro.Dir.
+type bareRestore struct {
+	e    env
+	ro   RestoreOptions
+	id   string
+	lock *lock.Lock // the checkpoint's, then its pids' too (check)
+}
+
+func (b *bareRestore) run(ctx context.Context) (*RestoreResult, error) {
 	if err := precheck.Root("restore"); err != nil {
-		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+		return nil, &report.StepError{Op: "restore", ID: b.id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
 	}
-	l, release, err := o.lockFor(nil, "restore", id)
+	l, release, err := b.e.locks.hold(nil, "restore", b.id)
 	if err != nil {
-		return nil, o.lockError("restore", id, err)
+		return nil, b.e.locks.refused("restore", b.id, err)
 	}
 	defer release()
-	// A container's checkpoint is no process tree's: say so before its
-	// GPUs are matched to the host's, or its pid 1 to the host's init.
-	if err := precheck.ContainerTree(ro.Dir); err != nil {
-		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
-	}
-	// The checkpoint first: a stale or corrupt one must be named as such,
-	// not as a pid conflict that stopping the original would not cure.
-	m, err := o.CheckRestore(ctx, id, ro.Dir, GPUScope{})
+	b.lock = l
+	m, err := b.check(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := precheck.ImagePIDsFree(ro.Dir); err != nil {
-		return nil, &report.StepError{Op: "restore", ID: id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
-	}
-	// CRIU gives the processes back their pids: hold them from before they
-	// exist until their CUDA runs again.
-	if err := l.AddPIDs(manifestPIDs(m)); err != nil {
-		return nil, o.lockError("restore", id, err)
-	}
-	tcp := o.restoreTCP(id, ro.Dir)
-	o.waitTimeWait(ctx, id, ro.Dir) // a bare restore binds in this network namespace
-	began := bootTicks()
-	pid, err := o.Restore(ctx, id, m, Restorer{
-		Restore: func(ctx context.Context) (int, error) {
-			// The memory CRIU reads back, for the line: it reports no progress.
-			taskFrom(ctx).SetTotal(criu.PagesBytes(ro.Dir))
-			return criuRestore(ctx, ro.Dir, criuOptions{Options: criu.Options{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0}, Binary: o.Config.CRIU})
-		},
-		Target: func(pid int) Target {
-			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
-		},
-		Lock:        l,
-		Remedy:      bareRestoreRemedy,
-		Cleanup:     func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
-		Removed:     bareRemoved,
-		PostRestore: bareHook(ro.PostHook),
-	})
+	tcp := restoreTCP(b.e.log, b.id, b.ro.Dir)
+	waitTimeWait(ctx, b.e, b.id, b.ro.Dir) // a bare restore binds in this network namespace
+	pid, err := runRestore(ctx, b.e, b.id, m, b.restorer(tcp, bootTicks()))
 	if pid == 0 {
 		return nil, err
 	}
 	if err == nil || PostHookFailed(err) {
-		if cerr := o.checkRestored(ctx, id, ro.Dir, pid, m); cerr != nil {
+		if cerr := b.checkRestored(ctx, pid, m); cerr != nil {
 			err = cerr
 		}
 	}
 	return &RestoreResult{PID: pid, Manifest: m, TCPConnections: tcp}, err
 }
 
+// check refuses what the restore cannot take, before anything is
+// restored, and locks the checkpoint's pids.
+func (b *bareRestore) check(ctx context.Context) (*manifest.Manifest, error) {
+	// A container's checkpoint is no process tree's: say so before its
+	// GPUs are matched to the host's, or its pid 1 to the host's init.
+	if err := precheck.ContainerTree(b.ro.Dir); err != nil {
+		return nil, &report.StepError{Op: "restore", ID: b.id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
+	// The checkpoint first: a stale or corrupt one must be named as such,
+	// not as a pid conflict that stopping the original would not cure.
+	m, err := checkRestore(ctx, b.e, b.id, b.ro.Dir, GPUScope{})
+	if err != nil {
+		return nil, err
+	}
+	if err := precheck.ImagePIDsFree(b.ro.Dir); err != nil {
+		return nil, &report.StepError{Op: "restore", ID: b.id, Step: StepPrepare, Err: err, Outcome: "nothing was restored"}
+	}
+	// CRIU gives the processes back their pids: hold them from before they
+	// exist until their CUDA runs again.
+	if err := b.lock.AddPIDs(manifestPIDs(m)); err != nil {
+		return nil, b.e.locks.refused("restore", b.id, err)
+	}
+	return m, nil
+}
+
+// restorer is the bare tree's part of the restore: CRIU, with tcp
+// established connections to keep, and, for a failed restore, the kill of
+// what it restored since clock tick began.
+func (b *bareRestore) restorer(tcp int, began uint64) Restorer {
+	ro := b.ro
+	return Restorer{
+		Restore: func(ctx context.Context) (int, error) {
+			// The memory CRIU reads back, for the line: it reports no progress.
+			taskFrom(ctx).SetTotal(criu.PagesBytes(ro.Dir))
+			return criuRestore(ctx, ro.Dir, criuOptions{Options: criu.Options{ShellJob: ro.ShellJob, TCPEstablished: ro.TCPEstablished || tcp > 0}, Binary: b.e.cfg.CRIU})
+		},
+		Target: func(pid int) Target {
+			return Target{ID: fmt.Sprintf("pid %d", pid), PIDs: func(context.Context) ([]int, error) { return ProcessTree(pid) }}
+		},
+		Lock:        b.lock,
+		Remedy:      bareRestoreRemedy,
+		Cleanup:     func(ctx context.Context) error { return killRestoredTree(ctx, ro.Dir, began) },
+		Removed:     bareRemoved,
+		PostRestore: bareHook(ro.PostHook),
+	}
+}
+
 // checkRestored: a restore is said done only of a tree whose every process
 // runs, with the CUDA ones running by the driver (those the checkpoint
 // recorded suspended by the user stay so, as they were).
-func (o *Orchestrator) checkRestored(ctx context.Context, id, dir string, pid int, m *manifest.Manifest) error {
+func (b *bareRestore) checkRestored(ctx context.Context, pid int, m *manifest.Manifest) error {
+	id, dir := b.id, b.ro.Dir
 	tree, err := ProcessTree(pid)
 	if err != nil {
 		tree = []int{pid}
 	}
 	held := foundSuspended(m)
-	w := o.checkWorkload(ctx, without(tree, held), without(manifestPIDs(m), held))
+	w := checkWorkload(ctx, b.e.gpu.driver, without(tree, held), without(manifestPIDs(m), held))
 	if w.intact() {
 		return nil
 	}

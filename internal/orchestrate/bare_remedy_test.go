@@ -39,7 +39,7 @@ func TestRestoreRemedyFileChanged(t *testing.T) {
 		t.Errorf("bare restore remedy %q, want it to start with %q and give the truncate", got, want)
 	}
 	o := New()
-	if got := o.dumpRemedy(err); !strings.HasPrefix(got, want) {
+	if got := dumpRemedy(o.FrontEnd, err); !strings.HasPrefix(got, want) {
 		t.Errorf("CRIU failure remedy %q, want %q", got, want)
 	}
 }

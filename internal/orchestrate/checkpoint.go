@@ -2,16 +2,13 @@ package orchestrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/config"
 	"github.com/cryo-gpu/cryo/internal/criu"
 	"github.com/cryo-gpu/cryo/internal/cuda"
-	"github.com/cryo-gpu/cryo/internal/lock"
 	"github.com/cryo-gpu/cryo/internal/manifest"
-	"github.com/cryo-gpu/cryo/internal/manifest/digest"
 	"github.com/cryo-gpu/cryo/internal/progress"
 	"github.com/cryo-gpu/cryo/internal/report"
 )
@@ -23,74 +20,54 @@ type DumpFunc func(ctx context.Context) error
 
 // checkpoint is one run of the checkpoint state machine. Each step moves it
 // forward; what it has done, and so what a failure has to undo, is read
-// from its runner's completed steps (suspended, dumped).
+// from its runner's completed steps (suspended, dumped). What a failure
+// does, and what the dump left to end, is its undo's (checkpointUndo);
+// its image directory's watcher and digests are img's.
 type checkpoint struct {
 	suspension
 	dir          string
 	leaveRunning bool
 	dump         DumpFunc
-
-	watch *digest.Watcher // hashes the page images while they are written
+	img          images
 }
 
-// Checkpoint thaws the target, suspends CUDA, writes the manifest into
-// imageDir, calls dump, then resumes CUDA (leaveRunning) or leaves the
-// processes to exit with the dump, and finally records the digests of the
-// image files in the manifest.
-//
-// On any failure before the dump has succeeded it resumes CUDA and returns
-// a *StepError naming the target, the step, the cause, the CRIU log when
-// there is one, and a remedy; the processes keep running. The manifest,
-// with the duration of every step taken, is returned in both cases.
-func (o *Orchestrator) Checkpoint(ctx context.Context, t Target, imageDir string, leaveRunning bool, dump func(ctx context.Context) error) (*manifest.Manifest, error) {
-	c := o.newCheckpoint(t, imageDir)
-	c.leaveRunning, c.dump = leaveRunning, dump
-	release, err := c.start(ctx)
-	if err != nil {
-		return c.m, err
-	}
-	defer release()
-	if err := c.run(ctx, append(append(c.begin(), c.finish()...), c.seal())); err != nil {
-		return c.m, err
-	}
-	return c.m, c.checkLeftRunning(ctx)
-}
-
-// BeginCheckpoint runs the first phase alone (thaw, find, inventory,
-// suspend, manifest), for a dump that runs outside cryo's call: CRIU's
-// pre-dump action script, whose CRIU dumps once the script has returned.
-// On failure CUDA is resumed and the processes run on, as for Checkpoint.
-// On success the CUDA processes are left suspended for that dump, and the
-// manifest has no digests: the caller resumes the processes after the dump
-// if they still run, and takes the digests (digest.Files).
-func (o *Orchestrator) BeginCheckpoint(ctx context.Context, t Target, imageDir string) (*manifest.Manifest, error) {
-	c := o.newCheckpoint(t, imageDir)
-	release, err := c.start(ctx)
-	if err != nil {
-		return c.m, err
-	}
-	defer release()
-	return c.m, c.run(ctx, c.begin())
-}
-
-// newCheckpoint is one run on t into imageDir, with its manifest.
-func (o *Orchestrator) newCheckpoint(t Target, imageDir string) *checkpoint {
+// newCheckpoint is one run on t into imageDir, with its manifest, that
+// leaves the processes running or not, and dumps with dump (nil for a
+// dump that runs outside cryo's call).
+func newCheckpoint(e env, t Target, imageDir string, leaveRunning bool, dump DumpFunc) *checkpoint {
 	m := manifest.New(t.ID)
 	m.CRIUWorkDir = t.CRIUWorkDir
-	return &checkpoint{suspension: suspension{o: o, t: t, m: m}, dir: imageDir}
+	return &checkpoint{suspension: suspension{e: e, t: t, m: m}, dir: imageDir, leaveRunning: leaveRunning, dump: dump,
+		img: images{dir: imageDir, id: t.ID, cfg: e.cfg, hash: e.hash, log: e.log}}
+}
+
+// take runs steps under the target's lock, once start has checked CRIU
+// and made the image directory private, and then checks a leave-running
+// checkpoint's processes (checkLeftRunning). The manifest is returned in
+// both cases.
+func (c *checkpoint) take(ctx context.Context, steps []step) (*manifest.Manifest, error) {
+	release, err := c.start(ctx)
+	if err != nil {
+		return c.m, err
+	}
+	defer release()
+	if err := c.runner(steps).run(ctx); err != nil {
+		return c.m, err
+	}
+	return c.m, c.undo().checkLeftRunning(ctx)
 }
 
 // start checks CRIU, takes the target's lock and makes the image directory
 // private: what comes before any step. It returns the lock's release.
 func (c *checkpoint) start(ctx context.Context) (func(), error) {
-	criuVersion, err := c.o.checkCRIU()
+	criuVersion, err := c.e.criu.version()
 	c.m.CRIUVersion = criuVersion
 	if err != nil {
 		return nil, &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepPrepare, Err: err, Outcome: "nothing was checkpointed, the processes were not touched"}
 	}
 	release, err := c.takeLock(ctx)
 	if err != nil {
-		return nil, c.o.lockError("checkpoint", c.t.ID, err)
+		return nil, c.e.locks.refused("checkpoint", c.t.ID, err)
 	}
 	// Owner-only before the first page is written: CRIU writes its images
 	// with its own umask, readable by all, until the digests step narrows
@@ -102,29 +79,29 @@ func (c *checkpoint) start(ctx context.Context) (func(), error) {
 	}
 	// Read once, under the lock, before the steps: the hook steps' skips
 	// ask it, and a pause or resume of the target waits for the lock.
-	rec, _ := c.o.pauses().read(c.t.ID)
+	rec, _ := c.e.locks.pauses().read(c.t.ID)
 	c.pausedBefore = rec != nil
 	return release, nil
 }
 
-// run runs steps through the step runner, each recorded in the manifest;
-// the first failure rolls back what this run did and is returned.
-func (c *checkpoint) run(ctx context.Context, steps []step) error {
-	return c.runner(steps).run(ctx)
-}
-
-// runner is the step runner of this run over steps.
+// runner is the step runner of this run over steps, each recorded in the
+// manifest; the first failure rolls back what this run did.
 func (c *checkpoint) runner(steps []step) *runner {
-	c.r = &runner{o: c.o, op: "checkpoint", id: c.t.ID, steps: steps,
+	c.r = &runner{stepper: c.e.stepper, op: "checkpoint", id: c.t.ID, steps: steps,
 		record:        func(s StepName, d time.Duration, err error) { c.m.AddStep(string(s), d, err) },
 		interruptible: true,
-		committed:     c.workloadGone,
-		stopping:      c.stopping,
-		failed:        c.stepError,
-		untouched:     untouchedOutcome,
+		committed:     func() bool { return c.undo().workloadGone() },
+		stopping:      c.img.stop,
+		failed: func(ctx context.Context, s StepName, err error, outcome string) error {
+			return c.undo().stepError(ctx, s, err, outcome)
+		},
+		untouched: untouchedOutcome,
 	}
 	return c.r
 }
+
+// table is the whole checkpoint's: both phases, then the seal.
+func (c *checkpoint) table() []step { return append(append(c.begin(), c.finish()...), c.seal()) }
 
 // begin is the first phase: after it the CUDA processes are suspended and
 // the manifest (without digests) is written, ready for the dump.
@@ -136,7 +113,7 @@ func (c *checkpoint) begin() []step {
 		c.preHookStep(),
 		{name: StepFind, do: c.find},
 		{name: StepInventory, do: c.inventory, skip: func() bool { return !c.m.HasCUDA() }},
-		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: c.undoSuspend},
+		{name: StepSuspend, do: c.suspend, skip: c.noCUDA, undo: func(ctx context.Context) undone { return c.undo().undoSuspend(ctx) }},
 		{name: StepManifest, do: c.writeManifest},
 	}
 }
@@ -147,7 +124,7 @@ func (c *checkpoint) begin() []step {
 // tens of GB must not extend the application's pause.
 func (c *checkpoint) finish() []step {
 	return []step{
-		{name: StepDump, do: c.runDump, undo: c.undoDump},
+		{name: StepDump, do: c.runDump, undo: func(ctx context.Context) undone { return c.undo().undoDump(ctx) }},
 		{name: StepResume, do: c.resume, skip: func() bool { return !c.leaveRunning || c.noCUDA() }},
 		c.wakeStep(),
 		{name: StepDigests, do: c.digests},
@@ -169,9 +146,9 @@ func (c *checkpoint) seal() step {
 		if err := checkComplete(c.dir); err != nil {
 			return err
 		}
-		c.killStopped(ctx)
+		c.undo().killStopped(ctx)
 		if c.paused != nil && !c.leaveRunning {
-			c.o.pauses().remove(c.t.ID) // the paused processes went with the dump
+			c.e.locks.pauses().remove(c.t.ID) // the paused processes went with the dump
 		}
 		return nil
 	}}
@@ -186,40 +163,12 @@ func (c *checkpoint) inventory(ctx context.Context) error {
 	return c.checkSpace()
 }
 
-// dumpState is what the dump did, for the check of a failed run.
-func (c *checkpoint) dumpState() dumpState {
-	return dumpState{dir: c.dir, dumped: c.dumped(), gone: c.workloadGone()}
-}
-
-// workloadGone: the dump ended the processes (no leave-running, and not
-// held stopped): an interrupt then completes the checkpoint rather than
-// abandon the only copy of the workload.
-func (c *checkpoint) workloadGone() bool {
-	return c.dumped() && !c.leaveRunning && !c.t.DumpLeavesStopped
-}
-
-// dumped: the dump succeeded, and no undo gave the processes back since
-// (without leaveRunning they are then gone, or held stopped).
-func (c *checkpoint) dumped() bool { return c.r.Done(StepDump) }
-
-// takeLock locks the target and its processes before anything is touched,
-// the thaw included: a second checkpoint that thawed or suspended under a
-// first one would corrupt what the first one copies. The front end's lock
-// (Target.Lock) is used as it is.
+// takeLock locks the target and its processes (lockTree) for the run.
 func (c *checkpoint) takeLock(ctx context.Context) (func(), error) {
-	l, release, err := c.o.lockFor(c.t.Lock, "checkpoint", c.t.ID)
+	l, release, err := lockTree(ctx, c.e.locks, "checkpoint", c.t)
 	if err != nil {
 		return nil, err
 	}
-	pids, err := c.t.PIDs(ctx)
-	if err == nil {
-		err = l.AddPIDs(pids)
-	}
-	if err != nil && errors.Is(err, lock.ErrBusy) {
-		release()
-		return nil, err
-	}
-	// Any other error is find's to report, with its remedy.
 	c.lock = l
 	return release, nil
 }
@@ -264,22 +213,20 @@ func (c *checkpoint) writeManifest(ctx context.Context) error { return manifest.
 // runDump dumps with the digest watcher running, so that most of the pages
 // are hashed by the time the dump ends (cores CRIU does not use).
 func (c *checkpoint) runDump(ctx context.Context) error {
-	if !c.o.Config.HashAfterDump {
-		c.watch = digest.Watch(c.dir)
-	}
+	c.img.watchDump()
 	if t := taskFrom(ctx); t != nil {
 		t.SetEstimate(criu.DumpEstimate(c.pids, gpuBytes(c.m, c.toSuspend)))
 		defer t.Poll(criu.PagesPoll, func() int64 { return criu.PagesBytes(c.dir) })()
 	}
-	return c.dump(ctx) // on failure, fail stops the watcher
+	return c.dump(ctx) // on failure, the runner's stopping stops the watcher (images.stop)
 }
 
 func (c *checkpoint) resume(ctx context.Context) error {
 	if !c.suspended() {
 		return nil
 	}
-	c.copyLine(ctx)
-	return c.o.ResumeCUDA(ctx, c.toSuspend)
+	copyLine(ctx, c.m, c.toSuspend, c.rate)
+	return c.e.gpu.resume(ctx, c.toSuspend)
 }
 
 // StillSuspended lists the CUDA processes of a leave-running checkpoint
@@ -298,30 +245,14 @@ func StillSuspended(m *manifest.Manifest) []int {
 	return pids
 }
 
+// digests takes the digests of the image files (images.digests) into
+// the manifest.
 func (c *checkpoint) digests(ctx context.Context) error {
-	// Before the digests and the stamp: chmod changes ctime, which the
-	// stamp records.
-	if err := manifest.MakePrivate(c.dir); err != nil {
-		return err
-	}
-	w := c.watch
-	c.watch = nil
-	var d map[string]string
-	var err error
-	if w != nil {
-		d, err = w.FinishWith(taskFrom(ctx))
-	} else {
-		d, err = c.o.hashImages(c.dir, taskFrom(ctx))
-	}
+	d, err := c.img.digests(ctx)
 	if err != nil {
 		return err
 	}
 	c.m.Digests = d
-	// A restore on this host can then trust these digests without reading
-	// the image again, as long as no file has changed (see digest.Stamp).
-	if err := digest.RecordsFrom(c.o.Config).Stamp(c.dir, d); err != nil {
-		c.o.log().Debug("no verification stamp: the restore will hash the image", "id", c.t.ID, "error", err)
-	}
 	return nil
 }
 
@@ -330,7 +261,7 @@ func (c *checkpoint) wakeStep() step {
 	return step{name: StepWakeHook, skip: func() bool {
 		return !c.leaveRunning || c.t.PreCheckpoint == nil || c.t.Wake == nil || c.pausedBefore
 	},
-		do: func(ctx context.Context) error { c.wake(ctx); return nil }}
+		do: func(ctx context.Context) error { wake(ctx, c.e.log, c.t); return nil }}
 }
 
 // checkSpace refuses, before anything is suspended, a checkpoint whose
@@ -340,27 +271,22 @@ func (c *checkpoint) wakeStep() step {
 // suspend: the processes' dumpable memory plus the GPU memory the suspend
 // will move into it.
 func (c *checkpoint) checkSpace() error {
-	if c.o.Config.NoSpaceCheck {
+	if c.e.cfg.NoSpaceCheck {
 		return nil
 	}
-	need := criu.DumpEstimate(c.pids, 0) + gpuBytes(c.m, c.toSuspend)
-	free, err := availBytes(c.dir)
+	return fitsIn(c.dir, c.pids, gpuBytes(c.m, c.toSuspend))
+}
+
+// fitsIn refuses a dump of pids, with gpu bytes of GPU memory to move
+// into it, that dir has not the room for.
+func fitsIn(dir string, pids []int, gpu int64) error {
+	need := criu.DumpEstimate(pids, 0) + gpu
+	free, err := availBytes(dir)
 	if err != nil || need <= free {
 		return nil // a file system that cannot be asked is CRIU's to find out
 	}
 	return report.WithRemedy(fmt.Errorf("%w: the dump of %s is estimated at about %s and %s has %s free; nothing was suspended",
-		ErrNoSpace, plural(len(c.pids), "process", "processes"), progress.Human(need), c.dir, progress.Human(free)),
+		ErrNoSpace, plural(len(pids), "process", "processes"), progress.Human(need), dir, progress.Human(free)),
 		fmt.Sprintf("free at least %s in %s, or checkpoint into a directory on a file system with that much free "+
-			"(a workload whose memory is mostly zeros, which cryo's CRIU leaves out, may fit: %s=0 skips this check)", progress.Human(need-free), c.dir, config.EnvSpaceCheck))
-}
-
-// stepNames are the failpoint names of c's table, its skips applied.
-func (c *checkpoint) stepNames() []StepName {
-	var names []StepName
-	for _, s := range append(append(c.begin(), c.finish()...), c.seal()) {
-		if s.skip == nil || !s.skip() {
-			names = append(names, s.failpointName())
-		}
-	}
-	return names
+			"(a workload whose memory is mostly zeros, which cryo's CRIU leaves out, may fit: %s=0 skips this check)", progress.Human(need-free), dir, config.EnvSpaceCheck))
 }

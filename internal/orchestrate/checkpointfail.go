@@ -19,31 +19,37 @@ import (
 // digests and the manifest are synced, and continued when anything before
 // that fails. Durable before destructive.
 
-// stopping is what a failed checkpoint does before any undo: stop the
-// digest watcher, and narrow the images' modes, since a partial dump holds
-// process memory as much as a whole one.
-func (c *checkpoint) stopping() {
-	if c.watch != nil {
-		c.watch.Stop()
-		c.watch = nil
-	}
-	_ = manifest.MakePrivate(c.dir)
+// checkpointUndo is the failure half of a checkpoint: what it found and
+// suspended (found, with its rollback), and the runner whose completed
+// steps say what the dump did. The checkpoint builds it (checkpoint.undo)
+// when a step, an undo or the seal needs it.
+type checkpointUndo struct {
+	found        suspensionUndo
+	r            *runner
+	dir          string
+	leaveRunning bool
+}
+
+// undo is the failure half of c, as the run stands now.
+func (c *checkpoint) undo() checkpointUndo {
+	return checkpointUndo{found: c.suspension.undo(), r: c.r, dir: c.dir, leaveRunning: c.leaveRunning}
 }
 
 // stepError turns a failed step into a *StepError, with the outcome the
 // runner's rollback left.
-func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, outcome string) error {
-	e := &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
-	if w, ok := c.o.remedy(RemedyLockTimeout); ok && errors.Is(err, cuda.ErrTimeout) {
+func (c checkpointUndo) stepError(ctx context.Context, step StepName, err error, outcome string) error {
+	id, front := c.found.t.ID, c.found.e.front
+	e := &report.StepError{Op: "checkpoint", ID: id, Step: string(step), Err: err, LogPath: CRIULogPath(err), Remedy: checkpointRemedy(step, err, c.dir), Outcome: outcome}
+	if w, ok := worded(front, RemedyLockTimeout); ok && errors.Is(err, cuda.ErrTimeout) {
 		e.Remedy = w
 	}
 	if step == StepDump && !errors.Is(err, context.Canceled) {
-		e.Remedy = c.o.dumpRemedy(err)
+		e.Remedy = dumpRemedy(front, err)
 	}
 	c.wakeAfterFailure(ctx)
 	e.Err, outcome = rolledBackOutcome(err, outcome, untouchedOutcome)
 	var remedy string
-	e.Outcome, e.Fate, remedy = c.checkedOutcome(ctx, step, outcome, errors.Is(err, context.Canceled), c.dumpState())
+	e.Outcome, e.Fate, remedy = c.found.checkedOutcome(ctx, step, outcome, errors.Is(err, context.Canceled), c.dumpState())
 	if remedy != "" {
 		e.Remedy = remedy
 	}
@@ -52,18 +58,18 @@ func (c *checkpoint) stepError(ctx context.Context, step StepName, err error, ou
 
 // undoSuspend resumes the CUDA this run suspended, unless a resume (or
 // the dump's undo) already did.
-func (c *checkpoint) undoSuspend(ctx context.Context) undone {
-	if !c.suspended() {
+func (c checkpointUndo) undoSuspend(ctx context.Context) undone {
+	if !suspendedIn(c.r) {
 		return undone{}
 	}
-	return undone{outcome: c.rollback(ctx)}
+	return undone{outcome: c.found.rollback(ctx)}
 }
 
 // undoDump: after the dump, the processes are what the dump left. Held
 // stopped, they are given back (CUDA first); gone, nothing before the dump
 // can be undone; left running, CUDA still needs its resume if the resume
 // step did not come.
-func (c *checkpoint) undoDump(ctx context.Context) undone {
+func (c checkpointUndo) undoDump(ctx context.Context) undone {
 	switch {
 	case c.stoppedAfterDump():
 		// The checkpoint is abandoned: the processes are ours again.
@@ -120,26 +126,27 @@ func pidList(pids []int) string {
 // back (CUDA resumed, stopped ones continued); not where the dump ended
 // them. It is no undo of the runner's: an undo that gives the processes
 // back whole ends the walk before the earlier steps' undos.
-func (c *checkpoint) wakeAfterFailure(ctx context.Context) {
+func (c checkpointUndo) wakeAfterFailure(ctx context.Context) {
 	if !c.r.Done(StepPreHook) || c.workloadGone() {
 		return
 	}
-	c.wake(context.WithoutCancel(ctx))
+	wake(context.WithoutCancel(ctx), c.found.e.log, c.found.t)
 }
 
 // checkLeftRunning checks a leave-running checkpoint that succeeded: the
 // processes it resumed run, by the driver's word. The checkpoint is
 // complete either way; the error says what became of the processes.
-func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
-	if !c.leaveRunning || len(c.toSuspend) == 0 {
+func (c checkpointUndo) checkLeftRunning(ctx context.Context) error {
+	f := c.found
+	if !c.leaveRunning || len(f.toSuspend) == 0 {
 		return nil
 	}
-	pids := without(c.stoppedTree(ctx), foundSuspended(c.m))
-	w := c.o.checkWorkload(ctx, pids, c.toSuspend)
+	pids := without(f.stoppedTree(ctx), foundSuspended(f.m))
+	w := checkWorkload(ctx, f.e.gpu.driver, pids, f.toSuspend)
 	if w.intact() {
 		return nil
 	}
-	e := &report.StepError{Op: "checkpoint", ID: c.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
+	e := &report.StepError{Op: "checkpoint", ID: f.t.ID, Step: StepCheck, Err: fmt.Errorf("after the resume: %s", w),
 		Outcome: "the checkpoint in " + c.dir + " is complete"}
 	if len(w.gone) > 0 {
 		e.Fate = report.FateLostKept
@@ -152,19 +159,35 @@ func (c *checkpoint) checkLeftRunning(ctx context.Context) error {
 
 // stoppedAfterDump reports whether the dumped processes wait, stopped, for
 // this run to kill or continue them.
-func (c *checkpoint) stoppedAfterDump() bool {
-	return c.dumped() && !c.leaveRunning && c.t.DumpLeavesStopped
+func (c checkpointUndo) stoppedAfterDump() bool {
+	return c.dumped() && !c.leaveRunning && c.found.t.DumpLeavesStopped
 }
+
+// dumpState is what the dump did, for the check of a failed run.
+func (c checkpointUndo) dumpState() dumpState {
+	return dumpState{dir: c.dir, dumped: c.dumped(), gone: c.workloadGone()}
+}
+
+// workloadGone: the dump ended the processes (no leave-running, and not
+// held stopped): an interrupt then completes the checkpoint rather than
+// abandon the only copy of the workload.
+func (c checkpointUndo) workloadGone() bool {
+	return c.dumped() && !c.leaveRunning && !c.found.t.DumpLeavesStopped
+}
+
+// dumped: the dump succeeded, and no undo gave the processes back since
+// (without leaveRunning they are then gone, or held stopped).
+func (c checkpointUndo) dumped() bool { return c.r.Done(StepDump) }
 
 // killStopped ends the dumped tree once the checkpoint is complete. Only
 // the dumped tree is signalled; the processes' parents reap them.
-func (c *checkpoint) killStopped(ctx context.Context) {
+func (c checkpointUndo) killStopped(ctx context.Context) {
 	if !c.stoppedAfterDump() {
 		return
 	}
-	for _, pid := range c.stoppedTree(ctx) {
+	for _, pid := range c.found.stoppedTree(ctx) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			c.o.log().Warn("could not kill a dumped process", "id", c.t.ID, "pid", pid, "error", err)
+			c.found.e.log.Warn("could not kill a dumped process", "id", c.found.t.ID, "pid", pid, "error", err)
 		}
 	}
 }
@@ -174,13 +197,13 @@ func (c *checkpoint) killStopped(ctx context.Context) {
 // process runs again only once its GPU state is back: internal/cuda releases it),
 // then SIGCONT to the rest of the tree. It returns the outcome for the
 // error.
-func (c *checkpoint) continueStopped(ctx context.Context) string {
+func (c checkpointUndo) continueStopped(ctx context.Context) string {
 	outcome := "the processes were left running, CUDA untouched"
-	if c.suspended() {
-		outcome = c.rollback(ctx)
+	if suspendedIn(c.r) {
+		outcome = c.found.rollback(ctx)
 	}
 	var failed []int
-	for _, pid := range c.stoppedTree(ctx) {
+	for _, pid := range c.found.stoppedTree(ctx) {
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
 			failed = append(failed, pid)
 		}
@@ -189,7 +212,7 @@ func (c *checkpoint) continueStopped(ctx context.Context) string {
 	// (their files move on): a restore must not complete them later (see
 	// manifest.DumpCompleted). Removing a file works on a full disk too.
 	if err := manifest.AbandonDump(c.dir); err != nil {
-		c.o.log().Warn("could not mark the abandoned dump", "id", c.t.ID, "dir", c.dir, "error", err)
+		c.found.e.log.Warn("could not mark the abandoned dump", "id", c.found.t.ID, "dir", c.dir, "error", err)
 	}
 	if len(failed) > 0 {
 		return fmt.Sprintf("%s, but pid(s) %v could not be continued: run `cryo recover %d`", outcome, failed, failed[0])

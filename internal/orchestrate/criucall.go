@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/cryo-gpu/cryo/internal/criu"
 )
@@ -75,23 +76,30 @@ func criuError(err error) error {
 	return err
 }
 
-// checkCRIU refuses a checkpoint with a CRIU known to fail on this kernel,
+// criuCheck is the configured CRIU ($CRYO_CRIU) as a checkpoint checks
+// it before anything is touched.
+type criuCheck struct {
+	binary string
+	log    *slog.Logger
+}
+
+// version refuses a checkpoint with a CRIU known to fail on this kernel,
 // and returns its version for the manifest. A CRIU that cannot tell its
 // version is left to fail on its own, with its log; its version is "".
-func (o *Orchestrator) checkCRIU() (string, error) {
-	info, err := ProbeCRIU(o.Config.CRIU)
+func (c criuCheck) version() (string, error) {
+	info, err := ProbeCRIU(c.binary)
 	if err != nil {
-		o.log().Debug("CRIU version unknown; not checked", "error", err)
+		c.log.Debug("CRIU version unknown; not checked", "error", err)
 		return "", nil
 	}
 	return info.VersionString(), info.Check()
 }
 
-// checkSeizeStopped refuses, before any CUDA process is suspended, the
+// seizeStopped refuses, before any CUDA process is suspended, the
 // checkpoint of a container whose dump freezes its cgroup with a CRIU
 // that cannot seize its held CUDA processes (see criu.CheckSeizeStopped).
-func (o *Orchestrator) checkSeizeStopped(ctx context.Context) error {
-	path, err := CRIUPath(o.Config.CRIU)
+func (c criuCheck) seizeStopped(ctx context.Context) error {
+	path, err := CRIUPath(c.binary)
 	if err != nil {
 		return err
 	}
@@ -102,10 +110,10 @@ func (o *Orchestrator) checkSeizeStopped(ctx context.Context) error {
 // dir, logging that the restore keeps them. The directory was read by
 // CheckRestore already: an error here leaves the count at zero, and CRIU
 // reports what is wrong.
-func (o *Orchestrator) restoreTCP(id, dir string) int {
+func restoreTCP(log *slog.Logger, id, dir string) int {
 	n, _ := criu.EstablishedTCP(dir)
 	if n > 0 {
-		o.log().Info("checkpoint holds established TCP connections: restoring with tcp-established", "id", id, "connections", n)
+		log.Info("checkpoint holds established TCP connections: restoring with tcp-established", "id", id, "connections", n)
 	}
 	return n
 }

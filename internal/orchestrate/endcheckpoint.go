@@ -10,27 +10,20 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// EndCheckpoint is the second phase of a checkpoint whose dump ran outside
-// cryo's call (CRIU's post-dump action, after BeginCheckpoint at pre-dump):
-// it records how long CRIU's dump took, takes the digests (the same step as
-// Checkpoint's, stamp included) and writes the finished manifest. CUDA is
-// not resumed here: CRIU still holds the processes frozen, and a driver call
-// on a frozen process hangs; the caller resumes them once CRIU lets go.
-// On failure the checkpoint stays unfinished, and the error says how to
-// finish it (`cryo checkpoint --finish`).
-func (o *Orchestrator) EndCheckpoint(ctx context.Context, t Target, imageDir string) (*manifest.Manifest, error) {
+// endCheckpoint is one EndCheckpoint.
+func endCheckpoint(ctx context.Context, e env, t Target, imageDir string) (*manifest.Manifest, error) {
 	m, err := manifest.Read(imageDir)
 	if err != nil {
 		return nil, &report.StepError{Op: "checkpoint", ID: t.ID, Step: StepDigests, Err: err,
 			Outcome: "CRIU's dump went ahead without cryo's manifest", Remedy: "re-take the checkpoint"}
 	}
-	c := o.newCheckpoint(t, imageDir)
 	// Leave-running, the dump done: a failure from here on touches no
 	// process.
-	c.m, c.leaveRunning = m, true
+	c := newCheckpoint(e, t, imageDir, true, nil)
+	c.m = m
 	release, err := c.takeLock(ctx)
 	if err != nil {
-		return m, o.lockError("checkpoint", t.ID, err)
+		return m, e.locks.refused("checkpoint", t.ID, err)
 	}
 	defer release()
 	c.m.AddStep(string(StepDump), dumpTime(imageDir), nil)

@@ -78,7 +78,7 @@ func TestFailureMessages(t *testing.T) {
 				log = criuLog(t, dir, tc.cause)
 				err = &CRIUError{Op: "dump", LogPath: log, Err: errors.New("operation failed (msg:criu failed err:0)")}
 			}
-			c := New(testConfig, WithFrontEnd(tc.front)).newCheckpoint(Target{ID: "pid 42"}, dir)
+			c := newCheckpoint(New(testConfig, WithFrontEnd(tc.front)).env(), Target{ID: "pid 42"}, dir, false, nil)
 			got := c.runner(nil).fail(context.Background(), tc.step, err).Error()
 			if want := strings.ReplaceAll(tc.want, "LOG", log); got != want {
 				t.Errorf("message\n got: %s\nwant: %s", got, want)

@@ -11,7 +11,7 @@ import (
 // CheckpointFailure is the error of a checkpoint of id, with its image in
 // dir, that failed at step with err, as the runner reports it.
 func CheckpointFailure(o *Orchestrator, id, dir string, step StepName, err error) error {
-	return o.newCheckpoint(Target{ID: id}, dir).runner(nil).fail(context.Background(), step, err)
+	return newCheckpoint(o.env(), Target{ID: id}, dir, false, nil).runner(nil).fail(context.Background(), step, err)
 }
 
 // TestConfig keeps the tests' locks in their own directory.

@@ -26,9 +26,10 @@ const envHold = "CRYO_TEST_HOLD"
 // a second hold of the same name would wait for a file nobody removes.
 var held atomic.Bool
 
-// failpoint holds a sequence before step s when envHold names op and s.
-func failpoint(o *Orchestrator, op string, s StepName) {
-	want, file, ok := strings.Cut(holdSetting(o), ":")
+// failpoint holds a sequence before step s when envHold, in the entry
+// point's environment, names op and s.
+func failpoint(environ []string, op string, s StepName) {
+	want, file, ok := strings.Cut(holdSetting(environ), ":")
 	wantOp, wantStep, named := strings.Cut(want, "/")
 	if !named {
 		wantOp, wantStep = "checkpoint", want
@@ -44,9 +45,9 @@ func failpoint(o *Orchestrator, op string, s StepName) {
 // every other variable. "@PATH" reads the setting from file PATH at each
 // step: a shim has containerd's environment, fixed when the daemon
 // started, and a test holds each of its restores at another step.
-func holdSetting(o *Orchestrator) string {
+func holdSetting(environ []string) string {
 	v := ""
-	for _, kv := range o.Config.Environ {
+	for _, kv := range environ {
 		if val, ok := strings.CutPrefix(kv, envHold+"="); ok {
 			v = val
 		}

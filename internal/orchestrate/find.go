@@ -11,13 +11,13 @@ import (
 // every listed process has exited by the time of the scan.
 const findAttempts = 3
 
-// findCUDA lists t's processes and finds the CUDA ones among them. A
+// find lists t's processes and finds the CUDA ones among them. A
 // container's short-lived processes (a health check, a shell loop's
 // sleep) may exit between the listing and the scan; FindLive skips them,
 // since a process that is gone needs no checkpoint. Only when every listed
 // pid is gone is the list taken again, and that failing findAttempts times
 // fails the call with cuda.ErrNoProcess.
-func (o *Orchestrator) findCUDA(ctx context.Context, t Target) ([]int, []cuda.Process, []cuda.Skipped, error) {
+func (g gpu) find(ctx context.Context, t Target) ([]int, []cuda.Process, []cuda.Skipped, error) {
 	var err error
 	for i := 0; i < findAttempts; i++ {
 		var pids []int
@@ -27,7 +27,7 @@ func (o *Orchestrator) findCUDA(ctx context.Context, t Target) ([]int, []cuda.Pr
 		if len(pids) == 0 {
 			return nil, nil, nil, errNoTarget
 		}
-		procs, skipped, ferr := o.driver().FindLive(ctx, pids)
+		procs, skipped, ferr := g.driver.FindLive(ctx, pids)
 		if ferr == nil {
 			return pids, procs, skipped, nil
 		}

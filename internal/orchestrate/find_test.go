@@ -25,7 +25,7 @@ func TestFindCUDARetriesVanishedProcess(t *testing.T) {
 		}
 		return []int{os.Getpid()}, nil
 	}}
-	pids, procs, skipped, err := New(testConfig).findCUDA(context.Background(), target)
+	pids, procs, skipped, err := New(testConfig).env().gpu.find(context.Background(), target)
 	if err != nil || calls != 1 || len(pids) != 2 || len(procs) != 0 || len(skipped) != 2 || skipped[1].Reason != "exited during the scan" {
 		t.Fatalf("pids %v procs %v skipped %v err %v after %d listings", pids, procs, skipped, err, calls)
 	}
@@ -33,7 +33,7 @@ func TestFindCUDARetriesVanishedProcess(t *testing.T) {
 	// A listing whose pids are all gone is taken again; staying gone fails.
 	calls = 0
 	target.PIDs = func(context.Context) ([]int, error) { calls++; return []int{dead.Process.Pid}, nil }
-	if _, _, _, err := New(testConfig).findCUDA(context.Background(), target); !errors.Is(err, cuda.ErrNoProcess) || calls != findAttempts {
+	if _, _, _, err := New(testConfig).env().gpu.find(context.Background(), target); !errors.Is(err, cuda.ErrNoProcess) || calls != findAttempts {
 		t.Fatalf("a vanished pid: %v after %d listings", err, calls)
 	}
 }

@@ -41,16 +41,16 @@ func refusalOf(err error) report.Key {
 	return criu.RefusalIn(ce.LogPath)
 }
 
-// remedy words k as the front end does; false if it has no words for k.
-func (o *Orchestrator) remedy(k report.Key) (string, bool) {
-	w := o.FrontEnd[k]
+// worded words k as the front end f does; false if it has no words for k.
+func worded(f FrontEnd, k report.Key) (string, bool) {
+	w := f[k]
 	return w, w != ""
 }
 
 // dumpRemedy is the remedy of a failed dump: the front end's option for a
 // refusal CRIU explained, else the CRIU log.
-func (o *Orchestrator) dumpRemedy(err error) string {
-	if w, ok := o.remedy(refusalOf(err)); ok {
+func dumpRemedy(f FrontEnd, err error) string {
+	if w, ok := worded(f, refusalOf(err)); ok {
 		return w
 	}
 	if r := criu.RemedyOf(err); r != "" {

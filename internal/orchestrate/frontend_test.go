@@ -15,12 +15,12 @@ import (
 func TestRemedyWordsAreTheFrontEnds(t *testing.T) {
 	o := New(testConfig, WithFrontEnd(FrontEnd{criu.RefusedTCP: "ctr's words"}))
 	for _, k := range RemedyKeys {
-		w, ok := o.remedy(k)
+		w, ok := worded(o.FrontEnd, k)
 		if k == criu.RefusedTCP && (!ok || w != "ctr's words") || k != criu.RefusedTCP && ok {
 			t.Errorf("%s: %q %v", k, w, ok)
 		}
 	}
-	if got, want := o.dumpRemedy(nil), "read the CRIU log from its first error line, then retry"; got != want {
+	if got, want := dumpRemedy(o.FrontEnd, nil), "read the CRIU log from its first error line, then retry"; got != want {
 		t.Errorf("unworded refusal: %q, want %q", got, want)
 	}
 }

@@ -25,13 +25,13 @@ func ParseGPUMap(spec string) ([]cuda.GPUPair, error) {
 	return pairs, nil
 }
 
-// gpuMap is the explicit map: the option, else the configured one
+// userMap is the explicit map: the option, else the configured one
 // ($CRYO_GPU_MAP, for front ends without flags of their own).
-func (o *Orchestrator) gpuMap() ([]cuda.GPUPair, error) {
-	if o.GPUMap != nil {
-		return o.GPUMap, nil
+func (h hostCheck) userMap() ([]cuda.GPUPair, error) {
+	if h.pairs != nil {
+		return h.pairs, nil
 	}
-	if spec := o.Config.GPUMap; spec != "" {
+	if spec := h.spec; spec != "" {
 		return ParseGPUMap(spec)
 	}
 	return nil, nil

@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/cryo-gpu/cryo/internal/hook"
 	"github.com/cryo-gpu/cryo/internal/report"
@@ -32,13 +33,30 @@ type Hook struct {
 }
 
 // run runs h in the container whose process pid is, logging its answer.
-func (h *Hook) run(ctx context.Context, o *Orchestrator, id, name string, pid int) error {
+func (h *Hook) run(ctx context.Context, log *slog.Logger, id, name string, pid int) error {
 	a, err := hook.Run(ctx, name, h.Spec, pid, h.Exec)
 	if err != nil {
 		return err
 	}
-	o.log().Info("cryo hook answered", "id", id, "hook", name, "spec", h.Spec.Text, "status", a.Status, "answer", a.Text, "elapsed", a.Took)
+	log.Info("cryo hook answered", "id", id, "hook", name, "spec", h.Spec.Text, "status", a.Status, "answer", a.Text, "elapsed", a.Took)
 	return nil
+}
+
+// wake runs t's wake hook (the post-restore hook) on t's own processes.
+// A failure is logged, not returned: the checkpoint (or its rollback) is
+// what it is either way, and its outcome says, checked, whether the
+// processes run; the log says the server may still sleep.
+func wake(ctx context.Context, log *slog.Logger, t Target) {
+	if t.Wake == nil {
+		return
+	}
+	pid, err := firstPID(ctx, t)
+	if err == nil {
+		err = t.Wake.run(ctx, log, t.ID, hook.PostRestore, pid)
+	}
+	if err != nil {
+		log.Warn("cryo hook failed: the server may still be asleep", "id", t.ID, "error", err)
+	}
 }
 
 // firstPID is a process of t: its network namespace is the container's.

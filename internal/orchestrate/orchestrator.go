@@ -6,7 +6,10 @@
 // pause and restore run as tables of steps on one runner (runner.go).
 // Their prechecks (package precheck) refuse before anything is touched;
 // the dump's preflight (preflight.go) refuses, once the processes are
-// found, a set CRIU could not dump, before CUDA is suspended.
+// found, a set CRIU could not dump, before CUDA is suspended. The
+// Orchestrator's methods are only the entry points (entry.go): each hands
+// the sequence it calls an env (env.go), the settings and parts the
+// sequence uses, as a value.
 package orchestrate
 
 import (
@@ -38,7 +41,7 @@ type Target struct {
 	// DumpFreezes says that the dump freezes the target's cgroup (runc
 	// asks CRIU to): its CUDA processes, held stopped from their driver
 	// checkpoint on, need a CRIU that seizes stopped tasks by interrupt
-	// (checkSeizeStopped).
+	// (criuCheck.seizeStopped).
 	DumpFreezes bool
 	// CRIUWorkDir is where the dump writes CRIU's log and stats-dump when
 	// that is not the image directory (runc's --work-path, as Podman gives
@@ -106,14 +109,6 @@ type Orchestrator struct {
 	hashFiles func(dir string, p digest.Progress) (map[string]string, error)
 }
 
-// hashImages hashes the image files in dir after the dump.
-func (o *Orchestrator) hashImages(dir string, p digest.Progress) (map[string]string, error) {
-	if o.hashFiles != nil {
-		return o.hashFiles(dir, p)
-	}
-	return digest.FilesWith(dir, p)
-}
-
 // WithConfig configures the orchestration and its driver from c, as an
 // entry point read it; options after it may override single settings.
 func WithConfig(c config.Config) Option {
@@ -164,6 +159,8 @@ func WithLockTimeout(d time.Duration) Option { return func(o *Orchestrator) { o.
 // WithGPUMap restores each source GPU onto the GPU the map names.
 func WithGPUMap(pairs []cuda.GPUPair) Option { return func(o *Orchestrator) { o.GPUMap = pairs } }
 
+// driver is o's driver, one with internal/cuda's defaults for the zero
+// value, made once and kept: tests ask it of the processes after a run.
 func (o *Orchestrator) driver() *cuda.Driver {
 	if o.Driver == nil {
 		o.Driver = cuda.New(cuda.Options{})
@@ -175,51 +172,23 @@ func (o *Orchestrator) driver() *cuda.Driver {
 // reports the returned error itself may drop it.
 const MsgStepFailed = "cryo step failed"
 
-func (o *Orchestrator) log() *slog.Logger {
-	if o.Logger == nil {
-		return slog.Default()
+// env is what the sequences of one call run with, taken from o as the
+// entry point is called: the driver made, the logger and the lock
+// directory defaulted.
+func (o *Orchestrator) env() env {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	return o.Logger
-}
-
-func (o *Orchestrator) setOptions(pairs []cuda.GPUPair) cuda.SetOptions {
-	return cuda.SetOptions{LockTimeout: o.LockTimeout, GPUPairs: pairs, OnProgress: o.OnCUDAProgress}
-}
-
-// step runs fn as one named step: it emits the start and end events and
-// draws its line (fn finds the line in its ctx, taskFrom), or, for a caller
-// that takes neither, logs the duration; it returns the
-// duration with fn's error. (A front end with events reports the steps its
-// own way, and its logger carries the warnings alone.)
-func (o *Orchestrator) step(ctx context.Context, id string, s StepName, fn func(context.Context) error) (time.Duration, error) {
-	o.emit(Event{ID: id, Step: s})
-	t := o.startTask(id, s)
-	start := time.Now()
-	err := fn(withTask(ctx, t))
-	d := time.Since(start)
-	t.End(endErr(ctx, err))
-	o.emit(Event{ID: id, Step: s, Done: true, Elapsed: d, Err: err})
-	switch {
-	case o.OnEvent != nil || o.Progress != nil:
-	case err != nil:
-		o.log().Warn(MsgStepFailed, "id", id, "step", string(s), "elapsed", d, "error", err)
-	default:
-		o.log().Info("cryo step done", "id", id, "step", string(s), "elapsed", d)
+	hash := o.hashFiles
+	if hash == nil {
+		hash = digest.FilesWith
 	}
-	return d, err
-}
-
-func (o *Orchestrator) emit(e Event) {
-	if o.OnEvent != nil {
-		o.OnEvent(e)
+	g := gpu{driver: o.driver(), lockTimeout: o.LockTimeout, onProgress: o.OnCUDAProgress}
+	return env{cfg: o.Config, log: log, gpu: g, front: o.FrontEnd, allowIPC: o.AllowCUDAIPC, hash: hash,
+		stepper: stepper{log: log, onEvent: o.OnEvent, progress: o.Progress, environ: o.Config.Environ},
+		locks:   locker{dir: lockDir(o.Config), log: log},
+		criu:    criuCheck{binary: o.Config.CRIU, log: log},
+		host:    hostCheck{driver: g.driver, log: log, pairs: o.GPUMap, spec: o.Config.GPUMap},
 	}
-}
-
-// ResumeCUDA resumes CUDA in pids after a dump that left them running:
-// a leave-running checkpoint, and the CRIU action script's resume watcher.
-func (o *Orchestrator) ResumeCUDA(ctx context.Context, pids []int) error {
-	// CRIU lets dumped processes go as it found them, held in their stop;
-	// the stop shows once every thread has taken it again.
-	cuda.AwaitHeld(pids, heldSettle)
-	return o.driver().Resume(ctx, pids, o.setOptions(nil))
 }

@@ -35,9 +35,9 @@ type workload struct {
 const settleWait = 2 * time.Second
 
 // checkWorkload looks at pids (the root first) and asks the driver about
-// the CUDA ones among cudaPIDs that are alive. It uses a context of its
-// own: the caller's may be the one an interrupt cancelled.
-func (o *Orchestrator) checkWorkload(ctx context.Context, pids, cudaPIDs []int) workload {
+// the CUDA ones among cudaPIDs that are alive, through d. It uses a
+// context of its own: the caller's may be the one an interrupt cancelled.
+func checkWorkload(ctx context.Context, d *cuda.Driver, pids, cudaPIDs []int) workload {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	vital := map[int]bool{}
@@ -59,7 +59,7 @@ func (o *Orchestrator) checkWorkload(ctx context.Context, pids, cudaPIDs []int) 
 		if !procfs.Alive(pid) {
 			continue
 		}
-		st, err := o.driver().State(cctx, pid)
+		st, err := d.State(cctx, pid)
 		if err == nil && st != cuda.StateRunning {
 			w.notRunning[pid] = st
 		}

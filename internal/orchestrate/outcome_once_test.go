@@ -40,7 +40,7 @@ func TestInterruptedOutcomeSaidOnce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tgt := Target{ID: "pid 42", PIDs: func(context.Context) ([]int, error) { return []int{os.Getpid()}, nil }}
-			cp := New(testConfig).newCheckpoint(tgt, t.TempDir())
+			cp := newCheckpoint(New(testConfig).env(), tgt, t.TempDir(), false, nil)
 			err := cp.runner(nil).fail(context.Background(), c.step, c.err)
 			if got := err.Error(); got != c.want {
 				t.Errorf("message\n got: %s\nwant: %s", got, c.want)

@@ -33,7 +33,7 @@ func TestCheckedOutcome(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pids := c.pids
 			tgt := Target{ID: "pid 42", PIDs: func(context.Context) ([]int, error) { return pids, nil }}
-			cp := New(testConfig).newCheckpoint(tgt, t.TempDir())
+			cp := newCheckpoint(New(testConfig).env(), tgt, t.TempDir(), false, nil)
 			err := cp.runner(nil).fail(context.Background(), StepDump, errors.New("boom"))
 			if !strings.Contains(err.Error(), c.want) || report.FateOf(err) != c.fate {
 				t.Errorf("fate %d, message %q; want fate %d and %q", report.FateOf(err), err, c.fate, c.want)

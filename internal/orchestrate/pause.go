@@ -36,16 +36,16 @@ const StepRecord StepName = "record"
 // ErrPauseResume: the container was thawed but CUDA could not be resumed.
 var ErrPauseResume = errors.New("CUDA could not be resumed after the pause")
 
-// Pause suspends the CUDA processes of t, then calls freeze (runc pause).
-// With no CUDA process it only freezes, as runc would.
-func (o *Orchestrator) Pause(ctx context.Context, t Target, freeze func(context.Context) error) error {
-	l, release, err := o.lockFor(t.Lock, "pause", t.ID)
+// pauseTarget is one Pause: under the target's lock, the pause's table
+// on its runner.
+func pauseTarget(ctx context.Context, e env, t Target, freeze func(context.Context) error) error {
+	l, release, err := e.locks.hold(t.Lock, "pause", t.ID)
 	if err != nil {
-		return o.lockError("pause", t.ID, err)
+		return e.locks.refused("pause", t.ID, err)
 	}
 	defer release()
-	p := &pause{suspension: suspension{o: o, t: t, m: manifest.New(t.ID), lock: l}, freeze: freeze}
-	p.r = &runner{o: o, op: "pause", id: t.ID, steps: p.table(),
+	p := &pause{suspension: suspension{e: e, t: t, m: manifest.New(t.ID), lock: l}, freeze: freeze}
+	p.r = &runner{stepper: e.stepper, op: "pause", id: t.ID, steps: p.table(),
 		// Between steps an interrupt stops the pause and the rollback
 		// resumes what it suspended: the container is left running.
 		interruptible: true,
@@ -92,7 +92,7 @@ func (p *pause) record() error {
 			}
 		}
 	}
-	return p.o.pauses().write(r)
+	return p.e.locks.pauses().write(r)
 }
 
 // failed says which step of a pause failed; the runner's rollback has
@@ -102,7 +102,7 @@ func (p *pause) failed(ctx context.Context, step StepName, err error, outcome st
 	// The server a pre-checkpoint hook put to sleep wakes once the
 	// rollback has given the processes back.
 	if p.r.Done(StepPreHook) {
-		p.wake(context.WithoutCancel(ctx))
+		wake(context.WithoutCancel(ctx), p.e.log, p.t)
 	}
 	e := &report.StepError{Op: "pause", ID: p.t.ID, Step: string(step), Remedy: pauseRemedies[step]}
 	e.Err, e.Outcome = rolledBackOutcome(err, outcome, pauseUntouched)
@@ -111,7 +111,7 @@ func (p *pause) failed(ctx context.Context, step StepName, err error, outcome st
 	// brings the remedy that applies. An interrupt's message says once
 	// what was undone.
 	var remedy string
-	e.Outcome, e.Fate, remedy = p.checkedOutcome(ctx, step, e.Outcome, interrupted(ctx), dumpState{})
+	e.Outcome, e.Fate, remedy = p.undo().checkedOutcome(ctx, step, e.Outcome, interrupted(ctx), dumpState{})
 	if interrupted(ctx) {
 		e.Remedy = cmp.Or(remedy, "none needed; pause the container again when you are ready")
 		return e
@@ -137,8 +137,8 @@ func (p *pause) undoSuspend(ctx context.Context) undone {
 	if !p.suspended() {
 		return undone{}
 	}
-	p.o.pauses().remove(p.t.ID)
-	return undone{outcome: p.rollback(ctx)}
+	p.e.locks.pauses().remove(p.t.ID)
+	return undone{outcome: p.undo().rollback(ctx)}
 }
 
 const freezeOnlyHint = "annotation cryo.gpu-free-pause=false, or CRYO_GPU_FREE_PAUSE=0"
@@ -154,13 +154,3 @@ var pauseRemedies = map[StepName]string{
 // AnnGPUFreePause is the container annotation that turns the GPU-free
 // pause off for one container: "false" (or "0") pauses it freeze-only.
 const AnnGPUFreePause = "cryo.gpu-free-pause"
-
-// GPUFreePause reports whether a pause of a container with these
-// annotations suspends CUDA first: yes unless the configuration
-// ($CRYO_GPU_FREE_PAUSE=0) or the annotation turns it off.
-func (o *Orchestrator) GPUFreePause(annotations map[string]string) bool {
-	if v, ok := annotations[AnnGPUFreePause]; ok {
-		return v != "false" && v != "0"
-	}
-	return !o.Config.FreezeOnlyPause
-}

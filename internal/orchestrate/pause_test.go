@@ -56,7 +56,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("calls %v, CUDA %s: want the thaw first, then CUDA running", order, cudaState(t, o, app.PID))
 	}
 	app.WaitTicks(t, 3) // the fake app checks its device memory every tick
-	if r, _ := o.pauses().read(target.ID); r != nil {
+	if r, _ := o.env().locks.pauses().read(target.ID); r != nil {
 		t.Fatalf("pause record left after the resume: %+v", r)
 	}
 }
@@ -82,7 +82,7 @@ func TestPauseRollsBack(t *testing.T) {
 			if froze != (step == StepFreeze) || cudaState(t, o, app.PID) != "running" {
 				t.Fatalf("froze %v, CUDA %s after a failure at %s: want running", froze, cudaState(t, o, app.PID), step)
 			}
-			if r, _ := o.pauses().read(target.ID); r != nil {
+			if r, _ := o.env().locks.pauses().read(target.ID); r != nil {
 				t.Fatalf("pause record left: %+v", r)
 			}
 			app.WaitTicks(t, 3)

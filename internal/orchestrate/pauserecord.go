@@ -54,8 +54,8 @@ type pauseStore struct {
 	log *slog.Logger
 }
 
-// pauses is the store of this orchestration's pause records.
-func (o *Orchestrator) pauses() pauseStore { return pauseStore{dir: o.lockDir(), log: o.log()} }
+// pauses is the store of the pause records, beside the locks.
+func (l locker) pauses() pauseStore { return pauseStore{dir: l.dir, log: l.log} }
 
 // path is the record of id.
 func (p pauseStore) path(id string) string {
@@ -99,12 +99,9 @@ func (p pauseStore) remove(id string) {
 	}
 }
 
-// ForgetPause removes the pause record of a container that is deleted.
-func (o *Orchestrator) ForgetPause(id string) { o.pauses().remove(id) }
-
-// HasPause reports whether id has a pause record, readable or not.
-func (o *Orchestrator) HasPause(id string) bool {
-	_, err := os.Lstat(o.pauses().path(id))
+// has reports whether id has a record, readable or not.
+func (p pauseStore) has(id string) bool {
+	_, err := os.Lstat(p.path(id))
 	return err == nil
 }
 

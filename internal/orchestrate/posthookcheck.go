@@ -23,8 +23,7 @@ const postHookRuns = "the restored processes run, with their GPU state; the hook
 
 // restoredNow lists t's processes and its CUDA ones, before the hook runs.
 func (rs *restore) restoredNow(ctx context.Context, t Target) restoredSet {
-	o := rs.o
-	pids, procs, _, err := o.findCUDA(ctx, t)
+	pids, procs, _, err := rs.e.gpu.find(ctx, t)
 	if err != nil {
 		return restoredSet{}
 	}
@@ -38,13 +37,13 @@ func (rs *restore) restoredNow(ctx context.Context, t Target) restoredSet {
 // postHookError is the restore's error for a failed post-restore hook,
 // with the outcome that the check of the hooked processes found.
 func (rs *restore) postHookError(ctx context.Context, err error) error {
-	o, id, hooked := rs.o, rs.id, rs.hooked
+	id, hooked := rs.id, rs.hooked
 	e := &report.StepError{Op: "restore", ID: id, Step: StepPostHook, Err: err, Outcome: postHookRuns, Fate: report.FateIntact,
 		Remedy: "run the hook's action by hand (or fix the server and restart it); give a longer deadline if it timed out"}
 	if len(hooked.pids) == 0 {
 		return e // nothing was listed before the hook: the hook's run failed before it touched them
 	}
-	w := o.checkWorkload(ctx, hooked.pids, hooked.cuda)
+	w := checkWorkload(ctx, rs.e.gpu.driver, hooked.pids, hooked.cuda)
 	if w.intact() {
 		return e
 	}

@@ -44,15 +44,15 @@ var opaqueSteps = map[StepName]bool{
 
 // startTask begins the line of step s of id, or returns nil when s has none
 // or nothing is drawn.
-func (o *Orchestrator) startTask(id string, s StepName) *progress.Task {
+func (st stepper) startTask(id string, s StepName) *progress.Task {
 	label, ok := stepLabels[s]
-	if !ok || o.Progress == nil {
+	if !ok || st.progress == nil {
 		return nil
 	}
 	if opaqueSteps[s] {
-		return o.Progress.StartOpaque(id+": "+label, 0)
+		return st.progress.StartOpaque(id+": "+label, 0)
 	}
-	return o.Progress.Start(id+": "+label, 0)
+	return st.progress.Start(id+": "+label, 0)
 }
 
 type taskKey struct{}

@@ -45,7 +45,7 @@ type RecoverResult struct {
 
 // recovery is one run of Recover.
 type recovery struct {
-	o      *Orchestrator
+	e      env
 	id     string
 	pids   []int
 	cuda   []int // every CUDA process of the tree
@@ -53,21 +53,21 @@ type recovery struct {
 	w      workload
 }
 
-// Recover brings the tree rooted at pid back to running.
-func (o *Orchestrator) Recover(ctx context.Context, pid int) (*RecoverResult, error) {
-	r := &recovery{o: o, id: fmt.Sprintf("pid %d", pid)}
+// recoverTree is one Recover of the tree rooted at pid.
+func recoverTree(ctx context.Context, e env, pid int) (*RecoverResult, error) {
+	r := &recovery{e: e, id: fmt.Sprintf("pid %d", pid)}
 	pids, err := ProcessTree(pid)
 	if err != nil {
 		return nil, &report.StepError{Op: "recover", ID: r.id, Step: StepFind, Err: err, Outcome: "nothing was done",
 			Remedy: "check the pid (ps -p PID); a tree that is gone can only be restored from a complete checkpoint (cryo restore --dir DIR)"}
 	}
 	r.pids = pids
-	l, err := o.LockPIDs("recover", pids)
+	l, err := e.locks.pids("recover", pids)
 	if err != nil {
-		return nil, o.lockError("recover", r.id, err)
+		return nil, e.locks.refused("recover", r.id, err)
 	}
 	defer l.Release()
-	seq := &runner{o: o, op: "recover", id: r.id, steps: []step{
+	seq := &runner{stepper: e.stepper, op: "recover", id: r.id, steps: []step{
 		{name: StepWait, do: r.waitUntraced},
 		{name: StepFind, do: r.find},
 		{name: StepResume, do: r.resumeCUDA, skip: func() bool { return len(r.resume) == 0 }},
@@ -125,7 +125,7 @@ func tracedThread(pids []int) (int, int) {
 
 // find learns the driver's state of the tree's CUDA processes.
 func (r *recovery) find(ctx context.Context) error {
-	procs, _, err := r.o.driver().FindLive(ctx, r.pids)
+	procs, _, err := r.e.gpu.driver.FindLive(ctx, r.pids)
 	if err != nil && !errors.Is(err, cuda.ErrLibraryNotFound) {
 		return err
 	}
@@ -142,7 +142,7 @@ func (r *recovery) find(ctx context.Context) error {
 	return nil
 }
 
-func (r *recovery) resumeCUDA(ctx context.Context) error { return r.o.ResumeCUDA(ctx, r.resume) }
+func (r *recovery) resumeCUDA(ctx context.Context) error { return r.e.gpu.resume(ctx, r.resume) }
 
 // cont continues every process, now that none waits for its GPU state.
 func (r *recovery) cont(context.Context) error {
@@ -161,7 +161,7 @@ func (r *recovery) cont(context.Context) error {
 // check looks at the tree once more: "recovered" is said only of a tree
 // whose every process runs with its CUDA running.
 func (r *recovery) check(ctx context.Context) error {
-	r.w = r.o.checkWorkload(ctx, r.pids, r.cuda)
+	r.w = checkWorkload(ctx, r.e.gpu.driver, r.pids, r.cuda)
 	if !r.w.intact() {
 		return fmt.Errorf("after the resume and SIGCONT: %s", r.w)
 	}
@@ -171,7 +171,7 @@ func (r *recovery) check(ctx context.Context) error {
 // failed words a failed recovery with what a check finds now.
 func (r *recovery) failed(ctx context.Context, s StepName, err error, _ string) error {
 	e := &report.StepError{Op: "recover", ID: r.id, Step: string(s), Err: err}
-	w := r.o.checkWorkload(ctx, r.pids, r.cuda)
+	w := checkWorkload(ctx, r.e.gpu.driver, r.pids, r.cuda)
 	e.Outcome = "checked now: " + w.String()
 	switch {
 	case errors.Is(err, ErrTraced):

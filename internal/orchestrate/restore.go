@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/cryo-gpu/cryo/internal/cuda"
@@ -11,10 +12,19 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// checkHost matches the manifest's processes to the GPUs of scope on this
+// hostCheck matches a checkpoint's GPUs to this host's: the driver's
+// inventory, and the explicit GPU map.
+type hostCheck struct {
+	driver *cuda.Driver
+	log    *slog.Logger
+	pairs  []cuda.GPUPair // WithGPUMap's; nil: spec
+	spec   string         // the configured map ($CRYO_GPU_MAP)
+}
+
+// check matches the manifest's processes to the GPUs of scope on this
 // host. A deferred scope is only checked for the driver here; its pairs are
 // found after the restore (see ResumeRestored).
-func (o *Orchestrator) checkHost(ctx context.Context, m *manifest.Manifest, scope GPUScope) (map[int][]cuda.GPUPair, error) {
+func (h hostCheck) check(ctx context.Context, m *manifest.Manifest, scope GPUScope) (map[int][]cuda.GPUPair, error) {
 	if len(m.Needs) == 0 {
 		if m.HasCUDA() {
 			// manifest.Read refuses such a manifest; a caller that built
@@ -23,10 +33,10 @@ func (o *Orchestrator) checkHost(ctx context.Context, m *manifest.Manifest, scop
 		}
 		return nil, nil
 	}
-	host, err := o.driver().Inventory(ctx)
+	host, err := h.driver.Inventory(ctx)
 	if err != nil {
 		host = cuda.Inventory{} // no driver, no NVML: the host offers no GPU
-		o.log().Warn("GPU inventory unavailable on this host", "error", err)
+		h.log.Warn("GPU inventory unavailable on this host", "error", err)
 	}
 	if scope.Deferred {
 		scope = GPUScope{}
@@ -35,7 +45,7 @@ func (o *Orchestrator) checkHost(ctx context.Context, m *manifest.Manifest, scop
 	if err != nil {
 		return nil, err
 	}
-	user, err := o.gpuMap()
+	user, err := h.userMap()
 	if err != nil {
 		return nil, err
 	}

@@ -11,21 +11,9 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// CheckRestore reads the manifest in imageDir, verifies the digests of the
-// image files and checks that this host can take the checkpoint, all before
-// anything is restored. On success the manifest carries the GPU pairs for
-// ResumeRestored.
-//
-// A directory of CRIU images without a manifest was not taken by cryo. It
-// is accepted as a checkpoint without CUDA (nil manifest, a warning logged)
-// unless its images name libcuda.so: then the GPU state was not captured by
-// cryo and a restore would fail in the application, so it is refused with
-// ErrNoManifest. Errors are *StepError wrapping internal/manifest's sentinels.
-//
-// scope is which GPUs the restored processes may use: a container's, from
-// its new spec (ScopeFromSpec), or the zero value for all of the host's.
-func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, scope GPUScope) (*manifest.Manifest, error) {
-	c := &restoreCheck{o: o, id: id, dir: imageDir, scope: scope, ports: &portsWait{id: id, dir: imageDir}}
+// checkRestore is one CheckRestore.
+func checkRestore(ctx context.Context, e env, id, imageDir string, scope GPUScope) (*manifest.Manifest, error) {
+	c := &restoreCheck{e: e, id: id, dir: imageDir, scope: scope, ports: &portsWait{id: id, dir: imageDir}}
 	c.read()
 	if err := c.runner().run(ctx); err != nil {
 		return nil, err
@@ -37,7 +25,7 @@ func (o *Orchestrator) CheckRestore(ctx context.Context, id, imageDir string, sc
 // read before the steps run (read, and the ports' probe at the end of the
 // verify step): a skip only looks at this value.
 type restoreCheck struct {
-	o     *Orchestrator
+	e     env
 	id    string
 	dir   string
 	scope GPUScope
@@ -76,13 +64,13 @@ func (c *restoreCheck) interruptedAfterDump() bool {
 	if ok, err := manifest.DumpCompleted(dir, m); err != nil || !ok {
 		return false
 	}
-	c.o.log().Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", c.id, "dir", dir)
+	c.e.log.Warn("checkpoint interrupted after CRIU's dump completed: completing it now; its files are hashed as they are now, not as CRIU wrote them", "id", c.id, "dir", dir)
 	return true
 }
 
 // runner is the check's step runner.
 func (c *restoreCheck) runner() *runner {
-	return &runner{o: c.o, op: "restore", id: c.id, steps: c.table(),
+	return &runner{stepper: c.e.stepper, op: "restore", id: c.id, steps: c.table(),
 		// The manifest is there from the verify step on; of this check it
 		// records that step alone, as the restore's first.
 		record: func(s StepName, d time.Duration, err error) {
@@ -105,7 +93,7 @@ func (c *restoreCheck) table() []step {
 		// dump (interruptedAfterDump), before it is verified; skipped for
 		// any other.
 		{name: StepComplete, skip: func() bool { return !c.unfinished },
-			do: func(context.Context) error { return manifest.Complete(c.dir, c.m, digest.RecordsFrom(c.o.Config)) }},
+			do: func(context.Context) error { return manifest.Complete(c.dir, c.m, digest.RecordsFrom(c.e.cfg)) }},
 		{name: StepVerify, do: c.verifyStep},
 		confineStep(c.dir, c.scope),
 		c.hostPortsStep(),
@@ -121,7 +109,7 @@ func (c *restoreCheck) verifyStep(ctx context.Context) error {
 	}
 	c.verified = m
 	if c.scope.HostNetwork {
-		c.ports.probe(c.o)
+		c.ports.probe(c.e.log)
 	}
 	return nil
 }
@@ -165,7 +153,7 @@ func checkRestoreError(id, dir string, s StepName, err error) error {
 // verify checks the checkpoint and its manifest, as read before the steps
 // (and completed since, if it had to be), and this host against it.
 func (c *restoreCheck) verify(ctx context.Context) (*manifest.Manifest, error) {
-	o, id, dir := c.o, c.id, c.dir
+	e, id, dir := c.e, c.id, c.dir
 	if err := manifest.CheckPartial(dir); err != nil {
 		return nil, err
 	}
@@ -181,15 +169,15 @@ func (c *restoreCheck) verify(ctx context.Context) (*manifest.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	stamped, err := digest.RecordsFrom(o.Config).VerifyStampedWith(dir, m.Digests, taskFrom(ctx))
+	stamped, err := digest.RecordsFrom(e.cfg).VerifyStampedWith(dir, m.Digests, taskFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
 	if stamped {
-		o.log().Info("image files unchanged since cryo hashed them on this host: not hashed again (CRYO_VERIFY=full to hash them)", "id", id, "dir", dir)
+		e.log.Info("image files unchanged since cryo hashed them on this host: not hashed again (CRYO_VERIFY=full to hash them)", "id", id, "dir", dir)
 	}
 	if m.HasCUDA() || len(m.Needs) > 0 {
-		if m.RestorePairs, err = o.checkHost(ctx, m, c.scope); err != nil {
+		if m.RestorePairs, err = e.host.check(ctx, m, c.scope); err != nil {
 			return nil, err
 		}
 	}
@@ -214,6 +202,6 @@ func (c *restoreCheck) noManifest(err error) error {
 	if cuda {
 		return fmt.Errorf("the CRIU images in %s map libcuda.so but %w: the GPU state was not saved by cryo", c.dir, err)
 	}
-	c.o.log().Warn("checkpoint has no cryo manifest: restoring it as a checkpoint without CUDA, unverified", "id", c.id, "dir", c.dir)
+	c.e.log.Warn("checkpoint has no cryo manifest: restoring it as a checkpoint without CUDA, unverified", "id", c.id, "dir", c.dir)
 	return nil
 }

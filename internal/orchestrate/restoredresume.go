@@ -11,19 +11,15 @@ import (
 	"github.com/cryo-gpu/cryo/internal/manifest"
 )
 
-// ResumeRestored resumes CUDA in the restored processes of t. Their pids
-// are not the manifest's (a container restores in a new pid namespace), so
-// it asks the driver which of t's processes are checkpointed or locked and
-// resumes those, remapping the GPUs by the pairs CheckRestore found. A
-// checkpoint without CUDA (or without a manifest) needs nothing.
-func (o *Orchestrator) ResumeRestored(ctx context.Context, t Target, m *manifest.Manifest) error {
-	return (&restoredResume{o: o, t: t, m: m}).run(ctx)
+// resumeRestored is one ResumeRestored.
+func resumeRestored(ctx context.Context, e env, t Target, m *manifest.Manifest) error {
+	return (&restoredResume{e: e, t: t, m: m}).run(ctx)
 }
 
 // restoredResume is one run of ResumeRestored, a sequence of one step:
 // the restore's own resume step runs it, and front ends call it alone.
 type restoredResume struct {
-	o    *Orchestrator
+	e    env
 	t    Target
 	m    *manifest.Manifest
 	lock *lock.Lock // the target's, held for the run
@@ -33,8 +29,8 @@ type restoredResume struct {
 }
 
 func (r *restoredResume) run(ctx context.Context) error {
-	o, t, m := r.o, r.t, r.m
-	fixup.UpLoopback(o.log(), t.ID, t.InitPID)
+	e, t, m := r.e, r.t, r.m
+	fixup.UpLoopback(e.log, t.ID, t.InitPID)
 	resume := r.resumeListed
 	if !m.HasCUDA() {
 		if r.unlisted = r.unlistedSuspended(ctx); len(r.unlisted) == 0 {
@@ -42,13 +38,13 @@ func (r *restoredResume) run(ctx context.Context) error {
 		}
 		resume = r.resumeUnlisted
 	}
-	l, release, err := o.lockFor(t.Lock, "restore", t.ID)
+	l, release, err := e.locks.hold(t.Lock, "restore", t.ID)
 	if err != nil {
-		return o.lockError("restore", t.ID, err)
+		return e.locks.refused("restore", t.ID, err)
 	}
 	defer release()
 	r.lock = l
-	seq := &runner{o: o, op: "restore", id: t.ID, steps: []step{{name: StepResume, do: resume}},
+	seq := &runner{stepper: e.stepper, op: "restore", id: t.ID, steps: []step{{name: StepResume, do: resume}},
 		// Only a manifest that lists CUDA processes times their resume.
 		record: func(s StepName, d time.Duration, _ error) {
 			if m.HasCUDA() {
@@ -65,11 +61,11 @@ func (r *restoredResume) run(ctx context.Context) error {
 // resumeListed resumes the restored processes of a manifest that lists
 // CUDA processes, on the GPUs the check paired theirs with.
 func (r *restoredResume) resumeListed(ctx context.Context) error {
-	o, t, m := r.o, r.t, r.m
+	e, t, m := r.e, r.t, r.m
 	if all, err := t.PIDs(ctx); err == nil {
 		cuda.AwaitHeld(all, heldSettle)
 	}
-	pids, procs, _, err := o.findCUDA(ctx, t)
+	pids, procs, _, err := e.gpu.find(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -84,17 +80,17 @@ func (r *restoredResume) resumeListed(ctx context.Context) error {
 	}
 	if len(suspended) == 0 && len(procs) > 0 {
 		// Something else (a CRIU action script) resumed them already.
-		o.log().Info("restored CUDA processes already running", "id", t.ID, "pids", pids)
+		e.log.Info("restored CUDA processes already running", "id", t.ID, "pids", pids)
 		return nil
 	}
 	if len(suspended) == 0 {
 		return fmt.Errorf("none of the restored processes %v is a CUDA process, but the manifest lists %d: %w", pids, len(m.Processes), cuda.ErrBadState)
 	}
-	fixup.JoinSpecCgroup(o.log(), t.ID, t.Scope.Cgroup, pids)
+	fixup.JoinSpecCgroup(e.log, t.ID, t.Scope.Cgroup, pids)
 	if err := prepareNodes(t); err != nil {
 		return err
 	}
-	opts := o.setOptions(nil)
+	opts := e.gpu.opts(nil)
 	if opts.PIDPairs, err = r.restorePairs(ctx, suspended); err != nil {
 		return err
 	}
@@ -103,7 +99,7 @@ func (r *restoredResume) resumeListed(ctx context.Context) error {
 	if rate := recordedCopyRate(m); rate > 0 {
 		line.SetRate(rate)
 	}
-	return o.driver().Resume(ctx, suspended, opts)
+	return e.gpu.driver.Resume(ctx, suspended, opts)
 }
 
 // heldSettle bounds the wait for restored CUDA processes to show the stop
@@ -115,7 +111,7 @@ const heldSettle = 2 * time.Second
 // tool, or an altered manifest): left so, they would hang at their next
 // CUDA call while the restore reported success. It warns of their resume.
 func (r *restoredResume) unlistedSuspended(ctx context.Context) []int {
-	_, procs, _, err := r.o.findCUDA(ctx, r.t)
+	_, procs, _, err := r.e.gpu.find(ctx, r.t)
 	if err != nil || len(procs) == 0 {
 		return nil // no CUDA process: a CPU checkpoint, as the manifest says
 	}
@@ -126,7 +122,7 @@ func (r *restoredResume) unlistedSuspended(ctx context.Context) []int {
 		}
 	}
 	if len(suspended) > 0 {
-		r.o.log().Warn("restored processes hold suspended CUDA state that the checkpoint's manifest does not list: resuming them on the GPUs they had", "id", r.t.ID, "pids", suspended)
+		r.e.log.Warn("restored processes hold suspended CUDA state that the checkpoint's manifest does not list: resuming them on the GPUs they had", "id", r.t.ID, "pids", suspended)
 	}
 	return suspended
 }
@@ -140,7 +136,7 @@ func (r *restoredResume) resumeUnlisted(ctx context.Context) error {
 	if err := prepareNodes(r.t); err != nil {
 		return err
 	}
-	return r.o.driver().Resume(ctx, r.unlisted, r.o.setOptions(nil))
+	return r.e.gpu.driver.Resume(ctx, r.unlisted, r.e.gpu.opts(nil))
 }
 
 // prepareNodes gives a restored container the GPU device nodes of its
@@ -162,7 +158,7 @@ func (r *restoredResume) restorePairs(ctx context.Context, pids []int) (map[int]
 			scope = ScopeFromRoot(t.InitPID)
 		}
 		var err error
-		if m.RestorePairs, err = r.o.checkHost(ctx, m, scope); err != nil {
+		if m.RestorePairs, err = r.e.host.check(ctx, m, scope); err != nil {
 			return nil, err
 		}
 	}

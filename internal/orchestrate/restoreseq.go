@@ -44,17 +44,13 @@ type Restorer struct {
 	Lock *lock.Lock
 }
 
-// Restore is the one restore sequence that follows CheckRestore, for every
-// front end: the front end's restore as the restore step (with its events,
-// its duration in m, and CRIU's cause on failure), then the CUDA resume of
-// the restored processes. It returns the restored root's pid, and a
-// *StepError naming the step that failed and what became of the processes.
-func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manifest, r Restorer) (int, error) {
-	if err := o.Config.RestoreTimeoutErr; err != nil {
+// runRestore is one Restore.
+func runRestore(ctx context.Context, e env, id string, m *manifest.Manifest, r Restorer) (int, error) {
+	if err := e.cfg.RestoreTimeoutErr; err != nil {
 		return 0, &report.StepError{Op: "restore", ID: id, Step: StepRestore, Err: err, Outcome: "nothing was restored",
 			Remedy: "unset " + config.EnvRestoreTimeout + " or give it a positive duration such as 15m"}
 	}
-	rs := &restore{o: o, id: id, m: m, rs: r}
+	rs := &restore{e: e, id: id, m: m, rs: r}
 	rs.rs.Restore = startedFlag(r.Restore, &rs.started)
 	seq := rs.runner()
 	if err := seq.run(ctx); err != nil {
@@ -69,7 +65,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id string, m *manifest.Manif
 // restore is one run of Restore: the front end's part, and what its steps
 // found (the restored root, what the post-restore hook ran on).
 type restore struct {
-	o       *Orchestrator
+	e       env
 	id      string
 	m       *manifest.Manifest
 	rs      Restorer
@@ -80,7 +76,7 @@ type restore struct {
 
 // runner is the restore's step runner.
 func (r *restore) runner() *runner {
-	return &runner{o: r.o, op: "restore", id: r.id, steps: r.table(),
+	return &runner{stepper: r.e.stepper, op: "restore", id: r.id, steps: r.table(),
 		// Interrupted before CRIU's restore is done, nothing is left of it;
 		// after, the resume completes it (restoreinterrupt.go).
 		interruptible: true,
@@ -110,7 +106,7 @@ func (r *restore) failed(ctx context.Context, s StepName, err error, outcome str
 func (r *restore) table() []step {
 	return []step{
 		{name: StepRestore, do: func(ctx context.Context) error {
-			p, err := restoreWithin(ctx, r.o.Config.RestoreTimeout, r.rs.Restore)
+			p, err := restoreWithin(ctx, r.e.cfg.RestoreTimeout, r.rs.Restore)
 			if err != nil {
 				return err
 			}
@@ -121,7 +117,7 @@ func (r *restore) table() []step {
 		{name: StepResume, kind: kindInner, do: func(ctx context.Context) error {
 			ctx, cancel := uninterrupted(ctx)
 			defer cancel()
-			return pastDeadlineIn(ctx, "CUDA resume", r.o.ResumeRestored(ctx, r.rs.restored(r.pid), r.m))
+			return pastDeadlineIn(ctx, "CUDA resume", resumeRestored(ctx, r.e, r.rs.restored(r.pid), r.m))
 		}},
 		r.postHookStep(),
 	}
@@ -137,14 +133,14 @@ func (r *restore) postHookStep() step {
 	return step{name: StepPostHook, soft: true, skip: func() bool { return r.rs.PostRestore == nil },
 		do: func(ctx context.Context) error {
 			r.hooked = r.restoredNow(ctx, r.rs.Target(r.pid))
-			return r.rs.PostRestore.run(ctx, r.o, r.id, hook.PostRestore, r.pid)
+			return r.rs.PostRestore.run(ctx, r.e.log, r.id, hook.PostRestore, r.pid)
 		}}
 }
 
 // failedRestore removes what a failed restore step left, through the front
 // end's Cleanup, and says so in the error with the remedy.
 func (rs *restore) failedRestore(ctx context.Context, err error) error {
-	o, id, r := rs.o, rs.id, rs.rs
+	log, id, r := rs.e.log, rs.id, rs.rs
 	remedy := "read CRIU's log from its first Error line; the checkpoint itself was not changed"
 	switch {
 	case errors.Is(err, ErrRestoreDeadline):
@@ -155,7 +151,7 @@ func (rs *restore) failedRestore(ctx context.Context, err error) error {
 	outcome := "nothing was restored"
 	if r.Cleanup != nil {
 		if cerr := r.Cleanup(context.WithoutCancel(ctx)); cerr != nil {
-			o.log().Warn("failed restore not cleaned up", "id", id, "error", cerr)
+			log.Warn("failed restore not cleaned up", "id", id, "error", cerr)
 			outcome += "; " + cerr.Error()
 		} else if r.Removed != "" {
 			outcome += "; " + r.Removed
@@ -168,7 +164,7 @@ func (rs *restore) failedRestore(ctx context.Context, err error) error {
 // step: CRIU had not started (the interrupt came between steps), or it was
 // stopped and the front end's Cleanup removed what it had restored.
 func (rs *restore) interruptedCRIU(ctx context.Context) string {
-	o, id, started, r := rs.o, rs.id, rs.started, rs.rs
+	log, id, started, r := rs.e.log, rs.id, rs.started, rs.rs
 	if !started {
 		return "nothing was restored: CRIU had not started"
 	}
@@ -177,7 +173,7 @@ func (rs *restore) interruptedCRIU(ctx context.Context) string {
 		return outcome
 	}
 	if err := r.Cleanup(context.WithoutCancel(ctx)); err != nil {
-		o.log().Warn("interrupted restore not cleaned up", "id", id, "error", err)
+		log.Warn("interrupted restore not cleaned up", "id", id, "error", err)
 		return "CRIU was stopped, but what it restored could not all be removed: " + err.Error()
 	}
 	if r.Removed != "" {

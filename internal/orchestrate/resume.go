@@ -9,41 +9,31 @@ import (
 	"github.com/cryo-gpu/cryo/internal/report"
 )
 
-// Resume calls thaw (runc resume), then resumes CUDA in the processes the
-// pause suspended. Without a pause record it only thaws, as runc would.
-//
-// An interrupt does not stop a resume: it only gives back, and stopped
-// between the thaw and the CUDA resume it would leave the container
-// thawed with its processes held stopped.
-func (o *Orchestrator) Resume(ctx context.Context, t Target, thaw func(context.Context) error) error {
-	return (&pauseResume{o: o, t: t}).run(ctx, thaw)
-}
-
 // pauseResume is one run of Resume: the target and the record of the
 // pause it ends.
 type pauseResume struct {
-	o   *Orchestrator
+	e   env
 	t   Target
 	rec *pauseRecord // nil: no GPU-free pause, the resume only thaws
 }
 
 func (r *pauseResume) run(ctx context.Context, thaw func(context.Context) error) error {
-	o, t := r.o, r.t
+	e, t := r.e, r.t
 	ctx, cancel := uninterrupted(ctx)
 	defer cancel()
-	_, release, err := o.lockFor(t.Lock, "resume", t.ID)
+	_, release, err := e.locks.hold(t.Lock, "resume", t.ID)
 	if err != nil {
-		return o.lockError("resume", t.ID, err)
+		return e.locks.refused("resume", t.ID, err)
 	}
 	defer release()
-	if r.rec, err = o.pauses().read(t.ID); err != nil {
-		o.log().Warn("pause record unreadable: CUDA is not resumed", "id", t.ID, "error", err)
+	if r.rec, err = e.locks.pauses().read(t.ID); err != nil {
+		e.log.Warn("pause record unreadable: CUDA is not resumed", "id", t.ID, "error", err)
 	}
 	// Resume is two steps, not a table: a failpoint holds it before each.
-	failpoint(o, "resume", StepThaw)
-	if _, err := o.step(ctx, t.ID, StepThaw, thaw); err != nil {
+	e.stepper.hold("resume", StepThaw)
+	if _, err := e.stepper.take(ctx, t.ID, StepThaw, thaw); err != nil {
 		if r.rec != nil && !anyAlive(r.rec.pids()) {
-			o.pauses().remove(t.ID) // the processes are gone (a checkpoint with --exit)
+			e.locks.pauses().remove(t.ID) // the processes are gone (a checkpoint with --exit)
 		}
 		return &report.StepError{Op: "resume", ID: t.ID, Step: StepThaw, Err: err, Outcome: "the container stays paused",
 			Remedy: "check the container's state and its cgroup, then retry"}
@@ -51,9 +41,9 @@ func (r *pauseResume) run(ctx context.Context, thaw func(context.Context) error)
 	if r.rec == nil {
 		return nil
 	}
-	failpoint(o, "resume", StepResume)
-	_, err = o.step(ctx, t.ID, StepResume, r.resumePaused)
-	o.pauses().remove(t.ID)
+	e.stepper.hold("resume", StepResume)
+	_, err = e.stepper.take(ctx, t.ID, StepResume, r.resumePaused)
+	e.locks.pauses().remove(t.ID)
 	if err != nil {
 		return r.failed(ctx, err)
 	}
@@ -65,7 +55,7 @@ func (r *pauseResume) run(ctx context.Context, thaw func(context.Context) error)
 // reports suspended: a process that exited, or that someone else resumed
 // (`cryo cuda resume`), is not resumed twice.
 func (r *pauseResume) resumePaused(ctx context.Context) error {
-	_, procs, _, err := r.o.findCUDA(ctx, r.t)
+	_, procs, _, err := r.e.gpu.find(ctx, r.t)
 	if err != nil {
 		return err
 	}
@@ -78,7 +68,7 @@ func (r *pauseResume) resumePaused(ctx context.Context) error {
 	if len(pids) == 0 {
 		return nil
 	}
-	return r.o.driver().Resume(ctx, pids, r.o.setOptions(nil))
+	return r.e.gpu.driver.Resume(ctx, pids, r.e.gpu.opts(nil))
 }
 
 // failed says that the container was thawed but CUDA did not come back:
@@ -89,7 +79,7 @@ func (r *pauseResume) failed(ctx context.Context, err error) error {
 	e := &report.StepError{Op: "resume", ID: id, Step: StepResume, Err: fmt.Errorf("%w: %w", ErrPauseResume, err),
 		Outcome: "the container is thawed, but " + procsNow(pids),
 		Remedy:  "run `cryo cuda resume " + pidList(pids) + "`"}
-	if lost := r.o.driver().LostPIDs(ctx, pids, err); len(lost) > 0 {
+	if lost := r.e.gpu.driver.LostPIDs(ctx, pids, err); len(lost) > 0 {
 		e.Outcome = "the container is thawed, but the GPU state of processes " + fmt.Sprint(lost) + " is lost; " + procsNow(pids)
 		e.Remedy = "restart the container (or restore it from a checkpoint)"
 	}
@@ -102,8 +92,7 @@ func (r *pauseResume) wake(ctx context.Context) {
 	if r.t.PreCheckpoint == nil {
 		return
 	}
-	s := &suspension{o: r.o, t: r.t}
-	_, _ = r.o.step(ctx, r.t.ID, StepWakeHook, func(ctx context.Context) error { s.wake(ctx); return nil })
+	_, _ = r.e.stepper.take(ctx, r.t.ID, StepWakeHook, func(ctx context.Context) error { wake(ctx, r.e.log, r.t); return nil })
 }
 
 // anyAlive reports whether one of pids still runs: a zombie is a process

@@ -85,12 +85,12 @@ var seqMoves = map[seqState][]seqState{
 
 // runner runs one sequence's table.
 type runner struct {
-	o     *Orchestrator
-	op    string // "checkpoint", "pause", "restore": the failpoints' key
-	id    string
-	steps []step
-	state seqState
-	done  []step // completed steps, in order
+	stepper stepper // announces, times and logs each step
+	op      string  // "checkpoint", "pause", "restore": the failpoints' key
+	id      string
+	steps   []step
+	state   seqState
+	done    []step // completed steps, in order
 	// given are the completed steps whose undo gave their work back.
 	given map[StepName]bool
 
@@ -173,7 +173,7 @@ func (r *runner) run(ctx context.Context) error {
 
 // take runs one step as its kind asks.
 func (r *runner) take(ctx context.Context, s step) error {
-	failpoint(r.o, r.op, s.failpointName())
+	r.stepper.hold(r.op, s.failpointName())
 	if s.kind == kindSeal {
 		return s.do(ctx)
 	}
@@ -189,7 +189,7 @@ func (r *runner) take(ctx context.Context, s step) error {
 	case kindInner:
 		return s.do(ctx)
 	case kindTimed:
-		d, err := r.o.step(ctx, r.id, s.name, s.do)
+		d, err := r.stepper.take(ctx, r.id, s.name, s.do)
 		r.note(s.name, d, err)
 		return err
 	}

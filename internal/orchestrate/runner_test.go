@@ -47,7 +47,7 @@ func TestRunnerRollback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			trail = nil
 			var recorded []string
-			r := &runner{o: o, op: "test", id: "x", steps: tc.steps, untouched: "untouched",
+			r := &runner{stepper: o.env().stepper, op: "test", id: "x", steps: tc.steps, untouched: "untouched",
 				record: func(s StepName, _ time.Duration, _ error) { recorded = append(recorded, string(s)) },
 				failed: func(_ context.Context, s StepName, err error, outcome string) error {
 					return &report.StepError{Op: "test", ID: "x", Step: string(s), Err: err, Outcome: outcome}
@@ -72,7 +72,7 @@ func TestRunnerRollback(t *testing.T) {
 func TestRunnerInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	undid := false
-	r := &runner{o: New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))), op: "test", id: "x", interruptible: true,
+	r := &runner{stepper: New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))).env().stepper, op: "test", id: "x", interruptible: true,
 		steps: []step{
 			{name: "a", do: func(context.Context) error { cancel(); return nil }, undo: func(context.Context) undone { undid = true; return undone{} }},
 			{name: "b", do: func(context.Context) error { t.Fatal("b ran after the cancel"); return nil }},
@@ -138,7 +138,7 @@ func TestRunnerSoftStep(t *testing.T) {
 	o := New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	var recorded []string
 	hookErr := errors.New("hook said no")
-	r := &runner{o: o, op: "test", id: "x",
+	r := &runner{stepper: o.env().stepper, op: "test", id: "x",
 		steps:  []step{mk("a", nil, false), mk("hook", hookErr, true), mk("b", nil, false), mk("hook2", errors.New("later"), true)},
 		record: func(s StepName, _ time.Duration, err error) { recorded = append(recorded, fmt.Sprint(s, " ", err)) },
 		failed: func(context.Context, StepName, error, string) error {
@@ -161,7 +161,7 @@ func TestRunnerSoftStep(t *testing.T) {
 // outside the run is, and one whose undo gave its work back is no longer.
 func TestRunnerDone(t *testing.T) {
 	ok := func(context.Context) error { return nil }
-	r := &runner{o: New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))), op: "test", id: "x",
+	r := &runner{stepper: New(WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))).env().stepper, op: "test", id: "x",
 		steps: []step{
 			{name: "kept", do: ok, undo: func(context.Context) undone { return undone{} }},
 			{name: "given", do: ok, undo: func(context.Context) undone { return undone{gaveBack: true} }},

@@ -20,7 +20,7 @@ func CheckpointSteps(cuda, leaveRunning bool) []StepName {
 		c.toSuspend = []int{0}
 		c.m.Processes = []manifest.Process{{PID: 0}}
 	}
-	return c.stepNames()
+	return failpointNames(c.table())
 }
 
 // PausedCheckpointSteps names, in order, the steps that the containerd
@@ -32,7 +32,7 @@ func CheckpointSteps(cuda, leaveRunning bool) []StepName {
 func PausedCheckpointSteps(leaveRunning bool) []StepName {
 	c := &checkpoint{suspension: suspension{t: Target{Thaw: func(context.Context) error { return nil }}, m: manifest.New("steps")}, leaveRunning: leaveRunning}
 	c.m.Processes = []manifest.Process{{PID: 0}}
-	return c.stepNames()
+	return failpointNames(c.table())
 }
 
 // RestoreSteps names, in order, the steps that a restore of a checkpoint
@@ -42,19 +42,12 @@ func PausedCheckpointSteps(leaveRunning bool) []StepName {
 // to) or as a bare tree: the names a failpoint holds a restore before
 // ("restore/STEP").
 func RestoreSteps(container bool) []StepName {
-	o := &Orchestrator{}
 	scope := GPUScope{}
 	if container {
 		scope.Spec = &specs.Spec{}
 	}
-	check := &restoreCheck{o: o, id: "steps", scope: scope, ports: &portsWait{id: "steps"}}
-	var names []StepName
-	for _, s := range append(check.table(), (&restore{o: o}).table()...) {
-		if s.skip == nil || !s.skip() {
-			names = append(names, s.failpointName())
-		}
-	}
-	return names
+	check := &restoreCheck{id: "steps", scope: scope, ports: &portsWait{id: "steps"}}
+	return failpointNames(append(check.table(), (&restore{}).table()...))
 }
 
 // PauseSteps names, in order, the steps that a GPU-free pause of a
@@ -62,15 +55,20 @@ func RestoreSteps(container bool) []StepName {
 // own table: the names a failpoint holds a pause before ("pause/STEP").
 func PauseSteps() []StepName {
 	p := &pause{suspension: suspension{m: manifest.New("steps"), toSuspend: []int{0}}}
+	return failpointNames(p.table())
+}
+
+// ResumeSteps names the two steps of a resume after a GPU-free pause
+// ("resume/STEP"): the thaw, then the CUDA resume.
+func ResumeSteps() []StepName { return []StepName{StepThaw, StepResume} }
+
+// failpointNames are the failpoint names of a table, its skips applied.
+func failpointNames(table []step) []StepName {
 	var names []StepName
-	for _, s := range p.table() {
+	for _, s := range table {
 		if s.skip == nil || !s.skip() {
 			names = append(names, s.failpointName())
 		}
 	}
 	return names
 }
-
-// ResumeSteps names the two steps of a resume after a GPU-free pause
-// ("resume/STEP"): the thaw, then the CUDA resume.
-func ResumeSteps() []StepName { return []StepName{StepThaw, StepResume} }

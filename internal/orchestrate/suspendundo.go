@@ -12,7 +12,25 @@ import (
 )
 
 // What a suspension gives back, and says it gave back: the CUDA rollback,
-// the hooks around a suspend, and the check of a failed run's outcome.
+// the tree as the dump left it, and the check of a failed run's outcome;
+// and the pre-checkpoint hook that comes before a suspend.
+
+// suspensionUndo is the undo half of a suspension: what its run found of
+// the target (undo builds it when it is needed, from the run as it
+// stands), which its rollback and its checks act on.
+type suspensionUndo struct {
+	e         env
+	t         Target
+	m         *manifest.Manifest
+	pids      []int   // the target's processes, as found
+	toSuspend []int   // the CUDA processes the run suspended
+	rate      float64 // bytes/s of the run's suspend, for the rollback's ETA
+}
+
+// undo is what s gives back, as the run stands now.
+func (s *suspension) undo() suspensionUndo {
+	return suspensionUndo{e: s.e, t: s.t, m: s.m, pids: s.pids, toSuspend: s.toSuspend, rate: s.rate}
+}
 
 // dumpState is what a dump did to a suspension's processes, for the check
 // of a failed run's outcome; a pause, which dumps nothing, has the zero
@@ -20,24 +38,24 @@ import (
 type dumpState struct {
 	dir    string // the image directory
 	dumped bool   // the dump succeeded and no undo gave the processes back
-	gone   bool   // the dump ended the processes (checkpoint.workloadGone)
+	gone   bool   // the dump ended the processes (checkpointUndo.workloadGone)
 }
 
 // rollback resumes CUDA after a failed checkpoint. It uses a fresh context:
 // the caller's may be the one that just expired, and the processes must not
 // be left suspended because of it. Like internal/cuda's own rollback it goes one
 // process at a time: the safe path, when something has already failed.
-func (s *suspension) rollback(ctx context.Context) string {
+func (s suspensionUndo) rollback(ctx context.Context) string {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
-	opts := s.o.setOptions(nil)
+	opts := s.e.gpu.opts(nil)
 	opts.Parallel = 1
-	d, err := s.o.step(rctx, s.t.ID, StepRollback, func(ctx context.Context) error {
-		s.copyLine(ctx)
-		return s.o.driver().Resume(ctx, s.toSuspend, opts)
+	d, err := s.e.stepper.take(rctx, s.t.ID, StepRollback, func(ctx context.Context) error {
+		copyLine(ctx, s.m, s.toSuspend, s.rate)
+		return s.e.gpu.driver.Resume(ctx, s.toSuspend, opts)
 	})
 	s.m.AddStep(string(StepRollback), d, err)
-	if lost := s.o.driver().LostPIDs(rctx, s.toSuspend, err); err != nil && len(lost) > 0 {
+	if lost := s.e.gpu.driver.LostPIDs(rctx, s.toSuspend, err); err != nil && len(lost) > 0 {
 		return cuda.LostError(lost, err).Error()
 	}
 	if err != nil {
@@ -49,7 +67,7 @@ func (s *suspension) rollback(ctx context.Context) string {
 // stoppedTree lists the dumped tree as it is now: stopped, it cannot
 // change, and it may hold children born between find and the dump that
 // CRIU dumped too.
-func (s *suspension) stoppedTree(ctx context.Context) []int {
+func (s suspensionUndo) stoppedTree(ctx context.Context) []int {
 	seen := map[int]bool{}
 	var pids []int
 	var now []int
@@ -66,7 +84,8 @@ func (s *suspension) stoppedTree(ctx context.Context) []int {
 }
 
 // preHookStep is the checkpoint's pre-checkpoint hook, skipped without
-// one; a failure after it wakes the server again (wakeAfterFailure).
+// one; a failure after it wakes the server again
+// (checkpointUndo.wakeAfterFailure).
 // A checkpoint of processes that a GPU-free pause suspended (containerd
 // pauses every task before its checkpoint) skips it: the pause ran it,
 // before its own suspend, and the resume after it wakes the server.
@@ -77,25 +96,8 @@ func (s *suspension) preHookStep() step {
 			if err != nil {
 				return err
 			}
-			return s.t.PreCheckpoint.run(ctx, s.o, s.t.ID, hook.PreCheckpoint, pid)
+			return s.t.PreCheckpoint.run(ctx, s.e.log, s.t.ID, hook.PreCheckpoint, pid)
 		}}
-}
-
-// wake runs the post-restore hook on the checkpoint's own processes. A
-// failure is logged, not returned: the checkpoint (or its rollback) is
-// what it is either way, and its outcome says, checked, whether the
-// processes run; the log says the server may still sleep.
-func (s *suspension) wake(ctx context.Context) {
-	if s.t.Wake == nil {
-		return
-	}
-	pid, err := firstPID(ctx, s.t)
-	if err == nil {
-		err = s.t.Wake.run(ctx, s.o, s.t.ID, hook.PostRestore, pid)
-	}
-	if err != nil {
-		s.o.log().Warn("cryo hook failed: the server may still be asleep", "id", s.t.ID, "error", err)
-	}
 }
 
 // checkedOutcome checks the claim of a failed checkpoint's outcome and
@@ -105,7 +107,7 @@ func (s *suspension) wake(ctx context.Context) {
 // An interrupted step's outcome says it once: the cause says what was
 // stopped, the outcome what the undo did, and the check that the processes
 // run (the undo's own "left running" would only say it again, unchecked).
-func (s *suspension) checkedOutcome(ctx context.Context, step StepName, outcome string, interrupt bool, d dumpState) (string, report.Fate, string) {
+func (s suspensionUndo) checkedOutcome(ctx context.Context, step StepName, outcome string, interrupt bool, d dumpState) (string, report.Fate, string) {
 	pids := without(s.stoppedTree(ctx), foundSuspended(s.m))
 	if len(pids) == 0 {
 		return outcome, report.FateUnknown, "" // nothing was found, nothing touched
@@ -113,7 +115,7 @@ func (s *suspension) checkedOutcome(ctx context.Context, step StepName, outcome 
 	if d.gone {
 		return goneOutcome(d.dir, outcome)
 	}
-	w := s.o.checkWorkload(ctx, pids, s.toSuspend)
+	w := checkWorkload(ctx, s.e.gpu.driver, pids, s.toSuspend)
 	if w.intact() {
 		checked := fmt.Sprintf("checked: every process was returned to running (%s, CUDA running)", plural(len(w.running), "process", "processes"))
 		if len(w.exited) > 0 {

@@ -15,9 +15,10 @@ import (
 // to it: the processes, the CUDA ones it suspends, the GPU-free pause
 // that suspended others, and the runner whose completed steps say what is
 // done. The checkpoint and the pause are each a sequence of their own
-// over one.
+// over one; what it gives back on a failure is its undo's
+// (suspensionUndo).
 type suspension struct {
-	o         *Orchestrator
+	e         env
 	t         Target
 	m         *manifest.Manifest
 	r         *runner      // the run's steps: what is done
@@ -33,7 +34,11 @@ type suspension struct {
 
 // suspended: CUDA is suspended by this run, and no resume step brought it
 // back: a failure must resume it.
-func (s *suspension) suspended() bool { return s.r.Done(StepSuspend) && !s.r.Done(StepResume) }
+func (s *suspension) suspended() bool { return suspendedIn(s.r) }
+
+// suspendedIn: the run of r suspended CUDA, and no resume step brought it
+// back.
+func suspendedIn(r *runner) bool { return r.Done(StepSuspend) && !r.Done(StepResume) }
 
 // noCUDA: this run suspends no CUDA process, so it has none to resume.
 func (s *suspension) noCUDA() bool { return len(s.toSuspend) == 0 }
@@ -42,7 +47,7 @@ func (s *suspension) noCUDA() bool { return len(s.toSuspend) == 0 }
 // Find asks the driver only about processes that map libcuda or hold
 // /dev/nvidia*, so a CPU-only target works on a host without a driver.
 func (s *suspension) findWith(ctx context.Context, check func(pids []int) error) error {
-	pids, procs, skipped, err := s.o.findCUDA(ctx, s.t)
+	pids, procs, skipped, err := s.e.gpu.find(ctx, s.t)
 	if err != nil {
 		return err
 	}
@@ -63,11 +68,11 @@ func (s *suspension) findWith(ctx context.Context, check func(pids []int) error)
 // GPU-free pause suspended some of them.
 func (s *suspension) classifyFound(procs []cuda.Process, skipped []cuda.Skipped) error {
 	for _, sk := range skipped {
-		s.o.log().Debug("not a CUDA process", "id", s.t.ID, "pid", sk.PID, "reason", sk.Reason)
+		s.e.log.Debug("not a CUDA process", "id", s.t.ID, "pid", sk.PID, "reason", sk.Reason)
 	}
 	var err error
-	if s.paused, err = s.o.pauses().read(s.t.ID); err != nil {
-		s.o.log().Warn("pause record unreadable: processes suspended by a pause are dumped as if the user had suspended them", "id", s.t.ID, "error", err)
+	if s.paused, err = s.e.locks.pauses().read(s.t.ID); err != nil {
+		s.e.log.Warn("pause record unreadable: processes suspended by a pause are dumped as if the user had suspended them", "id", s.t.ID, "error", err)
 	}
 	return s.classify(procs)
 }
@@ -85,10 +90,10 @@ func (s *suspension) classify(procs []cuda.Process) error {
 		case cuda.StateCheckpointed:
 			if _, ok := s.paused.owns(p.PID); ok {
 				// The pause that suspended it resumes it: not this run's.
-				s.o.log().Info("CUDA process suspended by a GPU-free pause: dumped as it is, the resume brings it back", "id", s.t.ID, "pid", p.PID)
+				s.e.log.Info("CUDA process suspended by a GPU-free pause: dumped as it is, the resume brings it back", "id", s.t.ID, "pid", p.PID)
 				break
 			}
-			s.o.log().Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", s.t.ID, "pid", p.PID)
+			s.e.log.Warn("CUDA process suspended before this checkpoint: dumped as it is, and left suspended", "id", s.t.ID, "pid", p.PID)
 		default:
 			return fmt.Errorf("CUDA process %d is %s (a driver call of another tool is under way, or one was interrupted): %w; run `cryo cuda state %d`, and `cryo recover %d` once nothing else checkpoints it", p.PID, p.State, cuda.ErrBadState, p.PID, p.PID)
 		}
@@ -104,17 +109,17 @@ func (s *suspension) classify(procs []cuda.Process) error {
 // on several GPUs, and a process whose CUDA_VISIBLE_DEVICES selects fewer
 // GPUs than it holds (no restore would match it).
 func (s *suspension) takeInventory(ctx context.Context) error {
-	inv, err := s.o.driver().Inventory(ctx)
+	inv, err := s.e.gpu.driver.Inventory(ctx)
 	if err != nil {
 		// The checkpoint is still good; only the restore's host check loses
 		// its data, so warn instead of failing.
-		s.o.log().Warn("GPU inventory unavailable: the restore cannot check the target host", "id", s.t.ID, "error", err)
+		s.e.log.Warn("GPU inventory unavailable: the restore cannot check the target host", "id", s.t.ID, "error", err)
 	}
 	views, err := s.describe(inv)
 	if err != nil {
 		return err
 	}
-	if !s.o.AllowCUDAIPC {
+	if !s.e.allowIPC {
 		if err := errors.Join(cuda.CheckIPC(views), cuda.CheckXLA(views, inv)); err != nil {
 			return err
 		}
@@ -157,7 +162,7 @@ func (s *suspension) describe(inv cuda.Inventory) ([]cuda.ProcessGPUs, error) {
 			return nil, fmt.Errorf("which GPUs pid %d uses: %w", p.PID, err)
 		}
 		if len(v.GPUs) == 0 && len(inv.GPUs) > 0 {
-			s.o.log().Warn("no GPU found for a CUDA process: the restore cannot check its GPUs", "id", s.t.ID, "pid", p.PID, "evidence", v.Evidence)
+			s.e.log.Warn("no GPU found for a CUDA process: the restore cannot check its GPUs", "id", s.t.ID, "pid", p.PID, "evidence", v.Evidence)
 		}
 		views = append(views, v)
 	}
@@ -169,7 +174,7 @@ func (s *suspension) suspend(ctx context.Context) error {
 		return nil
 	}
 	if s.t.DumpFreezes {
-		if err := s.o.checkSeizeStopped(ctx); err != nil {
+		if err := s.e.criu.seizeStopped(ctx); err != nil {
 			return err
 		}
 	}
@@ -178,7 +183,7 @@ func (s *suspension) suspend(ctx context.Context) error {
 	start := time.Now()
 	// internal/cuda rolls back the processes it already suspended when one fails,
 	// so a failure here leaves nothing suspended.
-	if err := s.o.driver().Suspend(ctx, s.toSuspend, s.o.setOptions(nil)); err != nil {
+	if err := s.e.gpu.driver.Suspend(ctx, s.toSuspend, s.e.gpu.opts(nil)); err != nil {
 		return err
 	}
 	s.rate = measuredRate(bytes, time.Since(start))
@@ -186,11 +191,11 @@ func (s *suspension) suspend(ctx context.Context) error {
 }
 
 // copyLine gives the line of a resume or rollback the GPU memory it copies
-// back and the rate of this run's suspend.
-func (s *suspension) copyLine(ctx context.Context) {
+// back to pids (as m records it) and the rate of the run's suspend.
+func copyLine(ctx context.Context, m *manifest.Manifest, pids []int, rate float64) {
 	t := taskFrom(ctx)
-	t.SetTotal(gpuBytes(s.m, s.toSuspend))
-	if s.rate > 0 {
-		t.SetRate(s.rate)
+	t.SetTotal(gpuBytes(m, pids))
+	if rate > 0 {
+		t.SetRate(rate)
 	}
 }

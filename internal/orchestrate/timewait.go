@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/cryo-gpu/cryo/internal/fixup"
@@ -11,10 +12,10 @@ import (
 // network namespace holds a listening port of the checkpoint in dir: the
 // ports step (portsWait) as a sequence of its own, for a bare restore,
 // which binds in this namespace after its check.
-func (o *Orchestrator) waitTimeWait(ctx context.Context, id, dir string) {
+func waitTimeWait(ctx context.Context, e env, id, dir string) {
 	w := &portsWait{id: id, dir: dir}
-	w.probe(o)
-	seq := &runner{o: o, op: "restore", id: id, steps: []step{w.step()},
+	w.probe(e.log)
+	seq := &runner{stepper: e.stepper, op: "restore", id: id, steps: []step{w.step()},
 		failed: func(_ context.Context, _ StepName, err error, _ string) error { return err }}
 	_ = seq.run(ctx) // the step does not fail: CRIU says which socket it cannot bind
 }
@@ -32,7 +33,7 @@ type portsWait struct {
 
 // probe reads the checkpoint's listening ports and which of them TIME_WAIT
 // sockets hold now, and warns of the wait to come.
-func (w *portsWait) probe(o *Orchestrator) {
+func (w *portsWait) probe(log *slog.Logger) {
 	var err error
 	if w.ports, err = fixup.ListeningPorts(w.dir); err != nil || len(w.ports) == 0 {
 		return // CRIU reads the images again and reports what is wrong
@@ -41,7 +42,7 @@ func (w *portsWait) probe(o *Orchestrator) {
 	if w.held, left = fixup.TimeWaitOn(w.ports); len(w.held) == 0 {
 		return
 	}
-	o.log().Warn("the checkpoint's listening ports are held by connections closed in the last minute (TIME_WAIT), which no new listener may bind: waiting for them to expire (a restore into a network namespace of its own does not wait)",
+	log.Warn("the checkpoint's listening ports are held by connections closed in the last minute (TIME_WAIT), which no new listener may bind: waiting for them to expire (a restore into a network namespace of its own does not wait)",
 		"id", w.id, "ports", w.held, "longest", left.Round(time.Second))
 }
 
