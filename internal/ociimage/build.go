@@ -48,8 +48,9 @@ type BuildOptions struct {
 	// bytes, and a full copy at every restore.
 	CompressPages bool
 
-	rawPages   bool // pages plans become pages blobs (buildParts)
-	ownedFiles bool // the source's files are cryo's own temporary layout
+	rawPages   bool               // pages plans become pages blobs (buildParts)
+	ownedFiles bool               // the source's files are cryo's own temporary layout
+	sums       map[string]fileSum // digests its extraction took, by path
 
 	task *progress.Task // the compression's line, while writeLayers runs
 }
@@ -210,7 +211,7 @@ func (st *Store) buildLayers(ctx context.Context, plans []layerPlan, o BuildOpti
 // buildPlan stores one plan: a pages blob, or a layer.
 func (st *Store) buildPlan(p layerPlan, o BuildOptions) (ocispec.Descriptor, digest.Digest, error) {
 	if o.rawPages && p.Part == PartPages && len(p.Entries) == 1 {
-		d, err := st.buildPagesBlob(p, o.task, o.ownedFiles)
+		d, err := st.buildPagesBlob(p, o.task, o.ownedFiles, o.sums)
 		return d, d.Digest, err
 	}
 	return st.buildLayer(p, o)

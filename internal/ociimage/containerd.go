@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/containerd/v2/pkg/protobuf/proto"
 	ptypes "github.com/containerd/containerd/v2/pkg/protobuf/types"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"oras.land/oras-go/v2/content"
@@ -60,6 +61,7 @@ type ctrdCheckpoint struct {
 	index ocispec.Index
 	open  BlobOpener
 	meta  ContainerdMeta
+	sums  map[string]fileSum // the pages files' digests, by extracted path
 }
 
 // layoutContainerd lays a containerd checkpoint out as an export directory
@@ -162,16 +164,39 @@ func CheckpointContainerID(ref string) string {
 	return name
 }
 
-// openVerified opens a blob whose bytes are checked against d at EOF.
-func (ck *ctrdCheckpoint) openVerified(ctx context.Context, d ocispec.Descriptor) (*content.VerifyReader, io.Closer, error) {
+// verifying reads a blob and checks it against its descriptor at EOF.
+type verifying interface {
+	io.Reader
+	Verify() error
+}
+
+// openVerified opens a blob whose bytes are checked against d at EOF;
+// with aside, hashed on a goroutine of its own (blobVerifier), for a large
+// blob whose reader has work of its own to do.
+func (ck *ctrdCheckpoint) openVerified(ctx context.Context, d ocispec.Descriptor, aside bool) (verifying, io.Closer, error) {
 	rc, err := ck.open(ctx, d)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s blob %s of %s: %w", d.MediaType, d.Digest, ck.ref, err)
 	}
+	if aside && d.Digest.Algorithm() == digest.SHA256 && d.Digest.Validate() == nil {
+		bv := newBlobVerifier(rc, d)
+		return bv, closers{bv, rc}, nil
+	}
 	return content.NewVerifyReader(rc, d), rc, nil
 }
 
-func (ck *ctrdCheckpoint) verifyErr(d ocispec.Descriptor, vr *content.VerifyReader, err error) error {
+// closers closes each in turn.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (ck *ctrdCheckpoint) verifyErr(d ocispec.Descriptor, vr verifying, err error) error {
 	if err == nil {
 		err = vr.Verify()
 	}
@@ -181,14 +206,20 @@ func (ck *ctrdCheckpoint) verifyErr(d ocispec.Descriptor, vr *content.VerifyRead
 	return nil
 }
 
-// extractCRIU extracts the CRIU tar with cryo's safe extractor.
+// extractCRIU extracts the CRIU tar with cryo's safe extractor, hashing
+// the pages files on the way (ck.sums) while the tar's own digest is
+// computed beside it (blobVerifier): the checkpoint's bytes are read once
+// and written once, and no hash waits for another.
 func (ck *ctrdCheckpoint) extractCRIU(ctx context.Context, d ocispec.Descriptor, dir string) error {
-	vr, c, err := ck.openVerified(ctx, d)
+	vr, c, err := ck.openVerified(ctx, d, true)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := archive.Extract(vr, dir); err != nil {
+	ps := newPageSums(dir)
+	err = archive.ExtractWith(ctx, vr, dir, archive.Options{Tee: ps.tee})
+	ck.sums = ps.sums()
+	if err != nil {
 		if errors.Is(err, archive.ErrUnsafeEntry) {
 			return fmt.Errorf("CRIU tar of %s: %w", ck.ref, err)
 		}
@@ -203,7 +234,7 @@ func (ck *ctrdCheckpoint) readSmall(ctx context.Context, d ocispec.Descriptor, w
 	if d.Size > limit {
 		return nil, fmt.Errorf("%s %s of %s is %d bytes: %w", what, d.Digest, ck.ref, d.Size, ErrIntegrity)
 	}
-	vr, c, err := ck.openVerified(ctx, d)
+	vr, c, err := ck.openVerified(ctx, d, false)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +266,7 @@ func (ck *ctrdCheckpoint) writeSpec(ctx context.Context, d ocispec.Descriptor, o
 
 // writeRW stores the rw layer uncompressed: the image compresses it anyway.
 func (ck *ctrdCheckpoint) writeRW(ctx context.Context, d ocispec.Descriptor, out string) error {
-	vr, c, err := ck.openVerified(ctx, d)
+	vr, c, err := ck.openVerified(ctx, d, false)
 	if err != nil {
 		return err
 	}

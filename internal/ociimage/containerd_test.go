@@ -98,6 +98,15 @@ func TestOpenExportedContainerdCheckpoint(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(src.CRIU, "pages-2.img")); err != nil {
 		t.Error(err)
 	}
+	// The pages files were hashed as the CRIU tar was extracted, for the
+	// build to store them without reading them again.
+	for _, name := range []string{"pages-1.img", "pages-2.img"} {
+		p := filepath.Join(src.CRIU, name)
+		data, _ := os.ReadFile(p)
+		if got := src.sums[p].digest; got != digest.FromBytes(data) || !src.sums[p].describes(p) {
+			t.Errorf("%s: extraction's sum %s, want %s of the file", name, got, digest.FromBytes(data))
+		}
+	}
 
 	// Tamper with the CRIU tar: refused.
 	p := filepath.Join(l.dir, "blobs/sha256", idx.Manifests[0].Digest.Encoded())

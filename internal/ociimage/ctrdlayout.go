@@ -48,6 +48,7 @@ func openLaidOut(ctx context.Context, ck *ctrdCheckpoint, tmp string) (*Source, 
 		cleanup()
 		return nil, err
 	}
+	s.sums = ck.sums
 	return s, nil
 }
 

@@ -62,8 +62,9 @@ func partFile(l ocispec.Descriptor) (string, error) {
 // checkpoint, an export tar) becomes the blob by a hard link, so that the
 // extraction was its only write; a file of the caller's checkpoint
 // directory is copied (a reflink where the file system can), since the
-// store must not change when that directory does.
-func (st *Store) buildPagesBlob(p layerPlan, t *progress.Task, owned bool) (ocispec.Descriptor, error) {
+// store must not change when that directory does. A linked file whose
+// digest the extraction took as it wrote it (sums) is not read again.
+func (st *Store) buildPagesBlob(p layerPlan, t *progress.Task, owned bool, sums map[string]fileSum) (ocispec.Descriptor, error) {
 	e := p.Entries[0]
 	fail := func(err error) (ocispec.Descriptor, error) {
 		return ocispec.Descriptor{}, fmt.Errorf("write pages blob %s: %w", e.Name, err)
@@ -75,11 +76,17 @@ func (st *Store) buildPagesBlob(p layerPlan, t *progress.Task, owned bool) (ocis
 	if err != nil {
 		return fail(err)
 	}
-	d, err := hashFile(tmp, t)
-	if err != nil {
-		return fail(err)
+	sum, ok := sums[e.Path]
+	if ok = owned && ok && sum.describes(tmp); ok {
+		t.Add(sum.size)
+	} else {
+		d, err := hashFile(tmp, t)
+		if err != nil {
+			return fail(err)
+		}
+		sum = fileSum{digest: d.Digest(), size: d.n}
 	}
-	desc := ocispec.Descriptor{MediaType: MediaTypeCheckpointPages, Digest: d.Digest(), Size: d.n,
+	desc := ocispec.Descriptor{MediaType: MediaTypeCheckpointPages, Digest: sum.digest, Size: sum.size,
 		Annotations: map[string]string{AnnLayerPart: PartPages, AnnPartFile: path.Join(checkpointDir, path.Base(e.Name))}}
 	if err := os.Chmod(tmp, pagesBlobMode); err != nil {
 		return fail(err)

@@ -93,7 +93,7 @@ func (st *Store) buildParts(ctx context.Context, src *Source, o BuildOptions) ([
 	}
 	ws := *src
 	ws.Files = files
-	o.rawPages, o.ownedFiles = !o.CompressPages, src.cleanup != nil
+	o.rawPages, o.ownedFiles, o.sums = !o.CompressPages, src.cleanup != nil, src.sums
 	descs, diffIDs, err := st.writeLayers(ctx, &ws, o)
 	for i := range descs {
 		if descs[i].MediaType == MediaTypeCheckpointPages {

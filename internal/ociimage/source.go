@@ -46,6 +46,9 @@ type Source struct {
 	Manifest  *manifest.Manifest // nil for a checkpoint cryo did not take
 	Files     []archive.Entry
 	cleanup   func()
+	// sums: the digests of the pages files that cryo's own extraction
+	// took as it wrote them (extractsums.go), by path.
+	sums map[string]fileSum
 }
 
 // Close removes what opening the source extracted.

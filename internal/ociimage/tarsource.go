@@ -26,11 +26,22 @@ var (
 // pages and the rootfs diff are created with their sizes but not read:
 // enough to summarise the checkpoint, not to build or restore it.
 func openExportTar(path, tmp string, skeleton bool) (*Source, error) {
-	extract := archive.Extract
 	if skeleton {
-		extract = func(r io.Reader, dir string) error { return archive.ExtractSkeleton(r, dir, isBulk) }
+		return openExportTarWith(path, tmp, func(r io.Reader, dir string) error { return archive.ExtractSkeleton(r, dir, isBulk) })
 	}
-	return openExportTarWith(path, tmp, extract)
+	// A build stores the pages files as blobs: hash them as they land.
+	var ps *pageSums
+	s, err := openExportTarWith(path, tmp, func(r io.Reader, dir string) error {
+		ps = newPageSums(dir)
+		return archive.ExtractWith(context.Background(), r, dir, archive.Options{Tee: ps.tee})
+	})
+	if ps != nil {
+		sums := ps.sums() // even on failure: it ends the hashes
+		if s != nil && s.sums == nil {
+			s.sums = sums
+		}
+	}
+	return s, err
 }
 
 // openExportTarWith is openExportTar with its extraction.

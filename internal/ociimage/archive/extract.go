@@ -15,6 +15,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -97,6 +98,12 @@ type Options struct {
 	Budget *Budget // nil: no bound but the free space
 	Limits Limits  // zero fields: the defaults
 	Part   string  // names the tar in a LimitError
+	// Tee, when set, is asked for each regular file, by its entry name
+	// and with the file just created for it, and given a copy of its bytes
+	// as they are written where it returns a writer: so that a caller that
+	// hashes what it extracted needn't read it back from the disk. A Tee's
+	// write error fails the extraction.
+	Tee func(name string, f *os.File) io.Writer
 }
 
 // ExtractWith is Extract with o's bounds. It stops when ctx ends, between
@@ -147,7 +154,7 @@ func extract(ctx context.Context, r io.Reader, dir string, o Options, bulk func(
 		if err := charge(hdr, dir, &room, o.Budget); err != nil {
 			return err
 		}
-		if err := extractEntry(tr, hdr, dir); err != nil {
+		if err := extractEntry(tr, hdr, dir, o.Tee); err != nil {
 			return stopped(ctx, err)
 		}
 	}
@@ -203,7 +210,7 @@ func freeBytes(dir string) (int64, error) {
 	}
 }
 
-func extractEntry(tr *tar.Reader, hdr *tar.Header, dir string) error {
+func extractEntry(tr *tar.Reader, hdr *tar.Header, dir string, tee func(string, *os.File) io.Writer) error {
 	rel, err := cleanName(hdr.Name)
 	if err != nil {
 		return err
@@ -219,7 +226,11 @@ func extractEntry(tr *tar.Reader, hdr *tar.Header, dir string) error {
 	case tar.TypeDir:
 		return mkdir(target)
 	case tar.TypeReg:
-		return writeFile(tr, target, hdr.Size)
+		var w func(*os.File) io.Writer
+		if tee != nil {
+			w = func(f *os.File) io.Writer { return tee(hdr.Name, f) }
+		}
+		return writeFile(tr, target, hdr.Size, w)
 	case tar.TypeSymlink:
 		return symlink(hdr, rel, target)
 	case tar.TypeLink:
@@ -281,7 +292,7 @@ func placeholder(hdr *tar.Header, dir string) error {
 		return err
 	}
 	target := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := writeFile(strings.NewReader(""), target, 0); err != nil {
+	if err := writeFile(strings.NewReader(""), target, 0, nil); err != nil {
 		return err
 	}
 	if err := os.Truncate(target, hdr.Size); err != nil {
@@ -297,7 +308,13 @@ func mkdir(target string) error {
 	return nil
 }
 
-func writeFile(r io.Reader, target string, size int64) error {
+// copyBuf is the size of one write of an extracted file: large, so that a
+// checkpoint's GiB of pages cost few system calls.
+const copyBuf = 1 << 20
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
+
+func writeFile(r io.Reader, target string, size int64, tee func(*os.File) io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(target), DirMode); err != nil {
 		return fmt.Errorf("extract: %w", err)
 	}
@@ -309,7 +326,15 @@ func writeFile(r io.Reader, target string, size int64) error {
 	if err != nil {
 		return fmt.Errorf("extract: %w", err)
 	}
-	n, err := io.Copy(f, r)
+	var w io.Writer = f
+	if tee != nil {
+		if t := tee(f); t != nil {
+			w = io.MultiWriter(f, t)
+		}
+	}
+	buf := copyBufs.Get().(*[]byte)
+	n, err := io.CopyBuffer(onlyWriter{w}, r, *buf)
+	copyBufs.Put(buf)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -321,6 +346,10 @@ func writeFile(r io.Reader, target string, size int64) error {
 	}
 	return nil
 }
+
+// onlyWriter hides the file's ReadFrom, which would copy through a buffer
+// of its own (32 KiB) instead of copyBuf.
+type onlyWriter struct{ io.Writer }
 
 // ErrCorrupt: the archive ends inside an entry or holds what is no tar
 // header: a copy cut short, or a file that is not a tar at all.

@@ -3,8 +3,10 @@ package archive
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,3 +194,44 @@ func TestExtractCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// Tee sees the bytes of every regular file it asks for, with the file just
+// created for it, and nothing of the rest; its write error fails the
+// extraction.
+func TestExtractTee(t *testing.T) {
+	dir := t.TempDir()
+	got := map[string]*bytes.Buffer{}
+	tee := func(name string, f *os.File) io.Writer {
+		if f.Name() != filepath.Join(dir, name) {
+			t.Errorf("tee of %s: file %s", name, f.Name())
+		}
+		if name == "skip" {
+			return nil
+		}
+		got[name] = &bytes.Buffer{}
+		return got[name]
+	}
+	big := strings.Repeat("0123456789", copyBuf/5) // two buffers and more
+	tr := tarOf(t, ent{name: "a", typ: tar.TypeReg, body: big}, ent{name: "skip", typ: tar.TypeReg, body: "s"},
+		ent{name: "d", typ: tar.TypeDir}, ent{name: "l", link: "a", typ: tar.TypeSymlink})
+	if err := ExtractWith(context.Background(), tr, dir, Options{Tee: tee}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["a"].String() != big {
+		t.Errorf("teed %d files; a: %d bytes, want %d", len(got), got["a"].Len(), len(big))
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "a")); string(data) != big {
+		t.Errorf("a on disk: %d bytes, want %d", len(data), len(big))
+	}
+	fail := func(string, *os.File) io.Writer { return failWriter{} }
+	err := ExtractWith(context.Background(), tarOf(t, ent{name: "a", typ: tar.TypeReg, body: "x"}), t.TempDir(), Options{Tee: fail})
+	if !errors.Is(err, errTee) {
+		t.Errorf("a failing tee: %v, want %v", err, errTee)
+	}
+}
+
+var errTee = errors.New("tee failed")
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errTee }
