@@ -180,20 +180,9 @@ func (ck *ctrdCheckpoint) openVerified(ctx context.Context, d ocispec.Descriptor
 	}
 	if aside && d.Digest.Algorithm() == digest.SHA256 && d.Digest.Validate() == nil {
 		bv := newBlobVerifier(rc, d)
-		return bv, closers{bv, rc}, nil
+		return bv, bv, nil
 	}
 	return content.NewVerifyReader(rc, d), rc, nil
-}
-
-// closers closes each in turn.
-type closers []io.Closer
-
-func (cs closers) Close() error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
 }
 
 func (ck *ctrdCheckpoint) verifyErr(d ocispec.Descriptor, vr verifying, err error) error {

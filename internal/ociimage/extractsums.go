@@ -34,11 +34,34 @@ type fileSum struct {
 type pageSums struct {
 	dir  string // where the extraction writes: entry names are under it
 	mu   sync.Mutex
-	open map[string]*asyncDigest // by the extracted file's path
+	open map[string]*pendingSum // by the extracted file's path
+}
+
+// pendingSum is one file's hash under way, and the file, held open.
+type pendingSum struct {
+	h   *asyncDigest
+	fd  int
+	res *fileSum
+}
+
+// end waits for the hash, takes the file's device and inode (no digest
+// where it cannot) and closes it; later calls return the same.
+func (p *pendingSum) end() fileSum {
+	if p.res == nil {
+		s := p.h.sum()
+		var st unix.Stat_t
+		if unix.Fstat(p.fd, &st) != nil {
+			s.digest = ""
+		}
+		s.dev, s.ino = st.Dev, st.Ino
+		unix.Close(p.fd)
+		p.res = &s
+	}
+	return *p.res
 }
 
 func newPageSums(dir string) *pageSums {
-	return &pageSums{dir: dir, open: map[string]*asyncDigest{}}
+	return &pageSums{dir: dir, open: map[string]*pendingSum{}}
 }
 
 // tee is archive.Options.Tee: a writer for each pages file, nil for the
@@ -53,15 +76,15 @@ func (p *pageSums) tee(name string, f *os.File) io.Writer {
 	if err != nil {
 		return nil
 	}
-	d := newAsyncDigest(fd)
+	d := &pendingSum{h: newAsyncDigest(), fd: fd}
 	file := filepath.Join(p.dir, filepath.FromSlash(path.Clean(name)))
 	p.mu.Lock()
 	if old := p.open[file]; old != nil {
-		old.sum() // a second entry of one name: the last one counts
+		old.end() // a second entry of one name: the last one counts
 	}
 	p.open[file] = d
 	p.mu.Unlock()
-	return d
+	return d.h
 }
 
 // sums waits for every hash and returns those of the files still at their
@@ -72,7 +95,7 @@ func (p *pageSums) sums() map[string]fileSum {
 	defer p.mu.Unlock()
 	out := make(map[string]fileSum, len(p.open))
 	for file, d := range p.open {
-		if s := d.sum(); s.describes(file) {
+		if s := d.end(); s.describes(file) {
 			out[file] = s
 		}
 	}
@@ -95,7 +118,6 @@ type asyncDigest struct {
 	free chan []byte
 	done chan struct{}
 	d    *digestCounter
-	fd   int // the file it hashes, open until sum
 	res  *fileSum
 }
 
@@ -104,11 +126,9 @@ const (
 	asyncBufSize = 1 << 20
 )
 
-// newAsyncDigest hashes what is written to it; fd (-1: none) is the file
-// whose inode the sum records, closed by sum.
-func newAsyncDigest(fd int) *asyncDigest {
+func newAsyncDigest() *asyncDigest {
 	a := &asyncDigest{work: make(chan []byte, asyncBufs), free: make(chan []byte, asyncBufs),
-		done: make(chan struct{}), d: newDigestCounter(), fd: fd}
+		done: make(chan struct{}), d: newDigestCounter()}
 	for range asyncBufs {
 		a.free <- make([]byte, asyncBufSize)
 	}
@@ -135,22 +155,13 @@ func (a *asyncDigest) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// sum ends the hash and returns it with the file's inode (none where the
-// file cannot be read back); later calls return the same.
+// sum ends the hash and returns its digest and size; later calls return
+// the same.
 func (a *asyncDigest) sum() fileSum {
 	if a.res == nil {
 		close(a.work)
 		<-a.done
 		a.res = &fileSum{digest: a.d.Digest(), size: a.d.n}
-		if a.fd < 0 {
-			return *a.res // a stream, not a file
-		}
-		var st unix.Stat_t
-		if unix.Fstat(a.fd, &st) != nil {
-			a.res.digest = ""
-		}
-		a.res.dev, a.res.ino = st.Dev, st.Ino
-		unix.Close(a.fd)
 	}
 	return *a.res
 }
@@ -158,17 +169,18 @@ func (a *asyncDigest) sum() fileSum {
 // blobVerifier reads a blob and checks it against its descriptor, as
 // oras-go's content.VerifyReader does, but hashes on a goroutine of its
 // own: the extraction that reads a checkpoint's CRIU tar then writes its
-// files while the tar's digest is computed beside it. Close ends the hash.
+// files while the tar's digest is computed beside it. Close ends the hash
+// and closes the blob.
 type blobVerifier struct {
 	r    *io.LimitedReader
-	base io.Reader
+	base io.ReadCloser
 	d    ocispec.Descriptor
 	h    *asyncDigest
 	err  error
 }
 
-func newBlobVerifier(r io.Reader, d ocispec.Descriptor) *blobVerifier {
-	return &blobVerifier{r: &io.LimitedReader{R: r, N: d.Size}, base: r, d: d, h: newAsyncDigest(-1)}
+func newBlobVerifier(r io.ReadCloser, d ocispec.Descriptor) *blobVerifier {
+	return &blobVerifier{r: &io.LimitedReader{R: r, N: d.Size}, base: r, d: d, h: newAsyncDigest()}
 }
 
 func (v *blobVerifier) Read(p []byte) (int, error) {
@@ -202,8 +214,7 @@ func (v *blobVerifier) Verify() error {
 	return nil
 }
 
-// Close ends the hash; the blob's own reader is the caller's to close.
 func (v *blobVerifier) Close() error {
 	v.h.sum()
-	return nil
+	return v.base.Close()
 }

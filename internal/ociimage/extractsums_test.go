@@ -147,7 +147,7 @@ func TestBlobVerifier(t *testing.T) {
 		"trailing":  {append(bytes.Clone(data), 'x'), content.ErrTrailingData},
 		"changed":   {other, content.ErrMismatchedDigest},
 	} {
-		v := newBlobVerifier(bytes.NewReader(c.blob), d)
+		v := newBlobVerifier(io.NopCloser(bytes.NewReader(c.blob)), d)
 		_, err := io.Copy(io.Discard, v)
 		if err == nil {
 			err = v.Verify()
